@@ -1,0 +1,22 @@
+/**
+ * Runs every benchmark and prints one JSON document of figures.
+ * `npm run bench` runs all; `npm run bench -- storage` runs the named ones.
+ */
+import * as Storage from "./storage.ts"
+
+const benchmarks: Record<string, () => Promise<unknown>> = {
+  storage: Storage.run
+}
+
+const selected = process.argv.slice(2)
+const names = selected.length > 0 ? selected : Object.keys(benchmarks)
+const figures: Record<string, unknown> = {}
+for (const name of names) {
+  const bench = benchmarks[name]
+  if (bench === undefined) {
+    process.stderr.write(`unknown benchmark ${name}; known: ${Object.keys(benchmarks).join(", ")}\n`)
+    process.exit(2)
+  }
+  figures[name] = await bench()
+}
+process.stdout.write(JSON.stringify(figures, null, 2) + "\n")

@@ -1,0 +1,21 @@
+/**
+ * noetic-effect: durable execution for AI agent harnesses, on Effect 4.
+ *
+ * @since 0.1.0
+ */
+
+/** Tagged failures: config errors with documented codes, and `StorageError`. */
+export * as Errors from "./Errors.ts"
+export {
+  CheckpointSchemaMismatch,
+  EmptyStepId,
+  NoStepConfigured,
+  StepLedgerRetentionInvalid,
+  StorageError
+} from "./Errors.ts"
+
+/** The key-value storage every durable surface is written on. */
+export * as StorageAdapter from "./services/StorageAdapter.ts"
+
+/** A `StorageAdapter` on a directory, one durable file per key. */
+export * as FileStorage from "./layers/FileStorage.ts"

@@ -1,0 +1,226 @@
+/**
+ * A `StorageAdapter` on a directory: one file per key.
+ *
+ * Each file holds a versioned record `{ version: 1, key, value }`. A write goes to a
+ * unique temp file that is fsynced, renamed over the key's file, and made durable by
+ * an fsync of the directory; concurrent writers share one directory fsync (group
+ * commit). Several processes may share a root (a host and its children do).
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs/promises"
+import * as NodePath from "node:path"
+import { Deferred, Effect, Layer, Option, Schema, Semaphore } from "effect"
+import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
+import { decodeJson, encodeJson, sortKeys, StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** Where a file storage keeps its files. */
+export interface FileStorageOptions {
+  /** The directory; created (mode 0700) when missing. */
+  readonly root: string
+}
+
+/** The record each file holds. */
+const FileRecord = Schema.Struct({
+  version: Schema.Literal(1),
+  key: Schema.String,
+  value: Schema.Unknown
+})
+
+const TEMP_PREFIX = ".tmp-"
+const DIR_MODE = 0o700
+const FILE_MODE = 0o600
+const READ_CONCURRENCY = 64
+
+const errorCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+const ioError = (operation: string, key: string, cause: unknown): StorageError => {
+  const code = errorCode(cause)
+  const message = cause instanceof Error ? cause.message : String(cause)
+  return new StorageError({
+    operation,
+    reason: code === "EACCES" || code === "EPERM"
+      ? new Permission({ key, message, cause })
+      : new Io({ key, message, cause })
+  })
+}
+
+/** A promise rejection handler that turns "no such file" into `value` and rethrows the rest. */
+const ifMissing = <A>(value: A) => (cause: unknown): A => {
+  if (errorCode(cause) === "ENOENT") return value
+  throw cause
+}
+
+const isProcessAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (cause) {
+    return errorCode(cause) === "EPERM"
+  }
+}
+
+/** Builds a file storage over `root`, removing temp files left by dead writers. */
+export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
+  const root = NodePath.resolve(options.root)
+  const pathOf = (name: string) => NodePath.join(root, name)
+
+  yield* Effect.tryPromise({
+    try: () => Fs.mkdir(root, { recursive: true, mode: DIR_MODE }),
+    catch: (cause) => ioError("open", root, cause)
+  })
+  const names = yield* Effect.tryPromise({
+    try: () => Fs.readdir(root),
+    catch: (cause) => ioError("open", root, cause)
+  })
+  // Temp names carry the writer's pid: another live process sharing this root may be
+  // mid-write, so only the leftovers of dead writers are removed.
+  yield* Effect.forEach(names, (name) => {
+    if (!name.startsWith(TEMP_PREFIX)) return Effect.void
+    const pid = Number.parseInt(name.slice(TEMP_PREFIX.length), 10)
+    if (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid)) return Effect.void
+    return Effect.tryPromise({ try: () => Fs.rm(pathOf(name), { force: true }), catch: (cause) => ioError("open", name, cause) })
+  }, { discard: true })
+
+  let tempCounter = 0
+  const tempName = () => `${TEMP_PREFIX}${process.pid}-${++tempCounter}-${Math.random().toString(36).slice(2)}`
+
+  // Group commit of directory fsyncs: a writer that asks while a sync is queued but not
+  // started rides on it; one that asks once it has started queues the next. Either way
+  // the sync it waits for began after its rename.
+  const syncLock = Semaphore.makeUnsafe(1)
+  let queued: Deferred.Deferred<void, StorageError> | undefined
+  const fsyncRoot = Effect.tryPromise({
+    try: async () => {
+      const handle = await Fs.open(root, "r")
+      try {
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+    },
+    catch: (cause) => ioError("fsync", root, cause)
+  })
+  const syncDirectory: Effect.Effect<void, StorageError> = Effect.suspend(() => {
+    if (queued !== undefined) return Deferred.await(queued)
+    const mine = Deferred.makeUnsafe<void, StorageError>()
+    queued = mine
+    return syncLock.withPermit(
+      Effect.suspend(() => {
+        if (queued === mine) queued = undefined
+        return Effect.exit(fsyncRoot)
+      })
+    ).pipe(
+      Effect.flatMap((exit) => Deferred.done(mine, exit)),
+      Effect.uninterruptible,
+      Effect.andThen(Deferred.await(mine))
+    )
+  })
+
+  const checkKey = (operation: string, key: string) =>
+    key.isWellFormed()
+      ? Effect.void
+      : Effect.fail(
+        new StorageError({ operation, reason: new Unserializable({ key, message: "the key is not well-formed Unicode" }) })
+      )
+
+  const readRecord = Effect.fnUntraced(function*(operation: string, name: string, expectedKey: string | undefined) {
+    const text = yield* Effect.tryPromise({
+      try: () => Fs.readFile(pathOf(name), "utf8").catch(ifMissing(undefined)),
+      catch: (cause) => ioError(operation, expectedKey ?? name, cause)
+    })
+    if (text === undefined) return Option.none<{ key: string; value: unknown }>()
+    const label = expectedKey ?? name
+    const json = yield* decodeJson(operation, label, text)
+    const record = yield* Schema.decodeUnknownEffect(FileRecord)(json).pipe(
+      Effect.mapError((error) =>
+        new StorageError({ operation, reason: new Corrupt({ key: label, message: `not a storage record: ${error.message}` }) })
+      )
+    )
+    if (expectedKey !== undefined && record.key !== expectedKey) {
+      return yield* new StorageError({
+        operation,
+        reason: new Corrupt({ key: expectedKey, message: `the file holds the record of another key (${JSON.stringify(record.key)})` })
+      })
+    }
+    return Option.some({ key: record.key, value: record.value })
+  })
+
+  const get = (key: string) =>
+    checkKey("get", key).pipe(
+      Effect.andThen(readRecord("get", encodeKey(key), key)),
+      Effect.map(Option.map((record) => record.value))
+    )
+
+  const set = Effect.fnUntraced(function*(key: string, value: unknown) {
+    yield* checkKey("set", key)
+    const text = yield* encodeJson("set", key, { version: 1, key, value })
+    const temp = pathOf(tempName())
+    yield* Effect.tryPromise({
+      try: async () => {
+        const handle = await Fs.open(temp, "wx", FILE_MODE)
+        try {
+          await handle.writeFile(text, "utf8")
+          await handle.sync()
+        } finally {
+          await handle.close()
+        }
+        await Fs.rename(temp, pathOf(encodeKey(key)))
+      },
+      catch: (cause) => ioError("set", key, cause)
+    }).pipe(Effect.tapError(() => Effect.promise(() => Fs.rm(temp, { force: true }))))
+    yield* syncDirectory
+  })
+
+  const remove = Effect.fnUntraced(function*(key: string) {
+    yield* checkKey("delete", key)
+    const removed = yield* Effect.tryPromise({
+      try: () => Fs.unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
+      catch: (cause) => ioError("delete", key, cause)
+    })
+    if (removed) yield* syncDirectory
+  })
+
+  const list = Effect.fnUntraced(function*(prefix: string) {
+    const names = yield* Effect.tryPromise({
+      try: () => Fs.readdir(root),
+      catch: (cause) => ioError("list", prefix, cause)
+    })
+    const keys: Array<string> = []
+    const longNames: Array<string> = []
+    for (const name of names) {
+      if (name.startsWith(".")) continue
+      if (isLongName(name)) {
+        const known = longNameKeyPrefix(name)
+        if (known.startsWith(prefix) || prefix.startsWith(known)) longNames.push(name)
+        continue
+      }
+      const key = decodeKey(name)
+      if (key !== undefined && key.startsWith(prefix)) keys.push(key)
+    }
+    yield* Effect.forEach(longNames, (name) =>
+      Effect.map(readRecord("list", name, undefined), (record) => {
+        if (Option.isSome(record) && record.value.key.startsWith(prefix)) keys.push(record.value.key)
+      }), { concurrency: READ_CONCURRENCY, discard: true })
+    return sortKeys(keys)
+  })
+
+  const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
+    const found = new Map<string, unknown>()
+    yield* Effect.forEach(keys, (key) =>
+      Effect.map(get(key), (value) => {
+        if (Option.isSome(value)) found.set(key, value.value)
+      }), { concurrency: READ_CONCURRENCY, discard: true })
+    return found as ReadonlyMap<string, unknown>
+  })
+
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany }) satisfies StorageAdapterShape
+})
+
+/** A file storage over `options.root` for the life of the layer. */
+export const layer = (options: FileStorageOptions): Layer.Layer<StorageAdapter, StorageError> =>
+  Layer.effect(StorageAdapter, make(options))

@@ -1,0 +1,84 @@
+/**
+ * Promise-shaped storage adapters, as the documented API has them, and the bridge
+ * both ways between them and the `StorageAdapter` service.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Exit, Option } from "effect"
+import { Io, StorageError } from "../Errors.ts"
+import * as FileStorage from "../layers/FileStorage.ts"
+import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { unwrapExit } from "./errors.ts"
+
+/** The documented storage adapter shape; `getMany` is optional. */
+export interface StorageAdapter {
+  get<T = unknown>(key: string): Promise<T | null>
+  set(key: string, value: unknown): Promise<void>
+  delete(key: string): Promise<void>
+  list(prefix: string): Promise<ReadonlyArray<string>>
+  getMany?<T = unknown>(keys: ReadonlyArray<string>): Promise<Map<string, T>>
+}
+
+const engineAdapter = Symbol.for("noetic-effect/promise/engineAdapter")
+
+interface EngineBacked {
+  readonly [engineAdapter]: Effect.Effect<StorageAdapterShape, StorageError>
+}
+
+/** Wraps an engine storage (built lazily, once) as a Promise adapter. */
+const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapter & EngineBacked => {
+  const cached = Effect.runSync(Effect.cached(build))
+  const use = <A>(f: (storage: StorageAdapterShape) => Effect.Effect<A, StorageError>) => runForFacade(Effect.flatMap(cached, f))
+  return {
+    [engineAdapter]: cached,
+    get: <T>(key: string) => use((s) => Effect.map(s.get(key), (value) => Option.getOrNull(value) as T | null)),
+    set: (key, value) => use((s) => s.set(key, value)),
+    delete: (key) => use((s) => s.delete(key)),
+    list: (prefix) => use((s) => s.list(prefix)),
+    getMany: <T>(keys: ReadonlyArray<string>) =>
+      use((s) => Effect.map(s.getMany!(keys), (found) => new Map(found) as Map<string, T>))
+  }
+}
+
+/** An in-memory storage: it stores a JSON copy of each value, like a disk would. */
+export const createInMemoryStorage = (): StorageAdapter => fromEngine(makeMemory)
+
+/** A durable storage under `root`: one fsynced file per key, created 0600 in a 0700 directory. */
+export const createFileStorage = (options: { readonly root: string }): StorageAdapter =>
+  fromEngine(FileStorage.make(options))
+
+const hostFailure = (operation: string, key: string) => (cause: unknown) =>
+  new StorageError({
+    operation,
+    reason: new Io({ key, message: cause instanceof Error ? cause.message : String(cause), cause })
+  })
+
+/**
+ * The engine view of a Promise adapter. Adapters made by this module hand back the
+ * engine storage they wrap; any other adapter (one a host wrote) is called through
+ * its Promises, and its rejections become `StorageError` with reason `Io`.
+ */
+export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageAdapterShape, StorageError> => {
+  if (engineAdapter in adapter) return (adapter as StorageAdapter & EngineBacked)[engineAdapter]
+  const shape: StorageAdapterShape = {
+    get: (key) =>
+      Effect.tryPromise({ try: () => adapter.get(key), catch: hostFailure("get", key) }).pipe(
+        Effect.map((value) => (value === null || value === undefined ? Option.none() : Option.some(value)))
+      ),
+    set: (key, value) => Effect.tryPromise({ try: () => adapter.set(key, value), catch: hostFailure("set", key) }),
+    delete: (key) => Effect.tryPromise({ try: () => adapter.delete(key), catch: hostFailure("delete", key) }),
+    list: (prefix) =>
+      Effect.tryPromise({ try: () => adapter.list(prefix), catch: hostFailure("list", prefix) }).pipe(
+        Effect.map((keys) => [...keys].sort())
+      ),
+    ...(adapter.getMany === undefined ? {} : {
+      getMany: (keys: ReadonlyArray<string>) =>
+        Effect.tryPromise({ try: () => adapter.getMany!(keys), catch: hostFailure("getMany", keys.join(",")) })
+    })
+  }
+  return Effect.succeed(shape)
+}
+
+/** Runs an effect for a facade caller: resolves with its value or rejects with a facade error. */
+export const runForFacade = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+  Effect.runPromiseExit(effect).then((exit: Exit.Exit<A, E>) => unwrapExit(exit))

@@ -1,0 +1,140 @@
+/**
+ * The key-value storage every durable surface is written on.
+ *
+ * Values are JSON values; a key that was never set (or was deleted) is absent, which
+ * is not an error. Backends: `layerMemory` here, `FileStorage.layer` and
+ * `PostgresStorage.layer` beside it.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import { Corrupt, StorageError, Unserializable } from "../Errors.ts"
+
+/** The operations a storage backend provides. `getMany` is optional: see {@link getMany}. */
+export interface StorageAdapterShape {
+  /** The value at `key`, or none when it is absent. */
+  readonly get: (key: string) => Effect.Effect<Option.Option<unknown>, StorageError>
+  /** Stores a JSON value at `key`, replacing what was there. */
+  readonly set: (key: string, value: unknown) => Effect.Effect<void, StorageError>
+  /** Removes `key`; removing an absent key succeeds. */
+  readonly delete: (key: string) => Effect.Effect<void, StorageError>
+  /** Every key that starts with `prefix`, sorted by code unit. */
+  readonly list: (prefix: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
+  /** The values of the keys that exist; missing keys are absent from the map. */
+  readonly getMany?: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
+}
+
+/** The storage a durable surface writes to. */
+export class StorageAdapter extends Context.Service<StorageAdapter, StorageAdapterShape>()(
+  "noetic-effect/StorageAdapter"
+) {}
+
+/** How many `get`s the fallback of {@link getMany} runs at once. */
+const GET_MANY_FALLBACK_CONCURRENCY = 32
+
+/**
+ * Reads many keys at once: one call of the backend's `getMany` when it has one,
+ * otherwise parallel `get`s. Missing keys are absent from the result, falsy values
+ * (`0`, `""`, `false`, `null`) are kept, and an empty key list touches nothing.
+ */
+export const getMany = (
+  storage: StorageAdapterShape,
+  keys: ReadonlyArray<string>
+): Effect.Effect<ReadonlyMap<string, unknown>, StorageError> => {
+  if (keys.length === 0) return Effect.succeed(new Map())
+  if (storage.getMany !== undefined) return storage.getMany(keys)
+  return Effect.forEach(keys, (key) => Effect.map(storage.get(key), (value) => [key, value] as const), {
+    concurrency: GET_MANY_FALLBACK_CONCURRENCY
+  }).pipe(Effect.map((pairs) => {
+    const found = new Map<string, unknown>()
+    for (const [key, value] of pairs) {
+      if (Option.isSome(value)) found.set(key, value.value)
+    }
+    return found
+  }))
+}
+
+/**
+ * Serialises a value for storage, failing with `Unserializable` for what JSON cannot
+ * hold (a cycle, a bigint, `undefined` at the top level).
+ */
+export const encodeJson = (
+  operation: string,
+  key: string,
+  value: unknown
+): Effect.Effect<string, StorageError> =>
+  Effect.suspend(() => {
+    let text: string | undefined
+    try {
+      text = JSON.stringify(value)
+    } catch (cause) {
+      return Effect.fail(
+        new StorageError({
+          operation,
+          reason: new Unserializable({ key, message: cause instanceof Error ? cause.message : String(cause) })
+        })
+      )
+    }
+    if (text === undefined) {
+      return Effect.fail(
+        new StorageError({
+          operation,
+          reason: new Unserializable({ key, message: `a value of type ${typeof value} has no JSON form` })
+        })
+      )
+    }
+    return Effect.succeed(text)
+  })
+
+/** Parses stored JSON text, failing with `Corrupt` naming the key. */
+export const decodeJson = (operation: string, key: string, text: string): Effect.Effect<unknown, StorageError> =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (cause) =>
+      new StorageError({
+        operation,
+        reason: new Corrupt({ key, message: `not valid JSON: ${cause instanceof Error ? cause.message : String(cause)}` })
+      })
+  })
+
+/** Sorts keys by UTF-16 code unit, the order `list` promises on every backend. */
+export const sortKeys = (keys: Array<string>): Array<string> => keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+
+/**
+ * An in-memory storage. It keeps the JSON text of each value, so what it hands back
+ * is a copy and a value that would not survive a disk round trip does not survive here.
+ */
+export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => {
+  const entries = new Map<string, string>()
+  return StorageAdapter.of({
+    get: (key) =>
+      Effect.suspend(() => {
+        const text = entries.get(key)
+        return text === undefined ? Effect.succeedNone : Effect.asSome(decodeJson("get", key, text))
+      }),
+    set: (key, value) => Effect.map(encodeJson("set", key, value), (text) => void entries.set(key, text)),
+    delete: (key) => Effect.sync(() => void entries.delete(key)),
+    list: (prefix) =>
+      Effect.sync(() => {
+        const keys: Array<string> = []
+        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
+        return sortKeys(keys)
+      }),
+    getMany: (keys) =>
+      Effect.suspend(() => {
+        const found = new Map<string, unknown>()
+        return Effect.as(
+          Effect.forEach(keys, (key) => {
+            const text = entries.get(key)
+            return text === undefined
+              ? Effect.void
+              : Effect.map(decodeJson("getMany", key, text), (value) => void found.set(key, value))
+          }, { discard: true }),
+          found
+        )
+      })
+  })
+})
+
+/** A fresh in-memory storage for the life of the layer. */
+export const layerMemory: Layer.Layer<StorageAdapter> = Layer.effect(StorageAdapter, makeMemory)

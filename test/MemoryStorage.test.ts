@@ -1,0 +1,4 @@
+import { layerMemory } from "../src/services/StorageAdapter.ts"
+import { suite } from "./StorageSuite.ts"
+
+suite("memory", () => layerMemory)

@@ -1,0 +1,17 @@
+import { defineConfig } from "tsup"
+
+export default defineConfig({
+  entry: {
+    index: "src/index.ts",
+    promise: "src/promise/index.ts",
+    testing: "src/testing/index.ts",
+    cli: "src/cli/main.ts"
+  },
+  format: ["esm", "cjs"],
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: "node22",
+  platform: "node",
+  splitting: true
+})
