@@ -4,15 +4,21 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 /** The only snapshot version this library reads and writes. */
 export const CHECKPOINT_SCHEMA_VERSION = 2 as const
 
+/**
+ * An `unknown` field whose key JSON drops when the value is `undefined`: a missing key
+ * decodes back to `undefined`, so a step or prompt with no input survives a save.
+ */
+const UnknownInput = Schema.Unknown.pipe(Schema.withDecodingDefaultKey(Effect.succeed(undefined)))
+
 /** A step that was in flight when the snapshot was taken. */
 export const FrontierEntry = Schema.Struct({
   stepId: Schema.String,
-  input: Schema.Unknown,
+  input: UnknownInput,
   state: Schema.optionalKey(Schema.Unknown)
 })
 
@@ -22,7 +28,7 @@ export type FrontierEntry = typeof FrontierEntry.Type
 /** A pending ask-user prompt. */
 export const AskUserPrompt = Schema.Struct({
   id: Schema.String,
-  input: Schema.Unknown,
+  input: UnknownInput,
   createdAt: Schema.Number
 })
 

@@ -2,12 +2,33 @@
  * The step-completion ledger: one entry per successfully completed step, so a resumed
  * run replays recorded outputs instead of running those steps again.
  *
- * CONTRACT (implementation pending): see the doc comments on each member.
+ * Layout: one record per key `execution:<id>:ledger:<seq>` in the checkpoint store's
+ * storage (see `schema/LedgerEntry.ts`), so an append is one write however long the
+ * run, and `CheckpointStore.clear` removes the ledger with the snapshot. Loading
+ * applies the records in numeric seq order: a later record at a path wins, and a
+ * tombstone (written when a step's identity changed at a recorded path) discards the
+ * records before it at that path and below it, so a discard survives a crash.
+ *
+ * Retention counts keys, the oldest going first, and never deletes the newest key
+ * while a record is in flight: the highest seq written always stays in storage, which
+ * is what lets a reloaded ledger number on after it without reusing a seq. Superseded
+ * and discarded records are not deleted eagerly (that would cost a write per append);
+ * they age out with the rest, or go with `CheckpointStore.clear`.
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option } from "effect"
-import type { StorageError } from "../Errors.ts"
+import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
+import {
+  isAtOrBelow,
+  LEDGER_ENTRY_VERSION,
+  LedgerEntry,
+  ledgerKey,
+  ledgerPrefix,
+  parseLedgerSeq
+} from "../schema/LedgerEntry.ts"
+import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
+import { getMany, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 /** What a step is at a path: replay happens only when both match. */
 export interface StepIdentity {
@@ -31,14 +52,23 @@ export interface StepLedgerStats {
   readonly evicted: number
 }
 
+/** A step output the ledger holds for a path, as `entries` reports it. */
+export interface LedgerEntryView {
+  readonly seq: number
+  readonly path: string
+  readonly stepId: string
+  readonly kind: string
+  readonly output: unknown
+}
+
 /** The ledger of one execution, loaded from storage. */
 export interface ExecutionLedger {
   readonly executionId: string
   /**
    * The recorded output at `path` when the recorded identity matches; none when
    * nothing is recorded there. When the identity differs, the entry at `path` and
-   * every entry below it (paths starting with `path + "/"`) are discarded, durably,
-   * and none is returned.
+   * every entry below it (paths starting with `path + "/"`, or `path + "["` for
+   * `inParallel` branches) are discarded, durably, and none is returned.
    */
   readonly lookup: (path: string, identity: StepIdentity) => Effect.Effect<Option.Option<unknown>, StorageError>
   /**
@@ -47,6 +77,8 @@ export interface ExecutionLedger {
    * warning); past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
   readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
+  /** The outputs this ledger would replay, one per path, in seq order. */
+  readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
 }
 
 /** The operations of the step ledger. */
@@ -60,3 +92,387 @@ export interface StepLedgerShape {
 
 /** The step-completion ledger, kept in the checkpoint store's storage. */
 export class StepLedger extends Context.Service<StepLedger, StepLedgerShape>()("noetic-effect/StepLedger") {}
+
+/** The documented default caps: 128 KiB per output, 1000 entries per execution. */
+export const DEFAULT_STEP_LEDGER_RETENTION: StepLedgerRetention = Object.freeze({
+  maxEntryBytes: 128 * 1024,
+  maxEntries: 1000
+})
+
+/** Options of the step ledger layer. */
+export interface StepLedgerOptions {
+  /** Caps; a missing axis takes its default from {@link DEFAULT_STEP_LEDGER_RETENTION}. */
+  readonly retention?: Partial<StepLedgerRetention> | undefined
+}
+
+/**
+ * Fills in defaults and checks each cap is a positive number or `Infinity`. A zero,
+ * negative or NaN cap fails: it would record nothing while the run still looked healthy.
+ */
+export const validateRetention = (
+  retention?: Partial<StepLedgerRetention> | undefined
+): Effect.Effect<StepLedgerRetention, StepLedgerRetentionInvalid> =>
+  Effect.suspend(() => {
+    const resolved = {
+      maxEntryBytes: retention?.maxEntryBytes ?? DEFAULT_STEP_LEDGER_RETENTION.maxEntryBytes,
+      maxEntries: retention?.maxEntries ?? DEFAULT_STEP_LEDGER_RETENTION.maxEntries
+    }
+    for (const field of ["maxEntryBytes", "maxEntries"] as const) {
+      const value: unknown = resolved[field]
+      if (typeof value !== "number" || Number.isNaN(value) || value <= 0) {
+        return Effect.fail(
+          new StepLedgerRetentionInvalid({
+            field,
+            value: typeof value === "number" ? value : Number.NaN,
+            message: `stepLedgerRetention.${field} must be a positive number or Infinity, got ${String(value)}`,
+            hint: `Pass a positive ${field}, Infinity to disable that cap, or leave it out for the default (${
+              DEFAULT_STEP_LEDGER_RETENTION[field]
+            }).`
+          })
+        )
+      }
+    }
+    return Effect.succeed(resolved)
+  })
+
+/** UTF-8 byte length of well-formed text (what `JSON.stringify` produces), without encoding it. */
+export const utf8Length = (text: string): number => {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code < 0x80) bytes += 1
+    else if (code < 0x800) bytes += 2
+    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+      // A surrogate pair is one code point of four bytes.
+      bytes += 4
+      i++
+    } else bytes += 3
+  }
+  return bytes
+}
+
+/** How a recorded output is held in memory: loaded values as they are, fresh ones as their JSON. */
+type HeldOutput =
+  | { readonly _tag: "Value"; readonly value: unknown }
+  | { readonly _tag: "Text"; readonly text: string }
+  | { readonly _tag: "Undefined" }
+
+interface HeldEntry {
+  readonly seq: number
+  readonly stepId: string
+  readonly kind: string
+  readonly output: HeldOutput
+}
+
+/** What each key still in storage holds, so evicting it can update the lookup state. */
+type KeyInfo =
+  | { readonly _tag: "Step"; readonly path: string }
+  | { readonly _tag: "Discard"; readonly path: string }
+  | { readonly _tag: "Unreadable" }
+
+const outputOf = (held: HeldOutput): unknown =>
+  held._tag === "Value" ? held.value : held._tag === "Text" ? JSON.parse(held.text) : undefined
+
+const decodeEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+type Measured =
+  | { readonly _tag: "Ok"; readonly held: HeldOutput; readonly bytes: number }
+  | { readonly _tag: "Unserializable"; readonly message: string }
+
+const measure = (output: unknown): Measured => {
+  if (output === undefined) return { _tag: "Ok", held: { _tag: "Undefined" }, bytes: 0 }
+  let text: string | undefined
+  try {
+    text = JSON.stringify(output)
+  } catch (cause) {
+    return { _tag: "Unserializable", message: cause instanceof Error ? cause.message : String(cause) }
+  }
+  if (text === undefined) return { _tag: "Unserializable", message: `a ${typeof output} has no JSON form` }
+  return { _tag: "Ok", held: { _tag: "Text", text }, bytes: utf8Length(text) }
+}
+
+/**
+ * The step ledger over a checkpoint store's storage; dependencies are explicit for
+ * the Promise facade. Fails when a retention cap is invalid.
+ */
+export const makeWith = (
+  checkpointStore: CheckpointStoreShape,
+  options?: StepLedgerOptions
+): Effect.Effect<StepLedgerShape, StepLedgerRetentionInvalid> =>
+  Effect.map(validateRetention(options?.retention), (retention) => {
+    const storage: StorageAdapterShape = checkpointStore.storage
+    const counters = { recorded: 0, droppedOversize: 0, droppedUnserializable: 0, evicted: 0 }
+    const warned = { oversize: false, unserializable: false, evicted: false }
+    // One counter per execution for the service's life: two ledgers opened on one
+    // execution in this process still never hand out the same seq.
+    const nextSeqs = new Map<string, { next: number }>()
+
+    const warnOnce = (kind: keyof typeof warned, message: string): Effect.Effect<void> => {
+      if (warned[kind]) return Effect.void
+      warned[kind] = true
+      return Effect.logWarning(message)
+    }
+
+    const readAll = Effect.fnUntraced(function*(executionId: string, keys: ReadonlyArray<string>) {
+      return yield* getMany(storage, keys).pipe(
+        // A backend fails the whole batch on one unreadable row; read the rows one by
+        // one then, so the bad one is skipped like any corrupt row.
+        Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
+          Effect.map(
+            Effect.forEach(keys, (key) =>
+              storage.get(key).pipe(
+                Effect.map((value) => [key, value] as const),
+                Effect.catchIf((error) => error.reason._tag === "Corrupt", (error) =>
+                  Effect.as(
+                    Effect.logWarning(
+                      `step ledger of execution ${JSON.stringify(executionId)}: skipping an unreadable row`,
+                      error.message
+                    ),
+                    [key, Option.none()] as const
+                  ))
+              ), { concurrency: 32 }),
+            (pairs) => {
+              const found = new Map<string, unknown>()
+              for (const [key, value] of pairs) if (Option.isSome(value)) found.set(key, value.value)
+              return found as ReadonlyMap<string, unknown>
+            }
+          ))
+      )
+    })
+
+    const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
+      const prefix = ledgerPrefix(executionId)
+      const keys: Array<{ key: string; seq: number }> = []
+      let highest = -1
+      for (const key of yield* storage.list(prefix)) {
+        const seq = parseLedgerSeq(prefix, key)
+        if (seq === undefined) continue
+        keys.push({ key, seq })
+        if (seq > highest) highest = seq
+      }
+      // Listing order is by code unit, which matches numeric order only while every
+      // seq has 16 digits; sort by number so nothing depends on it.
+      keys.sort((a, b) => a.seq - b.seq)
+      const values = yield* readAll(executionId, keys.map((entry) => entry.key))
+
+      const state = new LedgerState()
+      for (const { key, seq } of keys) {
+        if (!values.has(key)) continue
+        const decoded = decodeEntry(values.get(key))
+        if (Exit.isFailure(decoded)) {
+          state.keep(seq, { _tag: "Unreadable" })
+          yield* Effect.logWarning(
+            `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
+          )
+          continue
+        }
+        const entry = decoded.value
+        if (entry._tag === "StepRecorded") {
+          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.applyStep(entry.path, {
+            seq,
+            stepId: entry.stepId,
+            kind: entry.kind,
+            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" }
+          })
+        } else {
+          state.keep(seq, { _tag: "Discard", path: entry.path })
+          state.applyDiscard(seq, entry.path)
+        }
+      }
+
+      let counter = nextSeqs.get(executionId)
+      if (counter === undefined) {
+        counter = { next: 0 }
+        nextSeqs.set(executionId, counter)
+      }
+      counter.next = Math.max(counter.next, highest + 1)
+      const seqs = counter
+
+      const evict = (victims: ReadonlyArray<number>): Effect.Effect<void, StorageError> =>
+        victims.length === 0 ? Effect.void : Effect.forEach(victims, (seq) =>
+          storage.delete(ledgerKey(executionId, seq)).pipe(
+            Effect.tap(() => {
+              counters.evicted++
+              return warnOnce(
+                "evicted",
+                `step ledger of execution ${
+                  JSON.stringify(executionId)
+                }: past maxEntries (${retention.maxEntries}), evicting the oldest entries; those steps re-run on resume`
+              )
+            })
+          ), { concurrency: "unbounded", discard: true })
+
+      /** Writes one record under a fresh seq, evicting alongside so the append stays one round of writes. */
+      const append = (record: LedgerEntry, info: KeyInfo, onWritten: (seq: number) => void) =>
+        Effect.suspend(() => {
+          const seq = seqs.next++
+          state.inflight.add(seq)
+          const early = state.takeVictims(retention.maxEntries)
+          return Effect.all([
+            storage.set(ledgerKey(executionId, seq), record),
+            evict(early)
+          ], { concurrency: "unbounded", discard: true }).pipe(
+            Effect.onExit((exit) =>
+              Effect.sync(() => {
+                state.inflight.delete(seq)
+                if (Exit.isSuccess(exit)) {
+                  state.keep(seq, info)
+                  onWritten(seq)
+                }
+              })
+            ),
+            Effect.andThen(Effect.suspend(() => evict(state.takeVictims(retention.maxEntries))))
+          )
+        })
+
+      const record = Effect.fn("StepLedger.record")(
+        function*(path: string, identity: StepIdentity, output: unknown) {
+          const measured = measure(output)
+          if (measured._tag === "Unserializable") {
+            counters.droppedUnserializable++
+            return yield* warnOnce(
+              "unserializable",
+              `step ledger: the output of step ${
+                JSON.stringify(identity.stepId)
+              } at ${path} has no JSON form (${measured.message}); not recorded, so that step re-runs on resume`
+            )
+          }
+          if (measured.bytes > retention.maxEntryBytes) {
+            counters.droppedOversize++
+            return yield* warnOnce(
+              "oversize",
+              `step ledger: the output of step ${
+                JSON.stringify(identity.stepId)
+              } at ${path} is ${measured.bytes} bytes, over maxEntryBytes (${retention.maxEntryBytes}); not recorded, so that step re-runs on resume`
+            )
+          }
+          const held = measured.held
+          const entry: LedgerEntry = {
+            _tag: "StepRecorded",
+            version: LEDGER_ENTRY_VERSION,
+            path,
+            stepId: identity.stepId,
+            kind: identity.kind,
+            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output }
+          }
+          yield* append(entry, { _tag: "Step", path }, (seq) => {
+            counters.recorded++
+            state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held })
+          })
+        }
+      )
+
+      const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
+        const held = state.entries.get(path)
+        if (held === undefined) return Option.none<unknown>()
+        if (held.stepId === identity.stepId && held.kind === identity.kind) return Option.some(outputOf(held.output))
+        yield* append(
+          { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path },
+          { _tag: "Discard", path },
+          (seq) => state.applyDiscard(seq, path)
+        )
+        return Option.none<unknown>()
+      })
+
+      const entries = Effect.sync(() =>
+        [...state.entries].map(([path, held]): LedgerEntryView => ({
+          seq: held.seq,
+          path,
+          stepId: held.stepId,
+          kind: held.kind,
+          output: outputOf(held.output)
+        })).sort((a, b) => a.seq - b.seq)
+      )
+
+      return { executionId, lookup, record, entries } satisfies ExecutionLedger
+    })
+
+    return StepLedger.of({
+      retention,
+      open,
+      stats: Effect.sync(() => ({ ...counters }))
+    })
+  })
+
+/**
+ * The in-memory view of one execution's ledger: what each path replays, the keys
+ * still in storage (in seq order, for eviction) and the writes in flight.
+ */
+class LedgerState {
+  readonly entries = new Map<string, HeldEntry>()
+  readonly inflight = new Set<number>()
+  private readonly discards = new Map<number, string>()
+  private readonly info = new Map<number, KeyInfo>()
+  // Seqs of the keys in storage, ascending from `head`; a head index keeps eviction O(1).
+  private stored: Array<number> = []
+  private head = 0
+
+  get storedCount(): number {
+    return this.stored.length - this.head
+  }
+
+  /** Notes a key now in storage. Writes land nearly in seq order, so this is an append. */
+  keep(seq: number, info: KeyInfo): void {
+    this.info.set(seq, info)
+    let i = this.stored.length
+    while (i > this.head && this.stored[i - 1]! > seq) i--
+    this.stored.splice(i, 0, seq)
+  }
+
+  /**
+   * Takes the oldest keys past `maxEntries` (counting writes in flight) out of the
+   * view. The newest key in storage is never taken: it carries the highest seq.
+   */
+  takeVictims(maxEntries: number): Array<number> {
+    const victims: Array<number> = []
+    while (this.storedCount + this.inflight.size > maxEntries && this.storedCount > 1) {
+      const seq = this.stored[this.head++]!
+      victims.push(seq)
+      this.forget(seq)
+    }
+    if (this.head > 1024 && this.head * 2 > this.stored.length) {
+      this.stored = this.stored.slice(this.head)
+      this.head = 0
+    }
+    return victims
+  }
+
+  applyStep(path: string, held: HeldEntry): void {
+    const current = this.entries.get(path)
+    if (current !== undefined && current.seq > held.seq) return
+    for (const [seq, discarded] of this.discards) {
+      if (seq > held.seq && isAtOrBelow(path, discarded)) return
+    }
+    this.entries.set(path, held)
+  }
+
+  applyDiscard(seq: number, path: string): void {
+    this.discards.set(seq, path)
+    for (const [candidate, held] of this.entries) {
+      if (held.seq < seq && isAtOrBelow(candidate, path)) this.entries.delete(candidate)
+    }
+  }
+
+  private forget(seq: number): void {
+    const info = this.info.get(seq)
+    this.info.delete(seq)
+    if (info === undefined) return
+    if (info._tag === "Step") {
+      if (this.entries.get(info.path)?.seq === seq) this.entries.delete(info.path)
+    } else if (info._tag === "Discard") {
+      this.discards.delete(seq)
+    }
+  }
+}
+
+/** The step ledger over the `CheckpointStore` in context. */
+export const make = (options?: StepLedgerOptions): Effect.Effect<StepLedgerShape, StepLedgerRetentionInvalid, CheckpointStore> =>
+  Effect.gen(function*() {
+    return yield* makeWith(yield* CheckpointStore, options)
+  })
+
+/** The step ledger over the `CheckpointStore` the layer is given; fails to build on an invalid cap. */
+export const layer = (
+  options?: StepLedgerOptions
+): Layer.Layer<StepLedger, StepLedgerRetentionInvalid, CheckpointStore> => Layer.effect(StepLedger, make(options))

@@ -1,0 +1,83 @@
+/**
+ * The persisted records of the step ledger and the keys they live at.
+ *
+ * One record per key `execution:<id>:ledger:<seq>`, seq zero-padded to 16 digits. A
+ * record either holds a completed step's output or is a tombstone that discards a
+ * path and everything below it; a ledger is read by applying its records in seq order.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/** The version every ledger record carries. */
+export const LEDGER_ENTRY_VERSION = 1 as const
+
+/** Digits of the zero-padded seq in a ledger key. */
+export const SEQ_DIGITS = 16
+
+/**
+ * A step output as stored. JSON has no `undefined`, so it gets its own tag rather
+ * than vanishing into a missing key.
+ */
+export const RecordedOutput = Schema.Union([
+  Schema.TaggedStruct("Json", { value: Schema.Unknown }),
+  Schema.TaggedStruct("Undefined", {})
+])
+
+/** A step output as stored. */
+export type RecordedOutput = typeof RecordedOutput.Type
+
+/** A completed step: its identity at `path` and its output. */
+export const StepRecorded = Schema.TaggedStruct("StepRecorded", {
+  version: Schema.Literal(LEDGER_ENTRY_VERSION),
+  path: Schema.String,
+  stepId: Schema.String,
+  kind: Schema.String,
+  output: RecordedOutput
+})
+
+/** A completed step: its identity at `path` and its output. */
+export type StepRecorded = typeof StepRecorded.Type
+
+/** A tombstone: every record before it at `path` or below `path` no longer counts. */
+export const SubtreeDiscarded = Schema.TaggedStruct("SubtreeDiscarded", {
+  version: Schema.Literal(LEDGER_ENTRY_VERSION),
+  path: Schema.String
+})
+
+/** A tombstone: every record before it at `path` or below `path` no longer counts. */
+export type SubtreeDiscarded = typeof SubtreeDiscarded.Type
+
+/** Any ledger record. */
+export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded])
+
+/** Any ledger record. */
+export type LedgerEntry = typeof LedgerEntry.Type
+
+/** The prefix every ledger key of an execution starts with (keys of other executions may too). */
+export const ledgerPrefix = (executionId: string): string => `execution:${executionId}:ledger:`
+
+/** The storage key of one ledger record. */
+export const ledgerKey = (executionId: string, seq: number): string =>
+  ledgerPrefix(executionId) + String(seq).padStart(SEQ_DIGITS, "0")
+
+const isDigit = (code: number): boolean => code >= 0x30 && code <= 0x39
+
+/**
+ * The seq of `key` when it is a ledger key of the execution whose prefix is `prefix`,
+ * else undefined. Exactly 16 digits must follow: execution `a` lists the keys of
+ * execution `a:ledger:x` under its prefix too, and they must not count as its own.
+ */
+export const parseLedgerSeq = (prefix: string, key: string): number | undefined => {
+  if (key.length !== prefix.length + SEQ_DIGITS || !key.startsWith(prefix)) return undefined
+  for (let i = prefix.length; i < key.length; i++) {
+    if (!isDigit(key.charCodeAt(i))) return undefined
+  }
+  return Number(key.slice(prefix.length))
+}
+
+/** Whether `candidate` is `path` or below it: a child (`/`) or an `inParallel` branch (`[`). */
+export const isAtOrBelow = (candidate: string, path: string): boolean =>
+  candidate === path ||
+  (candidate.length > path.length && candidate.startsWith(path) &&
+    (candidate.charCodeAt(path.length) === 0x2f || candidate.charCodeAt(path.length) === 0x5b))
