@@ -19,3 +19,6 @@ export * as StorageAdapter from "./services/StorageAdapter.ts"
 
 /** A `StorageAdapter` on a directory, one durable file per key. */
 export * as FileStorage from "./layers/FileStorage.ts"
+
+/** A `StorageAdapter` on a PostgreSQL table, through `@effect/sql-pg`. */
+export * as PostgresStorage from "./layers/PostgresStorage.ts"

@@ -1,0 +1,228 @@
+/**
+ * A `StorageAdapter` on a PostgreSQL table, through `@effect/sql-pg`.
+ *
+ * The table (default `noetic_storage`) is created when missing:
+ * `key text COLLATE "C" PRIMARY KEY, value text NOT NULL`. Values are kept as the
+ * exact JSON text `JSON.stringify` produced, not `jsonb`, which would reorder object
+ * keys and normalise numbers; text also lets a damaged row be reported as `Corrupt`.
+ *
+ * Postgres text cannot hold U+0000, so keys are stored with an injective escape
+ * that leaves every other key readable in `psql`: U+0001 is the escape character,
+ * U+0000 is stored as U+0001 "0" and U+0001 as U+0001 "1".
+ *
+ * @since 0.1.0
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import { decodeJson, encodeJson, sortKeys, StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** Where a Postgres storage keeps its rows. */
+export interface PostgresStorageOptions {
+  /** The table, optionally schema-qualified (`app.storage`); created when missing. */
+  readonly table?: string | undefined
+}
+
+/** How a Postgres storage that owns its connection pool connects. */
+export interface PostgresStorageUrlOptions extends PostgresStorageOptions {
+  /** The most connections the pool opens (the driver's default when unset). */
+  readonly maxConnections?: number | undefined
+}
+
+/** The table a Postgres storage uses when none is named. */
+export const DEFAULT_TABLE = "noetic_storage"
+
+const KEY_ESCAPE = "\u0001"
+
+const encodeStoredKey = (key: string): string =>
+  key.replace(/[\u0000\u0001]/g, (char) => (char === "\u0000" ? `${KEY_ESCAPE}0` : `${KEY_ESCAPE}1`))
+
+/** The key a stored key stands for, or undefined when its escapes are malformed (a foreign row). */
+const decodeStoredKey = (stored: string): string | undefined => {
+  if (!stored.includes(KEY_ESCAPE)) return stored
+  let key = ""
+  for (let i = 0; i < stored.length; i++) {
+    const char = stored[i]
+    if (char !== KEY_ESCAPE) {
+      key += char
+      continue
+    }
+    const code = stored[++i]
+    if (code === "0") key += "\u0000"
+    else if (code === "1") key += KEY_ESCAPE
+    else return undefined
+  }
+  return key
+}
+
+/** A LIKE pattern matching every stored key that starts with `storedPrefix`, with `!` as escape. */
+const prefixPattern = (storedPrefix: string): string => `${storedPrefix.replace(/[!%_]/g, "!$&")}%`
+
+/**
+ * The longest well-formed head of `prefix`. A prefix may end inside a surrogate pair
+ * (`"a\ud83d"` is a prefix of `"a😀"` by code unit), which the database cannot be
+ * asked about; the query uses this head and the rows are filtered exactly in JS.
+ */
+const wellFormedHead = (prefix: string): string => {
+  if (prefix.isWellFormed()) return prefix
+  for (let i = 0; i < prefix.length; i++) {
+    const code = prefix.charCodeAt(i)
+    if (code >= 0xd800 && code <= 0xdbff) {
+      const next = prefix.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        i++
+        continue
+      }
+      return prefix.slice(0, i)
+    }
+    if (code >= 0xdc00 && code <= 0xdfff) return prefix.slice(0, i)
+  }
+  return prefix
+}
+
+/** The table name quoted as the SQL compiler quotes it: each dot-separated part an identifier. */
+const quoteTableName = (name: string): string =>
+  name.split(".").map((part) => `"${part.replaceAll("\"", "\"\"")}"`).join(".")
+
+const PERMISSION_REASONS = new Set(["AuthorizationError", "AuthenticationError"])
+
+const fromSqlError = (operation: string, key: string) => (error: SqlError.SqlError): StorageError =>
+  new StorageError({
+    operation,
+    reason: PERMISSION_REASONS.has(error.reason._tag)
+      ? new Permission({ key, message: error.message, cause: error })
+      : new Io({ key, message: error.message, cause: error })
+  })
+
+const checkKey = (operation: string, key: string): Effect.Effect<void, StorageError> =>
+  key.isWellFormed()
+    ? Effect.void
+    : Effect.fail(
+      new StorageError({ operation, reason: new Unserializable({ key, message: "the key is not well-formed Unicode" }) })
+    )
+
+const corrupt = (operation: string, key: string, message: string) =>
+  new StorageError({ operation, reason: new Corrupt({ key, message }) })
+
+/**
+ * Builds a Postgres storage on the `SqlClient` in context, creating its table when
+ * missing. Result-name transforms of the client are bypassed, so an application's
+ * client can be shared as it is.
+ */
+export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions = {}) {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  const tableName = options.table ?? DEFAULT_TABLE
+  const table = sql(tableName)
+
+  // CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the table is
+  // there, so a role limited to reading and writing an existing table looks first.
+  const existing = yield* sql<{ oid: unknown }>`SELECT to_regclass(${quoteTableName(tableName)}) AS oid`.pipe(
+    Effect.mapError(fromSqlError("open", tableName))
+  )
+  if (existing[0]?.oid === null || existing[0]?.oid === undefined) {
+    // Two hosts starting together can both miss the table; the loser of that race sees
+    // a unique violation on the catalog, and a second IF NOT EXISTS then finds the table.
+    yield* sql`CREATE TABLE IF NOT EXISTS ${table} (
+      key text COLLATE "C" PRIMARY KEY,
+      value text NOT NULL
+    )`.pipe(
+      Effect.retry({ times: 1, while: (error) => error.reason._tag === "UniqueViolation" }),
+      Effect.mapError(fromSqlError("open", tableName))
+    )
+  }
+
+  const decodeValue = (operation: string, key: string, value: unknown) =>
+    typeof value === "string"
+      ? decodeJson(operation, key, value)
+      : Effect.fail(corrupt(operation, key, `the stored value is a ${typeof value}, not JSON text`))
+
+  const get = Effect.fnUntraced(function*(key: string) {
+    yield* checkKey("get", key)
+    const rows = yield* sql<{ value: unknown }>`SELECT value FROM ${table} WHERE key = ${encodeStoredKey(key)}`.pipe(
+      Effect.mapError(fromSqlError("get", key))
+    )
+    const row = rows[0]
+    if (row === undefined) return Option.none<unknown>()
+    return Option.some(yield* decodeValue("get", key, row.value))
+  })
+
+  const set = Effect.fnUntraced(function*(key: string, value: unknown) {
+    yield* checkKey("set", key)
+    const text = yield* encodeJson("set", key, value)
+    yield* sql`INSERT INTO ${table} (key, value) VALUES (${encodeStoredKey(key)}, ${text})
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.mapError(fromSqlError("set", key)))
+  })
+
+  const remove = Effect.fnUntraced(function*(key: string) {
+    yield* checkKey("delete", key)
+    yield* sql`DELETE FROM ${table} WHERE key = ${encodeStoredKey(key)}`.pipe(
+      Effect.mapError(fromSqlError("delete", key))
+    )
+  })
+
+  // The C collation makes the primary key index serve a left-anchored LIKE; the
+  // order comes from sortKeys, because C sorts by code point and list promises
+  // UTF-16 code units (they differ once astral characters are involved).
+  const list = Effect.fnUntraced(function*(prefix: string) {
+    const pattern = prefixPattern(encodeStoredKey(wellFormedHead(prefix)))
+    const rows = yield* sql<{ key: string }>`SELECT key FROM ${table} WHERE key LIKE ${pattern} ESCAPE '!'`.pipe(
+      Effect.mapError(fromSqlError("list", prefix))
+    )
+    const keys: Array<string> = []
+    for (const row of rows) {
+      const key = decodeStoredKey(row.key)
+      if (key === undefined) return yield* corrupt("list", row.key, "the stored key has a malformed escape")
+      if (key.startsWith(prefix)) keys.push(key)
+    }
+    return sortKeys(keys)
+  })
+
+  const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
+    const found = new Map<string, unknown>()
+    if (keys.length === 0) return found as ReadonlyMap<string, unknown>
+    for (const key of keys) yield* checkKey("getMany", key)
+    const stored = keys.map(encodeStoredKey)
+    const rows = yield* sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table} WHERE key = ANY(${stored})`
+      .pipe(Effect.mapError(fromSqlError("getMany", keys.join(","))))
+    for (const row of rows) {
+      const key = decodeStoredKey(row.key)
+      if (key === undefined) return yield* corrupt("getMany", row.key, "the stored key has a malformed escape")
+      found.set(key, yield* decodeValue("getMany", key, row.value))
+    }
+    return found as ReadonlyMap<string, unknown>
+  })
+
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany }) satisfies StorageAdapterShape
+})
+
+/**
+ * Builds a Postgres storage with its own connection pool to `url`; the pool lives
+ * as long as the scope.
+ */
+export const makeFromUrl = (
+  url: string | Redacted.Redacted,
+  options: PostgresStorageUrlOptions = {}
+): Effect.Effect<StorageAdapterShape, StorageError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const client = yield* PgClient.make({
+      url: Redacted.isRedacted(url) ? url : Redacted.make(url),
+      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
+    }).pipe(
+      Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+      Effect.mapError(fromSqlError("connect", options.table ?? DEFAULT_TABLE))
+    )
+    return yield* Effect.provideService(make(options), SqlClient.SqlClient, client)
+  })
+
+/** A Postgres storage on the application's `SqlClient`, for the life of the layer. */
+export const layer = (
+  options: PostgresStorageOptions = {}
+): Layer.Layer<StorageAdapter, StorageError, SqlClient.SqlClient> => Layer.effect(StorageAdapter, make(options))
+
+/** A Postgres storage with its own connection pool to `url`, closed when the layer is released. */
+export const layerFromUrl = (
+  url: string | Redacted.Redacted,
+  options: PostgresStorageUrlOptions = {}
+): Layer.Layer<StorageAdapter, StorageError> => Layer.effect(StorageAdapter, makeFromUrl(url, options))
