@@ -4,4 +4,10 @@
  * @since 0.1.0
  */
 export { NoeticConfigError, NoeticError } from "./errors.ts"
-export { createFileStorage, createInMemoryStorage, type StorageAdapter } from "./storage.ts"
+export {
+  createFileStorage,
+  createInMemoryStorage,
+  createPostgresStorage,
+  type PostgresStorageAdapter,
+  type StorageAdapter
+} from "./storage.ts"

@@ -4,9 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option } from "effect"
+import { Effect, Exit, Option, Scope } from "effect"
 import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
+import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { unwrapExit } from "./errors.ts"
 
@@ -46,6 +47,53 @@ export const createInMemoryStorage = (): StorageAdapter => fromEngine(makeMemory
 /** A durable storage under `root`: one fsynced file per key, created 0600 in a 0700 directory. */
 export const createFileStorage = (options: { readonly root: string }): StorageAdapter =>
   fromEngine(FileStorage.make(options))
+
+/** A Postgres storage of the facade; it owns a connection pool that `close()` releases. */
+export interface PostgresStorageAdapter extends StorageAdapter {
+  /** Releases the connection pool; later calls reject with a `STORAGE_IO` error. */
+  close(): Promise<void>
+}
+
+/**
+ * A durable storage in a Postgres table (default `noetic_storage`, created when
+ * missing). It connects on first use; call `close()` when done so the process can exit.
+ */
+export const createPostgresStorage = (options: {
+  readonly url: string
+  readonly table?: string
+  readonly maxConnections?: number
+}): PostgresStorageAdapter => {
+  const scope = Scope.makeUnsafe()
+  let closed = false
+  // A closed pool must not be used, whether through this adapter or by an engine
+  // that took its storage through toEngineStorage, so the guard sits in the shape.
+  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
+    Effect.suspend(() =>
+      closed
+        ? Effect.fail(
+          new StorageError({ operation, reason: new Io({ key, message: "the Postgres storage is closed", cause: null }) })
+        )
+        : effect
+    )
+  const build = Effect.map(
+    PostgresStorage.makeFromUrl(options.url, options).pipe(Scope.provide(scope)),
+    (storage): StorageAdapterShape => ({
+      get: (key) => guard("get", key, storage.get(key)),
+      set: (key, value) => guard("set", key, storage.set(key, value)),
+      delete: (key) => guard("delete", key, storage.delete(key)),
+      list: (prefix) => guard("list", prefix, storage.list(prefix)),
+      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys))
+    })
+  )
+  const adapter = fromEngine(guard("open", options.table ?? PostgresStorage.DEFAULT_TABLE, build))
+  return Object.assign(adapter, {
+    close: () =>
+      runForFacade(Effect.suspend(() => {
+        closed = true
+        return Scope.close(scope, Exit.void)
+      }))
+  })
+}
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
   new StorageError({
