@@ -121,6 +121,13 @@ describe.skipIf(url === undefined)("PostgresStorage", () => {
         assert.deepStrictEqual(yield* storage.list(""), ["a", "\u{10000}", "\u{1F600}", "\u{1F600}x", "\u{1F601}", "\uE000", "\uFFFD"])
         assert.deepStrictEqual(yield* storage.list("\ud83d"), ["\u{1F600}", "\u{1F600}x", "\u{1F601}"])
         assert.deepStrictEqual(yield* storage.list("\u{1F600}"), ["\u{1F600}", "\u{1F600}x"])
+
+        // Prefixes whose range bound must skip the surrogate block or carry past U+10FFFF.
+        const edges = ["\uD7FF", "\uD7FFx", "b\u{10FFFF}", "b\u{10FFFF}y", "c", "\u{10FFFF}", "\u{10FFFF}\u{10FFFF}"]
+        yield* Effect.forEach(edges, (key) => storage.set(key, key), { discard: true })
+        assert.deepStrictEqual(yield* storage.list("\uD7FF"), ["\uD7FF", "\uD7FFx"])
+        assert.deepStrictEqual(yield* storage.list("b\u{10FFFF}"), ["b\u{10FFFF}", "b\u{10FFFF}y"])
+        assert.deepStrictEqual(yield* storage.list("\u{10FFFF}"), ["\u{10FFFF}", "\u{10FFFF}\u{10FFFF}"])
       })
     ))
 

@@ -57,8 +57,19 @@ const decodeStoredKey = (stored: string): string | undefined => {
   return key
 }
 
-/** A LIKE pattern matching every stored key that starts with `storedPrefix`, with `!` as escape. */
-const prefixPattern = (storedPrefix: string): string => `${storedPrefix.replace(/[!%_]/g, "!$&")}%`
+/**
+ * The least string above every string that starts with `prefix`, in code point order
+ * (the order of the C collation); undefined when there is none (an empty prefix, or
+ * one made only of U+10FFFF).
+ */
+const prefixUpperBound = (prefix: string): string | undefined => {
+  const points = Array.from(prefix)
+  while (points.length > 0) {
+    const last = points.pop()!.codePointAt(0)!
+    if (last < 0x10ffff) return points.join("") + String.fromCodePoint(last + 1 === 0xd800 ? 0xe000 : last + 1)
+  }
+  return undefined
+}
 
 /**
  * The longest well-formed head of `prefix`. A prefix may end inside a surrogate pair
@@ -162,14 +173,19 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     )
   })
 
-  // The C collation makes the primary key index serve a left-anchored LIKE; the
-  // order comes from sortKeys, because C sorts by code point and list promises
-  // UTF-16 code units (they differ once astral characters are involved).
+  // A prefix is a range in code point order, which the primary key index scans even
+  // in the generic plan of a prepared statement (a parameterised LIKE does not), and
+  // no character of the prefix is special. COLLATE "C" keeps the range exact on a
+  // table someone created with another collation. The order comes from sortKeys:
+  // C sorts by code point, list promises UTF-16 code units, and the two differ once
+  // astral characters are involved.
   const list = Effect.fnUntraced(function*(prefix: string) {
-    const pattern = prefixPattern(encodeStoredKey(wellFormedHead(prefix)))
-    const rows = yield* sql<{ key: string }>`SELECT key FROM ${table} WHERE key LIKE ${pattern} ESCAPE '!'`.pipe(
-      Effect.mapError(fromSqlError("list", prefix))
-    )
+    const lower = encodeStoredKey(wellFormedHead(prefix))
+    const upper = prefixUpperBound(lower)
+    const rows = yield* (upper === undefined
+      ? sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower}`
+      : sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower} AND key COLLATE "C" < ${upper}`)
+      .pipe(Effect.mapError(fromSqlError("list", prefix)))
     const keys: Array<string> = []
     for (const row of rows) {
       const key = decodeStoredKey(row.key)
