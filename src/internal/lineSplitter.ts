@@ -1,0 +1,63 @@
+/**
+ * Splits a byte stream into newline-terminated lines, enforcing a size limit without
+ * buffering more than the limit: a line that grows past it is reported as soon as the
+ * limit is crossed, not when its newline finally arrives.
+ */
+import { Buffer } from "node:buffer"
+
+/** What one chunk yielded: the complete lines, and the size of an over-long line if one was met. */
+export interface SplitResult {
+  readonly lines: Array<string>
+  readonly tooLargeBytes: number | undefined
+}
+
+/** A stateful splitter; feed it chunks in order. */
+export interface LineSplitter {
+  readonly push: (chunk: Uint8Array) => SplitResult
+}
+
+const NEWLINE = 0x0a
+const CARRIAGE_RETURN = 0x0d
+
+/** A splitter for lines of at most `maxLineBytes` UTF-8 bytes (newline and a trailing CR excluded). */
+export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
+  let parts: Array<Buffer> = []
+  let partBytes = 0
+
+  const finish = (tail: Buffer): string => {
+    let whole = parts.length === 0 ? tail : Buffer.concat([...parts, tail], partBytes + tail.length)
+    parts = []
+    partBytes = 0
+    if (whole.length > 0 && whole[whole.length - 1] === CARRIAGE_RETURN) whole = whole.subarray(0, whole.length - 1)
+    // UTF-8 never puts 0x0A inside a multi-byte character, so a split line decodes whole.
+    return whole.toString("utf8")
+  }
+
+  return {
+    push: (chunk) => {
+      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+      const lines: Array<string> = []
+      let start = 0
+      while (start <= bytes.length) {
+        const end = bytes.indexOf(NEWLINE, start)
+        if (end === -1) {
+          const rest = bytes.length - start
+          if (partBytes + rest > maxLineBytes) return { lines, tooLargeBytes: partBytes + rest }
+          if (rest > 0) {
+            // Copy: the transport may reuse the chunk's memory.
+            parts.push(Buffer.from(bytes.subarray(start)))
+            partBytes += rest
+          }
+          break
+        }
+        const length = partBytes + (end - start)
+        const withoutCr = end > start && bytes[end - 1] === CARRIAGE_RETURN ? length - 1 : length
+        if (withoutCr > maxLineBytes) return { lines, tooLargeBytes: withoutCr }
+        const line = finish(bytes.subarray(start, end))
+        if (line.length > 0) lines.push(line)
+        start = end + 1
+      }
+      return { lines, tooLargeBytes: undefined }
+    }
+  }
+}

@@ -1,0 +1,249 @@
+/**
+ * The IPC client: connects to an `IpcServer`'s unix socket and, in durable mode
+ * (the default), sends `durableResume { ackedThrough }` on every connection so the
+ * server replays what was not acknowledged.
+ *
+ * One client is one logical subscription that outlives its connections: when a
+ * connection drops it reconnects on a schedule and resumes. It drops any durable seq
+ * it has already delivered, so the application sees each frame once for the life of
+ * the client; with a persisted watermark a restarted client resumes after its last
+ * ack (frames delivered but not yet acked come again: ack once a frame's effect is
+ * durable).
+ *
+ * @since 0.1.0
+ */
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import { Deferred, Effect, Exit, Latch, Option, Queue, Schedule, Semaphore, Stream } from "effect"
+import * as Socket from "effect/socket/Socket"
+import * as NodePath from "node:path"
+import type { StorageError } from "../Errors.ts"
+import { makeLineSplitter } from "../internal/lineSplitter.ts"
+import { FrameTooLarge, IpcError, type IpcErrorReason, SocketClosed } from "../IpcError.ts"
+import {
+  type ClientFrame,
+  decodeServerFrame,
+  encodeFrame,
+  type Hello,
+  MaxFrameBytes,
+  type V1ServerFrame
+} from "../schema/IpcFrame.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** Where a client keeps the highest seq it has acknowledged. */
+export interface WatermarkStore {
+  readonly load: Effect.Effect<number, StorageError>
+  readonly save: (seq: number) => Effect.Effect<void, StorageError>
+}
+
+/** A watermark that lives only as long as the process. */
+export const memoryWatermark = (initial = 0): WatermarkStore => {
+  let value = initial
+  return {
+    load: Effect.sync(() => value),
+    save: (seq) => Effect.sync(() => void (value = seq))
+  }
+}
+
+/** A watermark kept at `key` in a storage, so a restarted client resumes where it stopped. */
+export const storageWatermark = (storage: StorageAdapterShape, key: string): WatermarkStore => ({
+  load: Effect.map(storage.get(key), (value) =>
+    Option.match(value, {
+      onNone: () => 0,
+      onSome: (stored) =>
+        typeof stored === "object" && stored !== null && "ackedThrough" in stored &&
+          typeof stored.ackedThrough === "number"
+          ? stored.ackedThrough
+          : 0
+    })),
+  save: (seq) => storage.set(key, { version: 1, ackedThrough: seq })
+})
+
+/** One frame handed to the application. */
+export interface Delivery {
+  /** The durable seq, to pass to `ack`; undefined for a frame sent outside the queue (a reply, an error). */
+  readonly seq: number | undefined
+  readonly frame: V1ServerFrame
+}
+
+/** How a client connects. */
+export interface IpcClientOptions {
+  readonly socketPath: string
+  /** Opt into protocol v2 (`durableResume`, `durableAck`). Default true; false speaks plain v1 and subscribes. */
+  readonly durable?: boolean | undefined
+  /** Where the acked watermark is kept. Default: in memory, starting at `ackedThrough`. */
+  readonly watermark?: WatermarkStore | undefined
+  /** The starting watermark when no store is given. Default 0. */
+  readonly ackedThrough?: number | undefined
+  /** The limit on one frame line. Default: the `MaxFrameBytes` reference. */
+  readonly maxFrameBytes?: number | undefined
+  /** When to try again after a failed connect. Default: backoff from 10 ms to 1 s, forever. */
+  readonly reconnect?: Schedule.Schedule<unknown, IpcError> | undefined
+  /** How many delivered frames may wait for the application before reading pauses. Default 4096. */
+  readonly bufferFrames?: number | undefined
+}
+
+/** A connected (or reconnecting) client. */
+export interface IpcClientShape {
+  /** Every frame for the application, in order, each durable seq once. One consumer. */
+  readonly frames: Stream.Stream<Delivery, IpcError>
+  /** The next frame; an alternative to `frames`. */
+  readonly take: Effect.Effect<Delivery, IpcError>
+  /** Records that frames up to `seq` are handled (persists the watermark, then tells the server). */
+  readonly ack: (seq: number) => Effect.Effect<void, StorageError>
+  /** Sends a frame on the current connection, waiting for one if there is none. */
+  readonly send: (frame: Exclude<ClientFrame, { readonly type: "durableResume" | "durableAck" }>) => Effect.Effect<void, IpcError>
+  /** Waits for a connection to be open and returns the server's `hello`. */
+  readonly connected: Effect.Effect<Hello>
+  /** Drops the current connection; the client reconnects and resumes. */
+  readonly disconnect: Effect.Effect<void>
+  /** The highest durable seq delivered to the application. */
+  readonly deliveredSeq: Effect.Effect<number>
+  /** The acked watermark. */
+  readonly ackedSeq: Effect.Effect<number>
+}
+
+const DEFAULT_BUFFER_FRAMES = 4096
+
+const defaultReconnect: Schedule.Schedule<unknown, IpcError> = Schedule.min([
+  Schedule.exponential("10 millis"),
+  Schedule.spaced("1 second")
+])
+
+const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+interface Connection {
+  readonly write: (line: string) => Effect.Effect<void, IpcError>
+  readonly drop: Deferred.Deferred<void>
+  hello: Hello | undefined
+}
+
+/** Connects a client in the current scope; it reconnects until the scope closes. */
+export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
+  const socketPath = NodePath.resolve(options.socketPath)
+  const durable = options.durable ?? true
+  const maxFrameBytes = options.maxFrameBytes ?? (yield* MaxFrameBytes)
+  const watermark = options.watermark ?? memoryWatermark(options.ackedThrough ?? 0)
+  const fail = (reason: IpcErrorReason) => new IpcError({ socketPath, reason })
+
+  let acked = yield* watermark.load
+  let delivered = acked
+  const inbox = yield* Queue.bounded<Delivery, IpcError>(options.bufferFrames ?? DEFAULT_BUFFER_FRAMES)
+  let current: Connection | undefined
+  const ready = Latch.makeUnsafe(false)
+  const ackLock = Semaphore.makeUnsafe(1)
+
+  const session = Effect.gen(function*() {
+    const socket = yield* NodeSocket.makeNet({ path: socketPath })
+    const opened = (cause: unknown) => fail(new SocketClosed({ message: `cannot connect: ${causeMessage(cause)}`, cause }))
+    const pull = yield* Effect.mapError(Socket.readerBytes(socket), opened)
+    const writer = yield* socket.writer
+    const connection: Connection = {
+      write: (line) =>
+        writer.write(line).pipe(
+          Effect.mapError((cause) => fail(new SocketClosed({ message: causeMessage(cause), cause })))
+        ),
+      drop: Deferred.makeUnsafe<void>(),
+      hello: undefined
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (current === connection) current = undefined
+        ready.closeUnsafe()
+      })
+    )
+    current = connection
+    const opening: ClientFrame = durable ? { type: "durableResume", ackedThrough: acked } : { type: "subscribe" }
+    yield* connection.write(yield* Effect.orDie(encodeFrame(opening, maxFrameBytes)))
+
+    const splitter = makeLineSplitter(maxFrameBytes)
+    const readLoop = Effect.gen(function*() {
+      while (true) {
+        const chunks = yield* Effect.exit(pull)
+        // The peer went away: end this session, the outer loop reconnects.
+        if (Exit.isFailure(chunks)) return
+        for (const chunk of chunks.value) {
+          const { lines, tooLargeBytes } = splitter.push(chunk)
+          for (const line of lines) {
+            const decoded = yield* Effect.result(decodeServerFrame(line))
+            if (decoded._tag === "Failure") {
+              yield* Effect.logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
+              continue
+            }
+            const frame = decoded.success
+            if (frame.type === "durable") {
+              if (frame.seq <= delivered) continue
+              delivered = frame.seq
+              yield* Queue.offer(inbox, { seq: frame.seq, frame: frame.frame })
+            } else if (frame.type === "hello") {
+              connection.hello = frame
+              ready.openUnsafe()
+            } else {
+              yield* Queue.offer(inbox, { seq: undefined, frame })
+            }
+          }
+          if (tooLargeBytes !== undefined) {
+            // The server would send the same frame again on every resume: give up.
+            return yield* fail(
+              new FrameTooLarge({
+                bytes: tooLargeBytes,
+                limit: maxFrameBytes,
+                message: `the server sent a frame of at least ${tooLargeBytes} bytes, over ${maxFrameBytes}`
+              })
+            )
+          }
+        }
+      }
+    })
+    yield* Effect.raceFirst(readLoop, Deferred.await(connection.drop))
+  }).pipe(Effect.scoped)
+
+  const isRetryable = (error: IpcError) => error.reason._tag === "SocketClosed"
+  yield* session.pipe(
+    Effect.retry({ schedule: options.reconnect ?? defaultReconnect, while: isRetryable }),
+    Effect.forever,
+    Effect.catchCause((cause) => Queue.failCause(inbox, cause)),
+    Effect.forkScoped
+  )
+  yield* Effect.addFinalizer(() => Queue.shutdown(inbox))
+
+  const connected: Effect.Effect<Hello> = ready.await.pipe(
+    Effect.andThen(Effect.suspend(() =>
+      current?.hello !== undefined ? Effect.succeed(current.hello) : connected
+    ))
+  )
+
+  const client: IpcClientShape = {
+    frames: Stream.fromQueue(inbox),
+    take: Queue.take(inbox),
+    ack: (seq) =>
+      ackLock.withPermit(Effect.suspend(() => {
+        const target = Math.min(Math.floor(seq), delivered)
+        if (!(target > acked)) return Effect.void
+        return watermark.save(target).pipe(
+          Effect.andThen(Effect.suspend(() => {
+            acked = target
+            // Best effort: a lost ack is carried by the next connection's durableResume.
+            return current === undefined
+              ? Effect.void
+              : Effect.ignore(current.write(`{"type":"durableAck","throughSeq":${target}}\n`))
+          }))
+        )
+      })),
+    send: (frame) =>
+      encodeFrame(frame, maxFrameBytes).pipe(
+        Effect.mapError(fail),
+        Effect.flatMap((line) =>
+          Effect.andThen(connected, Effect.suspend(() =>
+            current === undefined
+              ? Effect.fail(fail(new SocketClosed({ message: "the connection closed before the frame was sent", cause: undefined })))
+              : current.write(line)
+          ))
+        )
+      ),
+    connected,
+    disconnect: Effect.suspend(() => (current === undefined ? Effect.void : Deferred.succeed(current.drop, undefined))),
+    deliveredSeq: Effect.sync(() => delivered),
+    ackedSeq: Effect.sync(() => acked)
+  }
+  return client
+})

@@ -1,0 +1,218 @@
+/**
+ * The IPC wire protocol: newline-delimited JSON frames, validated by Schema at both
+ * ends. Protocol v2 adds `durable { seq, frame }` (server to client) and
+ * `durableResume { ackedThrough }` / `durableAck { throughSeq }` (client to server);
+ * a peer that never opts in speaks plain v1.
+ *
+ * @since 0.1.0
+ */
+import { Buffer } from "node:buffer"
+import { Context, Effect, Schema } from "effect"
+import { FrameTooLarge, MalformedFrame, Unencodable, UnknownFrameType } from "../IpcError.ts"
+
+/** The protocol version this module speaks. */
+export const PROTOCOL_VERSION = 2
+
+/** The default limit on one encoded frame, in UTF-8 bytes without the newline. */
+export const DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
+
+/** The frame size limit in force where a server or client does not pass its own. */
+export const MaxFrameBytes = Context.Reference<number>("noetic-effect/schema/IpcFrame/MaxFrameBytes", {
+  defaultValue: () => DEFAULT_MAX_FRAME_BYTES
+})
+
+const Seq = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+const Watermark = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+// ---------------------------------------------------------------------------
+// Client to server
+// ---------------------------------------------------------------------------
+
+/** Start receiving the server's live frames (v1). */
+export const Subscribe = Schema.Struct({ type: Schema.Literal("subscribe") })
+/** Ask for the item history; answered with `history`. */
+export const GetHistory = Schema.Struct({ type: Schema.Literal("getHistory") })
+/** A user message for the agent; answered with `ack`. */
+export const Send = Schema.Struct({ type: Schema.Literal("send"), messageId: Schema.String, text: Schema.String })
+/** Ask for the run status; answered with `status`. */
+export const GetStatus = Schema.Struct({ type: Schema.Literal("getStatus") })
+/** Abort the run. */
+export const Abort = Schema.Struct({ type: Schema.Literal("abort"), reason: Schema.optionalKey(Schema.String) })
+/** Answer a pending ask-user prompt. */
+export const AskUserResolve = Schema.Struct({
+  type: Schema.Literal("askUserResolve"),
+  id: Schema.String,
+  output: Schema.Unknown
+})
+/** Withdraw a pending ask-user prompt. */
+export const AskUserCancel = Schema.Struct({
+  type: Schema.Literal("askUserCancel"),
+  id: Schema.String,
+  reason: Schema.optionalKey(Schema.String)
+})
+/** v2: deliver every durable frame after `ackedThrough`, then live ones. Implies an ack. */
+export const DurableResume = Schema.Struct({ type: Schema.Literal("durableResume"), ackedThrough: Watermark })
+/** v2: the client has durably handled every frame up to `throughSeq`. */
+export const DurableAck = Schema.Struct({ type: Schema.Literal("durableAck"), throughSeq: Watermark })
+
+/** Any frame a client sends. */
+export const ClientFrame = Schema.Union([
+  Subscribe,
+  GetHistory,
+  Send,
+  GetStatus,
+  Abort,
+  AskUserResolve,
+  AskUserCancel,
+  DurableResume,
+  DurableAck
+])
+
+/** Any frame a client sends. */
+export type ClientFrame = typeof ClientFrame.Type
+
+// ---------------------------------------------------------------------------
+// Server to client
+// ---------------------------------------------------------------------------
+
+/** The first frame on every connection. */
+export const Hello = Schema.Struct({
+  type: Schema.Literal("hello"),
+  protocolVersion: Schema.Int,
+  /** `"durable"` when the server keeps a durable outbound queue. */
+  capabilities: Schema.optionalKey(Schema.Array(Schema.String)),
+  maxFrameBytes: Schema.optionalKey(Schema.Int)
+})
+/** The first frame on every connection. */
+export type Hello = typeof Hello.Type
+
+/** The item history, in answer to `getHistory`. */
+export const History = Schema.Struct({ type: Schema.Literal("history"), items: Schema.Array(Schema.Unknown) })
+/** One item appended to the log. */
+export const Item = Schema.Struct({ type: Schema.Literal("item"), item: Schema.Unknown })
+/** A harness event. */
+export const Event = Schema.Struct({ type: Schema.Literal("event"), event: Schema.Unknown })
+/** The run status, in answer to `getStatus` or on change. */
+export const Status = Schema.Struct({ type: Schema.Literal("status"), status: Schema.Unknown })
+/** A `send` was accepted. */
+export const Ack = Schema.Struct({ type: Schema.Literal("ack"), messageId: Schema.optionalKey(Schema.String) })
+/** The server refused a frame; `kind` is an `IpcError` reason tag or an application kind. */
+export const ErrorFrame = Schema.Struct({ type: Schema.Literal("error"), kind: Schema.String, message: Schema.String })
+/** The server is closing the connection on purpose. */
+export const Bye = Schema.Struct({ type: Schema.Literal("bye"), reason: Schema.optionalKey(Schema.String) })
+/** An ask-user prompt waits for an answer. */
+export const AskUserRequest = Schema.Struct({
+  type: Schema.Literal("askUserRequest"),
+  id: Schema.String,
+  input: Schema.Unknown,
+  createdAt: Schema.Number
+})
+/** An ask-user prompt is settled (answered, cancelled or timed out). */
+export const AskUserCleared = Schema.Struct({ type: Schema.Literal("askUserCleared"), id: Schema.String })
+
+/** Any v1 server frame: what a durable envelope carries. */
+export const V1ServerFrame = Schema.Union([
+  Hello,
+  History,
+  Item,
+  Event,
+  Status,
+  Ack,
+  ErrorFrame,
+  Bye,
+  AskUserRequest,
+  AskUserCleared
+])
+
+/** Any v1 server frame: what a durable envelope carries. */
+export type V1ServerFrame = typeof V1ServerFrame.Type
+
+/** v2: a server frame numbered by the durable outbound queue. */
+export const Durable = Schema.Struct({ type: Schema.Literal("durable"), seq: Seq, frame: V1ServerFrame })
+
+/** Any frame a server sends. */
+export const ServerFrame = Schema.Union([V1ServerFrame, Durable])
+
+/** Any frame a server sends. */
+export type ServerFrame = typeof ServerFrame.Type
+
+const CLIENT_TYPES: ReadonlySet<string> = new Set(ClientFrame.members.map((member) => member.fields.type.literal))
+const SERVER_TYPES: ReadonlySet<string> = new Set([
+  ...V1ServerFrame.members.map((member) => member.fields.type.literal),
+  "durable"
+])
+
+// ---------------------------------------------------------------------------
+// One line
+// ---------------------------------------------------------------------------
+
+const EXCERPT_CHARS = 120
+
+const excerpt = (line: string) => (line.length > EXCERPT_CHARS ? `${line.slice(0, EXCERPT_CHARS)}…` : line)
+
+/** Serialises a frame to one line (with its newline), refusing what exceeds `maxFrameBytes`. */
+export const encodeFrame = (
+  frame: ServerFrame | ClientFrame,
+  maxFrameBytes: number = DEFAULT_MAX_FRAME_BYTES
+): Effect.Effect<string, FrameTooLarge | Unencodable> =>
+  Effect.suspend((): Effect.Effect<string, FrameTooLarge | Unencodable> => {
+    let text: string | undefined
+    try {
+      text = JSON.stringify(frame)
+    } catch (cause) {
+      return Effect.fail(new Unencodable({ message: cause instanceof Error ? cause.message : String(cause) }))
+    }
+    if (text === undefined) return Effect.fail(new Unencodable({ message: "the frame has no JSON form" }))
+    return checkSize(text, maxFrameBytes).pipe(Effect.as(text + "\n"))
+  })
+
+/** Fails with `FrameTooLarge` when `text` is longer than `maxFrameBytes` in UTF-8. */
+export const checkSize = (text: string, maxFrameBytes: number): Effect.Effect<void, FrameTooLarge> => {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the count.
+  if (text.length * 3 <= maxFrameBytes) return Effect.void
+  const bytes = Buffer.byteLength(text, "utf8")
+  return bytes <= maxFrameBytes
+    ? Effect.void
+    : Effect.fail(
+      new FrameTooLarge({ bytes, limit: maxFrameBytes, message: `a frame of ${bytes} bytes exceeds ${maxFrameBytes}` })
+    )
+}
+
+/**
+ * The line of a durable envelope around an already-encoded v1 frame, spliced
+ * without re-parsing: the queue stores frames as their JSON text.
+ */
+export const durableLine = (seq: number, frameJson: string): string =>
+  `{"type":"durable","seq":${seq},"frame":${frameJson}}\n`
+
+const parseJson = (line: string): Effect.Effect<unknown, MalformedFrame> =>
+  Effect.try({
+    try: () => JSON.parse(line) as unknown,
+    catch: (cause) =>
+      new MalformedFrame({
+        message: `not JSON: ${cause instanceof Error ? cause.message : String(cause)}`,
+        excerpt: excerpt(line)
+      })
+  })
+
+const makeDecoder = <A>(schema: Schema.Decoder<A>, known: ReadonlySet<string>) => {
+  const decode = Schema.decodeUnknownEffect(schema)
+  return (line: string): Effect.Effect<A, MalformedFrame | UnknownFrameType> =>
+    Effect.flatMap(parseJson(line), (json): Effect.Effect<A, MalformedFrame | UnknownFrameType> => {
+      const type = typeof json === "object" && json !== null && "type" in json ? json.type : undefined
+      if (typeof type === "string" && !known.has(type)) {
+        return Effect.fail(new UnknownFrameType({ frameType: type, message: `unknown frame type ${JSON.stringify(type)}` }))
+      }
+      return decode(json).pipe(
+        Effect.mapError((error) => new MalformedFrame({ message: error.message, excerpt: excerpt(line) }))
+      )
+    })
+}
+
+/** Decodes one line (without its newline) sent by a client. */
+export const decodeClientFrame: (line: string) => Effect.Effect<ClientFrame, MalformedFrame | UnknownFrameType> =
+  makeDecoder(ClientFrame, CLIENT_TYPES)
+
+/** Decodes one line (without its newline) sent by a server. */
+export const decodeServerFrame: (line: string) => Effect.Effect<ServerFrame, MalformedFrame | UnknownFrameType> =
+  makeDecoder(ServerFrame, SERVER_TYPES)
