@@ -426,7 +426,13 @@ class LedgerState {
    */
   takeVictims(maxEntries: number): Array<number> {
     const victims: Array<number> = []
-    while (this.storedCount + this.inflight.size > maxEntries && this.storedCount > 1) {
+    // A key above a write still in flight is not among the oldest once that write lands.
+    let lowestInflight = Infinity
+    for (const seq of this.inflight) if (seq < lowestInflight) lowestInflight = seq
+    while (
+      this.storedCount + this.inflight.size > maxEntries && this.storedCount > 1 &&
+      this.stored[this.head]! < lowestInflight
+    ) {
       const seq = this.stored[this.head++]!
       victims.push(seq)
       this.forget(seq)
