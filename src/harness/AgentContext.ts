@@ -1,0 +1,305 @@
+/**
+ * The live context of one execution: its item log, context layers, cwd, pending
+ * ask-user prompts and the steps in flight. Everything here but `state` and `parent`
+ * is what a snapshot persists.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Random } from "effect"
+import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
+import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
+
+/** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
+export interface Item {
+  readonly type: string
+  readonly id?: string
+  readonly responseId?: string
+  readonly [field: string]: unknown
+}
+
+/**
+ * A context layer: serialisable state kept with the context, updated from every
+ * append. `init` runs only for layers that have no restored state.
+ */
+export interface ContextLayer<S = unknown> {
+  readonly id: string
+  readonly init: () => S
+  readonly onAppend?: (state: S, items: ReadonlyArray<Item>) => S
+}
+
+/** Free-form notes a step keeps for later steps. */
+export const scratchpad: ContextLayer<Readonly<Record<string, unknown>>> = {
+  id: "scratchpad",
+  init: () => ({})
+}
+
+/** Standing instructions for the model. */
+export const instructions = (
+  initial: ReadonlyArray<string> = []
+): ContextLayer<{ readonly instructions: ReadonlyArray<string> }> => ({
+  id: "instructions",
+  init: () => ({ instructions: [...initial] })
+})
+
+/** The window of recent items that model prompts are built from. */
+export const history = (options: { readonly window?: number } = {}): ContextLayer<{
+  readonly items: ReadonlyArray<Item>
+}> => {
+  const window = options.window ?? 50
+  return {
+    id: "history",
+    init: () => ({ items: [] }),
+    onAppend: (state, items) => ({ items: [...state.items, ...items].slice(-window) })
+  }
+}
+
+/** The layers every context has unless the caller replaces them by id. */
+export const defaultLayers = (): ReadonlyArray<ContextLayer<any>> => [scratchpad, instructions(), history()]
+
+/** What a context is built from. */
+export interface AgentContextOptions {
+  readonly id: string
+  readonly threadId?: string | undefined
+  readonly resourceId?: string | undefined
+  readonly parent?: AgentContext | undefined
+  readonly state?: unknown
+  readonly layers: ReadonlyArray<ContextLayer<any>>
+  readonly layerState?: Readonly<Record<string, unknown>> | undefined
+  readonly items?: ReadonlyArray<unknown> | undefined
+  readonly cwd?: Cwd | null | undefined
+  readonly askUser?: ReadonlyArray<AskUserPrompt> | undefined
+  readonly frontier?: ReadonlyArray<FrontierEntry> | undefined
+  /** Saves a snapshot of this context; the harness supplies it (a no-op without storage). */
+  readonly checkpoint: (context: AgentContext) => Effect.Effect<void>
+}
+
+/** @internal The mutable state of a context, shared by every view of it. */
+export interface ContextStore {
+  readonly checkpoint: (context: AgentContext) => Effect.Effect<void>
+  readonly items: Array<Item>
+  readonly itemIds: Set<string>
+  readonly responseIds: Set<string>
+  readonly layers: ReadonlyArray<ContextLayer<any>>
+  readonly layerState: Map<string, unknown>
+  cwd: Cwd | null
+  readonly pending: Map<string, PendingPrompt>
+  readonly inFlight: Map<string, FrontierEntry>
+  version: number
+}
+
+interface PendingPrompt {
+  readonly prompt: AskUserPrompt
+  readonly answer: Deferred.Deferred<unknown, AskUserCancelled>
+}
+
+const itemOf = (value: unknown): Item =>
+  typeof value === "object" && value !== null && "type" in value && typeof value.type === "string"
+    ? value as Item
+    : { type: "value", value }
+
+/** The live context of one execution. */
+export class AgentContext {
+  /** The execution id. */
+  readonly id: string
+  readonly threadId: string | undefined
+  readonly resourceId: string | undefined
+  /** The context that spawned this one, if any. */
+  readonly parent: AgentContext | undefined
+  /** Host wiring (queues, broadcasters); never persisted. */
+  readonly state: unknown
+  /** The frontier recorded in the snapshot this context was restored from (empty when fresh). */
+  readonly restoredFrontier: ReadonlyArray<FrontierEntry>
+
+  // All mutable state sits in one object so that views made with Object.create(context)
+  // (a step's StepContext) read and write the same state as the context itself.
+  /** @internal */
+  readonly store: ContextStore
+
+  constructor(options: AgentContextOptions) {
+    this.id = options.id
+    this.threadId = options.threadId
+    this.resourceId = options.resourceId
+    this.parent = options.parent
+    this.state = options.state
+    this.restoredFrontier = options.frontier ?? []
+    this.store = {
+      checkpoint: options.checkpoint,
+      items: [],
+      itemIds: new Set(),
+      responseIds: new Set(),
+      layers: options.layers,
+      layerState: new Map(),
+      cwd: options.cwd ?? null,
+      pending: new Map(),
+      inFlight: new Map(),
+      version: 0
+    }
+    for (const layer of options.layers) {
+      const restored = options.layerState
+      // Restored state wins: init must not overwrite what the snapshot brought back.
+      this.store.layerState.set(layer.id, restored !== undefined && layer.id in restored ? restored[layer.id] : layer.init())
+    }
+    // State of layers this host no longer configures is kept, so a later snapshot does not lose it.
+    for (const [id, state] of Object.entries(options.layerState ?? {})) {
+      if (!this.store.layerState.has(id)) this.store.layerState.set(id, state)
+    }
+    for (const item of options.items ?? []) this.push(itemOf(item))
+    for (const prompt of options.askUser ?? []) {
+      this.store.pending.set(prompt.id, { prompt, answer: Deferred.makeUnsafe() })
+    }
+  }
+
+  /** The item log, oldest first. */
+  get items(): ReadonlyArray<Item> {
+    return this.store.items
+  }
+
+  /** Bumped by every change a snapshot would record. */
+  get version(): number {
+    return this.store.version
+  }
+
+  /** The working directory: current and previous. */
+  get cwd(): Cwd | null {
+    return this.store.cwd
+  }
+
+  /** The state of every context layer, by layer id. */
+  get layers(): Readonly<Record<string, unknown>> {
+    return Object.fromEntries(this.store.layerState)
+  }
+
+  /** The ask-user prompts waiting for an answer, oldest first. */
+  get pendingAskUser(): ReadonlyArray<AskUserPrompt> {
+    return Array.from(this.store.pending.values(), (pending) => pending.prompt)
+  }
+
+  /** The steps in flight right now, outermost first. */
+  get frontier(): ReadonlyArray<FrontierEntry> {
+    return Array.from(this.store.inFlight.values())
+  }
+
+  /** The state of one layer. */
+  layerState<S>(layerId: string): S | undefined {
+    return this.store.layerState.get(layerId) as S | undefined
+  }
+
+  /** Replaces a layer's state. */
+  updateLayer<S>(layerId: string, f: (state: S | undefined) => S): Effect.Effect<void> {
+    return Effect.sync(() => {
+      this.store.layerState.set(layerId, f(this.store.layerState.get(layerId) as S | undefined))
+      this.store.version++
+    })
+  }
+
+  /** Changes the working directory, remembering the previous one. */
+  setCwd(path: string | null): Effect.Effect<void> {
+    return Effect.sync(() => {
+      this.store.cwd = { current: path, previous: this.store.cwd?.current ?? null }
+      this.store.version++
+    })
+  }
+
+  /**
+   * The append pipeline: adds items to the log (dropping any whose `id` or
+   * `responseId` the log already holds), feeds them to each layer's append hook, then
+   * checkpoints. Returns the items that were added.
+   */
+  append(items: ReadonlyArray<Item>): Effect.Effect<ReadonlyArray<Item>> {
+    return Effect.suspend(() => {
+      const heldIds = new Set(this.store.itemIds)
+      const heldResponses = new Set(this.store.responseIds)
+      const added = items.filter((item) =>
+        !(item.id !== undefined && heldIds.has(item.id)) &&
+        !(item.responseId !== undefined && heldResponses.has(item.responseId))
+      )
+      for (const item of added) this.push(item)
+      if (added.length > 0) {
+        for (const layer of this.store.layers) {
+          if (layer.onAppend !== undefined) {
+            this.store.layerState.set(layer.id, layer.onAppend(this.store.layerState.get(layer.id), added))
+          }
+        }
+      }
+      return Effect.as(this.checkpoint(), added)
+    })
+  }
+
+  /** Saves a snapshot now; a no-op without a checkpoint store, and never fails. */
+  checkpoint(): Effect.Effect<void> {
+    return this.store.checkpoint(this)
+  }
+
+  /**
+   * Enqueues an ask-user prompt (checkpointing it) and waits for its answer. A prompt
+   * with the same id that is already pending (one restored from a snapshot) is joined
+   * rather than asked again.
+   */
+  askUser(input: unknown, options: { readonly id?: string } = {}): Effect.Effect<unknown, AskUserCancelled> {
+    return Effect.gen({ self: this }, function*() {
+      const id = options.id ?? (yield* randomId)
+      const existing = this.store.pending.get(id)
+      if (existing !== undefined) return yield* Deferred.await(existing.answer)
+      const createdAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const pending: PendingPrompt = { prompt: { id, input, createdAt }, answer: Deferred.makeUnsafe() }
+      this.store.pending.set(id, pending)
+      this.store.version++
+      yield* this.checkpoint()
+      return yield* Deferred.await(pending.answer)
+    })
+  }
+
+  /** Answers a pending prompt; the asking step continues with `output`. */
+  resolveAskUser(promptId: string, output: unknown): Effect.Effect<void, UnknownAskUserPrompt> {
+    return this.settlePrompt(promptId, Effect.succeed(output))
+  }
+
+  /** Cancels a pending prompt; the asking step fails with `AskUserCancelled`. */
+  cancelAskUser(promptId: string, reason?: string): Effect.Effect<void, UnknownAskUserPrompt> {
+    return this.settlePrompt(
+      promptId,
+      Effect.fail(new AskUserCancelled(reason === undefined ? { promptId } : { promptId, reason }))
+    )
+  }
+
+  private settlePrompt(promptId: string, outcome: Effect.Effect<unknown, AskUserCancelled>) {
+    return Effect.suspend(() => {
+      const pending = this.store.pending.get(promptId)
+      if (pending === undefined) {
+        return Effect.fail(new UnknownAskUserPrompt({ executionId: this.id, promptId }))
+      }
+      this.store.pending.delete(promptId)
+      this.store.version++
+      return Deferred.complete(pending.answer, outcome)
+    })
+  }
+
+  /** @internal Marks a dispatch in flight (its path is the key). */
+  enterStep(path: string, entry: FrontierEntry): void {
+    this.store.inFlight.set(path, entry)
+  }
+
+  /** @internal Marks a dispatch settled. */
+  exitStep(path: string): void {
+    this.store.inFlight.delete(path)
+  }
+
+  private push(item: Item): void {
+    this.store.items.push(item)
+    if (item.id !== undefined) this.store.itemIds.add(item.id)
+    if (item.responseId !== undefined) this.store.responseIds.add(item.responseId)
+    this.store.version++
+  }
+}
+
+/** The append pipeline as a function: `ctx.append(items)`. */
+export const runAppendPipeline = (
+  context: AgentContext,
+  items: ReadonlyArray<Item>
+): Effect.Effect<ReadonlyArray<Item>> => context.append(items)
+
+/** A random 128-bit id in hex, from the `Random` service so tests can seed it. */
+export const randomId: Effect.Effect<string> = Effect.map(
+  Effect.all([Random.nextInt, Random.nextInt, Random.nextInt, Random.nextInt]),
+  (parts) => parts.map((part) => (part >>> 0).toString(16).padStart(8, "0")).join("")
+)

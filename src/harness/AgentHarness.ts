@@ -1,0 +1,607 @@
+/**
+ * The agent harness: runs an agent graph of steps against a context and, when given a
+ * `CheckpointStore`, makes the run durable: snapshots at the documented boundaries,
+ * a step ledger whose recorded outputs replay on resume, restore of contexts.
+ *
+ * Without a checkpoint store every durability hook is a no-op.
+ *
+ * @since 0.1.0
+ */
+import { DateTime, Effect, Option, Result, Scope, Semaphore } from "effect"
+import { LanguageModel } from "effect/ai"
+import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
+import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
+import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import {
+  type ExecutionLedger,
+  makeWith as makeStepLedger,
+  StepLedger,
+  type StepLedgerShape
+} from "../services/StepLedger.ts"
+import {
+  makeMemory as makeMemorySubprocessAdapter,
+  SubprocessAdapter,
+  type SubprocessAdapterShape,
+  type SubprocessError,
+  type SubprocessHandle
+} from "../services/SubprocessAdapter.ts"
+import { AgentContext, type ContextLayer, defaultLayers, type Item, randomId } from "./AgentContext.ts"
+import { ResumeInputUnavailable, ToolFailed, UnknownAskUserPrompt, UnknownTool } from "./HarnessError.ts"
+import {
+  type AnyStep,
+  type Error as StepError,
+  type Input as StepInput,
+  type Output as StepOutput,
+  type Services as StepServices,
+  type Settled,
+  staticChildren,
+  type Step,
+  type StepContext
+} from "./Step.ts"
+
+/** A tool the harness offers to `invokeTool` steps. */
+export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
+
+/** How a harness is built. */
+export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | undefined> {
+  readonly name: string
+  /** The root step `execute` runs. */
+  readonly agentGraph?: G
+  /** Free-form parameters the host gives its steps (read them from `harness.params`). */
+  readonly params?: unknown
+  /** Tools `invokeTool` steps call by name. */
+  readonly tools?: Readonly<Record<string, ToolHandler>>
+  /** The context layers of every context; defaults to scratchpad, instructions, history. */
+  readonly context?: ReadonlyArray<ContextLayer<any>>
+  /** The default adapter of `detachedSpawn`; the `SubprocessAdapter` service, else in-process. */
+  readonly subprocess?: SubprocessAdapterShape
+}
+
+/** Options of `execute`. */
+export interface ExecuteOptions {
+  /** Reusing the id of a recorded execution continues it: its context is restored and completed steps replay. */
+  readonly executionId?: string
+  readonly threadId?: string
+  readonly resourceId?: string
+  /** Host wiring for the context; never persisted. */
+  readonly state?: unknown
+}
+
+/** What `execute` and `resume` return. */
+export interface ExecuteResult<O> {
+  readonly executionId: string
+  readonly output: O
+}
+
+/** Host wiring handed back to `restore`; snapshot-owned fields are deliberately absent. */
+export interface RestoreContextOptions {
+  readonly parent?: AgentContext
+  readonly state?: unknown
+  readonly context?: ReadonlyArray<ContextLayer<any>>
+}
+
+/** Options of `createContext`. */
+export interface CreateContextOptions extends RestoreContextOptions {
+  readonly id?: string
+  readonly threadId?: string
+  readonly resourceId?: string
+  readonly cwd?: string
+}
+
+/** Options of `detachedSpawn`. */
+export interface DetachedSpawnOptions {
+  /** An adapter for this call only; wins over the step's and the harness default. */
+  readonly subprocess?: SubprocessAdapterShape
+  readonly cwdInit?: string
+  readonly threadId?: string
+  readonly resourceId?: string
+  /** Caller metadata recorded with the child. */
+  readonly metadata?: Readonly<Record<string, unknown>>
+}
+
+/** What can fail a run besides the steps themselves. */
+export type RunError = EmptyStepId | StorageError
+
+/** A harness whose root graph is `G`. */
+export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefined> {
+  readonly name: string
+  readonly params: unknown
+  readonly agentGraph: G
+  /** Whether a checkpoint store is configured. */
+  readonly durable: boolean
+  /** The default subprocess adapter (`listLive`, `reattach`). */
+  readonly subprocess: SubprocessAdapterShape
+  /** Runs the root graph on a fresh context (or continues a recorded execution id). */
+  readonly execute: (
+    input: GraphInput<G>,
+    options?: ExecuteOptions
+  ) => Effect.Effect<
+    ExecuteResult<GraphOutput<G>>,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch,
+    GraphServices<G>
+  >
+  /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. Never fails: a failing save is logged. */
+  readonly checkpoint: (ctx: AgentContext) => Effect.Effect<void>
+  /** Rebuilds the context of a recorded execution; none when nothing is recorded. */
+  readonly restore: (
+    executionId: string,
+    options?: RestoreContextOptions
+  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch>
+  /** Restores an execution and runs the root graph again: completed steps replay, the rest runs. */
+  readonly resume: (
+    executionId: string,
+    options?: RestoreContextOptions
+  ) => Effect.Effect<
+    Option.Option<ExecuteResult<GraphOutput<G>>>,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ResumeInputUnavailable,
+    GraphServices<G>
+  >
+  /** Discards an execution's snapshot and every ledger entry. */
+  readonly clearCheckpoint: (executionId: string) => Effect.Effect<void, StorageError>
+  /** A fresh context with this harness's layers and checkpoint hook. */
+  readonly createContext: (options?: CreateContextOptions) => Effect.Effect<AgentContext>
+  /** Runs one step on a context, durably when the harness is (`/stepId#n` paths per context). */
+  readonly run: <I, O, E, R>(
+    step: Step<I, O, E, R>,
+    input: I,
+    ctx: AgentContext
+  ) => Effect.Effect<O, E | RunError, R>
+  /** Starts a child through a subprocess adapter; the parent context checkpoints when it settles. */
+  readonly detachedSpawn: <I, O, E, R>(
+    step: Step<I, O, E, R>,
+    input: I,
+    parentCtx: AgentContext,
+    options?: DetachedSpawnOptions
+  ) => Effect.Effect<SubprocessHandle, SubprocessError | EmptyStepId, R>
+  /** Answers a pending ask-user prompt of a live execution of this harness. */
+  readonly answerAskUser: (
+    executionId: string,
+    promptId: string,
+    output: unknown
+  ) => Effect.Effect<void, UnknownAskUserPrompt>
+  /** The live context of an execution this harness is running, if any. */
+  readonly liveContext: (executionId: string) => Option.Option<AgentContext>
+}
+
+type GraphInput<G> = G extends AnyStep ? StepInput<G> : never
+type GraphOutput<G> = G extends AnyStep ? StepOutput<G> : never
+type GraphError<G> = G extends AnyStep ? StepError<G> : never
+type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
+
+/** Where a dispatch happens: the context, its path, and the per-parent dispatch counters. */
+interface Frame {
+  readonly ctx: AgentContext
+  readonly path: string
+  readonly counters: Map<string, number>
+  readonly ledger: Option.Option<ExecutionLedger>
+}
+
+const frameAt = (parent: Frame, path: string): Frame => ({
+  ctx: parent.ctx,
+  path,
+  counters: new Map(),
+  ledger: parent.ledger
+})
+
+/** Checks every step id reachable without running anything. */
+const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
+  Effect.suspend(() => {
+    if (step.id === "") return Effect.fail(emptyStepId(step))
+    return Effect.forEach(staticChildren(step), validateGraph, { discard: true })
+  })
+
+const emptyStepId = (step: AnyStep) =>
+  new EmptyStepId({
+    kind: step.kind,
+    message: `a ${step.kind} step has an empty id`,
+    hint: "every step needs a non-empty id: it names the step's path in the ledger"
+  })
+
+/** A frontier input that a snapshot can hold: the input itself when JSON can carry it. */
+const persistableInput = (input: unknown): { readonly input: unknown; readonly serializable: boolean } => {
+  try {
+    return JSON.stringify(input) === undefined && input !== undefined
+      ? { input: null, serializable: false }
+      : { input, serializable: true }
+  } catch {
+    return { input: null, serializable: false }
+  }
+}
+
+/** The snapshot of a context at `capturedAt`. */
+export const toSnapshot = (ctx: AgentContext, capturedAt: string): CheckpointSnapshot => ({
+  schemaVersion: CHECKPOINT_SCHEMA_VERSION,
+  executionId: ctx.id,
+  ...(ctx.threadId === undefined ? {} : { threadId: ctx.threadId }),
+  ...(ctx.resourceId === undefined ? {} : { resourceId: ctx.resourceId }),
+  frontier: ctx.frontier.map((entry) => {
+    const { input, serializable } = persistableInput(entry.input)
+    return serializable ? entry : { ...entry, input, state: { ...(entry.state as object), inputUnserializable: true } }
+  }),
+  layers: ctx.layers,
+  cwd: ctx.cwd,
+  askUser: ctx.pendingAskUser,
+  itemLog: { items: [...ctx.items] },
+  capturedAt
+})
+
+/**
+ * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
+ * `StepLedger` service, or a ledger with default retention over the store). The
+ * harness's background work (detached-spawn watchers, in-process children) belongs
+ * to the surrounding scope.
+ */
+export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefined = undefined>(
+  options: AgentHarnessOptions<G>
+): Effect.fn.Return<AgentHarness<G>, EmptyStepId, Scope.Scope> {
+  if (options.agentGraph !== undefined) yield* validateGraph(options.agentGraph)
+  const scope = yield* Effect.scope
+  const store: Option.Option<CheckpointStoreShape> = yield* Effect.serviceOption(CheckpointStore)
+  // A durable harness always keeps a ledger; without the StepLedger service it gets
+  // one with the default retention (which is valid, so building it cannot fail).
+  const ledgerService: Option.Option<StepLedgerShape> = Option.isNone(store)
+    ? Option.none()
+    : Option.some(Option.getOrUndefined(yield* Effect.serviceOption(StepLedger)) ??
+      (yield* Effect.orDie(makeStepLedger(store.value))))
+  const subprocess = options.subprocess ??
+    Option.getOrUndefined(yield* Effect.serviceOption(SubprocessAdapter)) ??
+    (yield* makeMemorySubprocessAdapter)
+  const layers = options.context ?? defaultLayers()
+  const tools = options.tools ?? {}
+  const live = new Map<string, AgentContext>()
+  const checkpointLocks = new WeakMap<AgentContext, Semaphore.Semaphore>()
+  const runCounters = new WeakMap<AgentContext, Map<string, number>>()
+
+  // ---------------------------------------------------------------------------
+  // Checkpoints
+  // ---------------------------------------------------------------------------
+
+  const checkpoint = (ctx: AgentContext): Effect.Effect<void> => {
+    if (Option.isNone(store)) return Effect.void
+    let lock = checkpointLocks.get(ctx)
+    if (lock === undefined) {
+      lock = Semaphore.makeUnsafe(1)
+      checkpointLocks.set(ctx, lock)
+    }
+    // The snapshot is taken inside the lock so a slower, older save never lands last.
+    return lock.withPermit(
+      Effect.gen(function*() {
+        const capturedAt = DateTime.formatIso(yield* DateTime.now)
+        yield* store.value.save(toSnapshot(ctx, capturedAt))
+      })
+    ).pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
+          Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
+        )
+      )
+    )
+  }
+
+  const newContext = (init: {
+    readonly id: string
+    readonly threadId?: string | undefined
+    readonly resourceId?: string | undefined
+    readonly cwd?: string | undefined
+    readonly snapshot?: CheckpointSnapshot
+    readonly restore?: RestoreContextOptions | undefined
+  }) =>
+    new AgentContext({
+      id: init.id,
+      threadId: init.snapshot?.threadId ?? init.threadId,
+      resourceId: init.snapshot?.resourceId ?? init.resourceId,
+      parent: init.restore?.parent,
+      state: init.restore?.state,
+      layers: init.restore?.context ?? layers,
+      layerState: init.snapshot?.layers,
+      items: init.snapshot?.itemLog.items,
+      cwd: init.snapshot !== undefined ? init.snapshot.cwd : init.cwd === undefined ? null : { current: init.cwd },
+      askUser: init.snapshot?.askUser,
+      frontier: init.snapshot?.frontier,
+      checkpoint
+    })
+
+  const createContext = (createOptions: CreateContextOptions = {}) =>
+    Effect.map(
+      createOptions.id === undefined ? randomId : Effect.succeed(createOptions.id),
+      (id) =>
+        newContext({
+          id,
+          threadId: createOptions.threadId,
+          resourceId: createOptions.resourceId,
+          cwd: createOptions.cwd,
+          restore: createOptions
+        })
+    )
+
+  const restore = (executionId: string, restoreOptions?: RestoreContextOptions) =>
+    Option.isNone(store)
+      ? Effect.succeedNone
+      : Effect.map(
+        store.value.load(executionId),
+        Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
+      )
+
+  const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> =>
+    Option.isNone(ledgerService) ? Effect.succeedNone : Effect.asSome(ledgerService.value.open(executionId))
+
+  // ---------------------------------------------------------------------------
+  // Dispatch: replay from the ledger, or run and record
+  // ---------------------------------------------------------------------------
+
+  const stepContext = (frame: Frame): StepContext => {
+    let asks = 0
+    // A view of the context bound to this dispatch: it reads and writes the same
+    // context (AgentContext keeps its state in one shared store object).
+    const view = Object.create(frame.ctx) as AgentContext & { -readonly [K in keyof StepContext]: StepContext[K] }
+    view.path = frame.path
+    view.run = (step, input) => dispatch(step as AnyStep, input, frame) as any
+    // Prompt ids follow the path, so a step re-run after a restore joins its restored prompt.
+    view.askUser = (input, askOptions = {}) =>
+      frame.ctx.askUser(input, { id: askOptions.id ?? `${frame.ctx.id}${frame.path}/askUser#${asks++}` })
+    return view
+  }
+
+  const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
+    Effect.suspend(() => {
+      if (step.id === "") return Effect.fail(emptyStepId(step))
+      const n = parent.counters.get(step.id) ?? 0
+      parent.counters.set(step.id, n + 1)
+      const path = `${parent.path}/${step.id}#${n}`
+      const frame = frameAt(parent, path)
+      const identity = { stepId: step.id, kind: step.kind }
+      const ctx = parent.ctx
+      // The body may be interrupted (a failing sibling branch, a race); once it has
+      // completed, its record is not: a completed step interrupted before its record
+      // landed would run again on resume.
+      const runAndRecord = Effect.uninterruptibleMask((restore) =>
+        Effect.tap(restore(interpret(step, input, frame)), (output) =>
+          Option.isNone(frame.ledger)
+            ? Effect.void
+            : frame.ledger.value.record(path, identity, output).pipe(
+              Effect.catch((error) =>
+                Effect.logWarning("step ledger record failed; the step will re-run on resume", error)
+              )
+            ))
+      )
+      const replayed: Effect.Effect<Option.Option<unknown>> = Option.isNone(frame.ledger)
+        ? Effect.succeedNone
+        : frame.ledger.value.lookup(path, identity).pipe(
+          Effect.catch((error) =>
+            Effect.as(Effect.logWarning("step ledger lookup failed; running the step", error), Option.none())
+          )
+        )
+      return Effect.sync(() => ctx.enterStep(path, { stepId: step.id, input, state: { path } })).pipe(
+        Effect.andThen(replayed),
+        Effect.flatMap(Option.match({ onNone: () => runAndRecord, onSome: Effect.succeed })),
+        Effect.ensuring(Effect.sync(() => ctx.exitStep(path)))
+      )
+    })
+
+  const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
+    switch (step.kind) {
+      case "runCode":
+        return step.body(input, stepContext(frame))
+      case "callModel":
+        return Effect.gen(function*() {
+          const ctx = stepContext(frame)
+          const model = yield* LanguageModel.LanguageModel
+          const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
+          const metadata = response.content.find((part) => part.type === "response-metadata")
+          const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}`
+          const text = response.text
+          const turn: Array<Item> = [
+            { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
+            { type: "message", role: "assistant", responseId, content: text }
+          ]
+          yield* frame.ctx.append(turn)
+          return { responseId, text }
+        })
+      case "invokeTool": {
+        const handler = tools[step.tool]
+        if (handler === undefined) {
+          return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(tools) }))
+        }
+        return Effect.mapError(
+          handler(input, stepContext(frame)),
+          (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
+        )
+      }
+      case "conditional":
+        return Effect.suspend(() => {
+          if (step.predicate(input, stepContext(frame))) return dispatch(step.then, input, frame)
+          return step.otherwise === undefined ? Effect.succeed(input) : dispatch(step.otherwise, input, frame)
+        })
+      case "inParallel": {
+        const branches = step.branches.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
+        switch (step.mode) {
+          case "all":
+            return Effect.all(branches, { concurrency: "unbounded" })
+          case "race":
+            return Effect.raceAll(branches)
+          case "settle":
+            return Effect.all(
+              branches.map((branch) =>
+                Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
+                  Result.isSuccess(result)
+                    ? { _tag: "Success", value: result.success }
+                    : { _tag: "Failure", error: result.failure })
+              ),
+              { concurrency: "unbounded" }
+            )
+        }
+      }
+      // falls through: the switch above is exhaustive
+      case "loop":
+        return Effect.gen(function*() {
+          let current = input
+          for (let iteration = 0;; iteration++) {
+            current = yield* dispatch(step.body, current, frame)
+            if (step.until(current, iteration) || iteration + 1 >= step.maxIterations) return current
+          }
+        })
+      case "spawn":
+        return Effect.suspend(() => {
+          // An in-process child agent: its own context (parent = the caller's), its steps
+          // recorded below the spawn's path in the same execution ledger.
+          const child = newContext({
+            id: `${frame.ctx.id}${frame.path}`,
+            threadId: frame.ctx.threadId,
+            resourceId: frame.ctx.resourceId,
+            restore: { parent: frame.ctx }
+          })
+          return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+        })
+    }
+  }
+
+  // ---------------------------------------------------------------------------
+  // Entry points
+  // ---------------------------------------------------------------------------
+
+  /** Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final checkpoint. */
+  const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown) =>
+    Effect.gen(function*() {
+      const ledger = yield* openLedger(ctx.id)
+      const frame: Frame = { ctx, path: "", counters: new Map(), ledger }
+      const rootPath = `/${root.id}#0`
+      const before = ctx.version
+      live.set(ctx.id, ctx)
+      // Every turn lands a checkpoint, with the root in flight so resume knows its input.
+      ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
+      yield* checkpoint(ctx)
+      const output = yield* dispatch(root, input, frame)
+      if (ctx.version !== before) yield* checkpoint(ctx)
+      return { executionId: ctx.id, output }
+    }).pipe(Effect.ensuring(Effect.sync(() => live.delete(ctx.id))))
+
+  const requireGraph = Effect.suspend(() =>
+    options.agentGraph === undefined
+      ? Effect.fail(
+        new NoStepConfigured({
+          harness: options.name,
+          message: `harness ${options.name} has no agent graph to execute`,
+          hint: "pass agentGraph when building the harness, or run a step directly with harness.run(step, input, ctx)"
+        })
+      )
+      : Effect.succeed(options.agentGraph as AnyStep)
+  )
+
+  const execute = (input: unknown, executeOptions: ExecuteOptions = {}) =>
+    Effect.gen(function*() {
+      const root = yield* requireGraph
+      const restored = executeOptions.executionId === undefined
+        ? Option.none<AgentContext>()
+        : yield* restore(executeOptions.executionId, { state: executeOptions.state })
+      const ctx = Option.isSome(restored) ? restored.value : yield* createContext({
+        ...(executeOptions.executionId === undefined ? {} : { id: executeOptions.executionId }),
+        ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
+        ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
+        state: executeOptions.state
+      })
+      return yield* runRoot(root, ctx, input)
+    })
+
+  const resume = (executionId: string, restoreOptions?: RestoreContextOptions) =>
+    Effect.gen(function*() {
+      const root = yield* requireGraph
+      const restored = yield* restore(executionId, restoreOptions)
+      if (Option.isNone(restored)) return Option.none()
+      const ctx = restored.value
+      const rootPath = `/${root.id}#0`
+      const inFlight = ctx.restoredFrontier.find((entry) =>
+        typeof entry.state === "object" && entry.state !== null && "path" in entry.state &&
+        entry.state.path === rootPath
+      )
+      if (inFlight === undefined || (inFlight.state as { inputUnserializable?: boolean }).inputUnserializable) {
+        // The root finished (or its input could not be persisted): only its recorded output can answer.
+        const ledger = yield* openLedger(executionId)
+        const recorded = Option.isNone(ledger)
+          ? Option.none()
+          : yield* ledger.value.lookup(rootPath, { stepId: root.id, kind: root.kind })
+        if (Option.isNone(recorded)) {
+          return yield* new ResumeInputUnavailable({ executionId, rootStepId: root.id })
+        }
+        return Option.some({ executionId, output: recorded.value })
+      }
+      return Option.some(yield* runRoot(root, ctx, inFlight.input))
+    })
+
+  const run = (step: AnyStep, input: unknown, ctx: AgentContext) =>
+    Effect.gen(function*() {
+      let counters = runCounters.get(ctx)
+      if (counters === undefined) {
+        counters = new Map()
+        runCounters.set(ctx, counters)
+      }
+      const ledger = yield* openLedger(ctx.id)
+      return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
+    })
+
+  const detachedSpawn = (
+    step: AnyStep,
+    input: unknown,
+    parentCtx: AgentContext,
+    spawnOptions: DetachedSpawnOptions = {}
+  ) =>
+    Effect.gen(function*() {
+      yield* validateGraph(step)
+      const adapter = spawnOptions.subprocess ?? (step.subprocess as SubprocessAdapterShape | undefined) ??
+        subprocess
+      const services = yield* Effect.context<never>()
+      const child = yield* createContext({
+        parent: parentCtx,
+        ...(spawnOptions.cwdInit === undefined ? {} : { cwd: spawnOptions.cwdInit }),
+        ...(spawnOptions.threadId ?? parentCtx.threadId) === undefined
+          ? {}
+          : { threadId: (spawnOptions.threadId ?? parentCtx.threadId)! },
+        ...(spawnOptions.resourceId ?? parentCtx.resourceId) === undefined
+          ? {}
+          : { resourceId: (spawnOptions.resourceId ?? parentCtx.resourceId)! }
+      })
+      const handle = yield* adapter.spawn({
+        step,
+        input,
+        executionId: child.id,
+        parentExecutionId: parentCtx.id,
+        threadId: child.threadId,
+        resourceId: child.resourceId,
+        cwdInit: spawnOptions.cwdInit,
+        metadata: spawnOptions.metadata,
+        // The child runs with the services of the caller of detachedSpawn.
+        runInProcess: Effect.provideContext(
+          Effect.map(runRoot(step, child, input), (result) => result.output),
+          services
+        ) as Effect.Effect<unknown, unknown>
+      })
+      // Boundary 2: the parent checkpoints once the child settles, success or failure.
+      yield* handle.await.pipe(Effect.exit, Effect.andThen(checkpoint(parentCtx)), Effect.forkIn(scope))
+      return handle
+    })
+
+  const answerAskUser = (executionId: string, promptId: string, output: unknown) =>
+    Effect.suspend(() => {
+      const ctx = live.get(executionId)
+      return ctx === undefined
+        ? Effect.fail(new UnknownAskUserPrompt({ executionId, promptId }))
+        : ctx.resolveAskUser(promptId, output)
+    })
+
+  return {
+    name: options.name,
+    params: options.params,
+    agentGraph: options.agentGraph as G,
+    durable: Option.isSome(store),
+    subprocess,
+    execute: execute as AgentHarness<G>["execute"],
+    checkpoint,
+    restore,
+    resume: resume as AgentHarness<G>["resume"],
+    clearCheckpoint: (executionId) => Option.isNone(store) ? Effect.void : store.value.clear(executionId),
+    createContext,
+    run: run as AgentHarness<G>["run"],
+    detachedSpawn: detachedSpawn as unknown as AgentHarness<G>["detachedSpawn"],
+    answerAskUser,
+    liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId))
+  } satisfies AgentHarness<G>
+})

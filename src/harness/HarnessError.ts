@@ -1,0 +1,61 @@
+/**
+ * Runtime failures of the agent harness (config failures live in `Errors.ts`).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/** `invokeTool` named a tool the harness was not given. */
+export class UnknownTool extends Schema.TaggedError<UnknownTool>("noetic-effect/UnknownTool")("UnknownTool", {
+  stepId: Schema.String,
+  tool: Schema.String,
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `step ${this.stepId} invokes unknown tool ${JSON.stringify(this.tool)}; known tools: ${
+      this.known.join(", ") || "(none)"
+    }`
+  }
+}
+
+/** A tool's handler failed; `cause` is what it failed with. */
+export class ToolFailed extends Schema.TaggedError<ToolFailed>("noetic-effect/ToolFailed")("ToolFailed", {
+  stepId: Schema.String,
+  tool: Schema.String,
+  cause: Schema.Defect()
+}) {
+  override get message(): string {
+    return `tool ${JSON.stringify(this.tool)} failed in step ${this.stepId}`
+  }
+}
+
+/** An ask-user prompt was cancelled instead of answered. */
+export class AskUserCancelled extends Schema.TaggedError<AskUserCancelled>("noetic-effect/AskUserCancelled")(
+  "AskUserCancelled",
+  { promptId: Schema.String, reason: Schema.optionalKey(Schema.String) }
+) {
+  override get message(): string {
+    return `ask-user prompt ${this.promptId} was cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
+  }
+}
+
+/** An ask-user answer named a prompt that no live context of this harness holds. */
+export class UnknownAskUserPrompt extends Schema.TaggedError<UnknownAskUserPrompt>(
+  "noetic-effect/UnknownAskUserPrompt"
+)("UnknownAskUserPrompt", { executionId: Schema.String, promptId: Schema.String }) {
+  override get message(): string {
+    return `no pending ask-user prompt ${this.promptId} in a live context of execution ${this.executionId}`
+  }
+}
+
+/**
+ * `resume` found a snapshot but cannot know the root input: the root step is neither
+ * in flight in the snapshot nor recorded in the ledger (its output was dropped).
+ */
+export class ResumeInputUnavailable extends Schema.TaggedError<ResumeInputUnavailable>(
+  "noetic-effect/ResumeInputUnavailable"
+)("ResumeInputUnavailable", { executionId: Schema.String, rootStepId: Schema.String }) {
+  override get message(): string {
+    return `cannot resume execution ${this.executionId}: the input of root step ${this.rootStepId} is not in its snapshot frontier and its output is not in the ledger`
+  }
+}
