@@ -22,3 +22,15 @@ export * as FileStorage from "./layers/FileStorage.ts"
 
 /** A `StorageAdapter` on a PostgreSQL table, through `@effect/sql-pg`. */
 export * as PostgresStorage from "./layers/PostgresStorage.ts"
+
+/** The persisted snapshot record, schema version 2. */
+export * as CheckpointSnapshot from "./schema/CheckpointSnapshot.ts"
+
+/** The persisted step-ledger records and their keys. */
+export * as LedgerEntry from "./schema/LedgerEntry.ts"
+
+/** Saves and loads per-execution snapshots; `clear` also removes the step ledger. */
+export * as CheckpointStore from "./services/CheckpointStore.ts"
+
+/** The step-completion ledger: recorded outputs replayed on resume, with retention caps. */
+export * as StepLedger from "./services/StepLedger.ts"

@@ -11,3 +11,11 @@ export {
   type PostgresStorageAdapter,
   type StorageAdapter
 } from "./storage.ts"
+export {
+  type CheckpointSnapshot,
+  type CheckpointStore,
+  createCheckpointStore,
+  DEFAULT_STEP_LEDGER_RETENTION,
+  resolveStepLedgerRetention,
+  type StepLedgerRetention
+} from "./checkpoint.ts"
