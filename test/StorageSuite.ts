@@ -158,6 +158,94 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    /** The backend's compareAndSet; every built-in backend has one. */
+    const casOf = (storage: StorageAdapter["Service"]) => {
+      assert.isDefined(storage.compareAndSet, "this backend should implement compareAndSet")
+      return storage.compareAndSet!
+    }
+
+    it.effect("compareAndSet on an absent key: expecting absence sets, expecting a value does not", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const cas = casOf(storage)
+          assert.isFalse(yield* cas("lease", Option.some(null), { owner: "a" }))
+          assert.isTrue(Option.isNone(yield* storage.get("lease")))
+          assert.isTrue(yield* cas("lease", Option.none(), { owner: "a" }))
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some({ owner: "a" }))
+          assert.isFalse(yield* cas("lease", Option.none(), { owner: "b" }))
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some({ owner: "a" }))
+        })
+      ))
+
+    it.effect("compareAndSet replaces only the value it expects, falsy values included", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const cas = casOf(storage)
+          yield* storage.set("lease", { owner: "a", token: 1 })
+          assert.isFalse(yield* cas("lease", Option.some({ owner: "b", token: 1 }), { owner: "c", token: 2 }))
+          assert.isFalse(yield* cas("lease", Option.some({ owner: "a", token: 2 }), { owner: "c", token: 2 }))
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some({ owner: "a", token: 1 }))
+          assert.isTrue(yield* cas("lease", Option.some({ owner: "a", token: 1 }), { owner: "c", token: 2 }))
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some({ owner: "c", token: 2 }))
+          // A write with the superseded value as its expectation is refused.
+          assert.isFalse(yield* cas("lease", Option.some({ owner: "a", token: 1 }), { owner: "a", token: 3 }))
+
+          yield* storage.set("falsy", null)
+          assert.isFalse(yield* cas("falsy", Option.none(), 1))
+          assert.isFalse(yield* cas("falsy", Option.some(0), 1))
+          assert.isTrue(yield* cas("falsy", Option.some(null), 0))
+          assert.isTrue(yield* cas("falsy", Option.some(0), ""))
+          assert.deepStrictEqual(yield* storage.get("falsy"), Option.some(""))
+        })
+      ))
+
+    it.effect("concurrent compareAndSets from one expected value: exactly one wins", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const cas = casOf(storage)
+          const contenders = Array.from({ length: 16 }, (_, i) => ({ owner: i }))
+          const fromAbsent = yield* Effect.forEach(contenders, (next) => cas("lease", Option.none(), next), {
+            concurrency: "unbounded"
+          })
+          assert.strictEqual(fromAbsent.filter(Boolean).length, 1)
+          const winner = contenders[fromAbsent.indexOf(true)]
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some(winner))
+
+          const again = yield* Effect.forEach(contenders, (next) => cas("lease", Option.some(winner), { next }), {
+            concurrency: "unbounded"
+          })
+          assert.strictEqual(again.filter(Boolean).length, 1)
+          assert.deepStrictEqual(yield* storage.get("lease"), Option.some({ next: contenders[again.indexOf(true)] }))
+        })
+      ))
+
+    it.effect("concurrent read-compareAndSet loops lose no increment", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const cas = casOf(storage)
+          yield* storage.set("counter", 0)
+          const increment: Effect.Effect<void, StorageError> = Effect.gen(function*() {
+            const current = yield* storage.get("counter")
+            const n = Option.getOrThrow(current) as number
+            if (!(yield* cas("counter", current, n + 1))) return yield* increment
+          })
+          yield* Effect.forEach(Array.from({ length: 8 }), () => Effect.repeat(increment, { times: 4 }), {
+            concurrency: "unbounded",
+            discard: true
+          })
+          assert.deepStrictEqual(yield* storage.get("counter"), Option.some(40))
+        })
+      ))
+
+    it.effect("compareAndSet refuses a value JSON cannot hold and stores nothing", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(casOf(storage)("big", Option.none(), { n: 1n }))
+          assert.strictEqual(error.reason._tag, "Unserializable")
+          assert.deepStrictEqual(yield* storage.list(""), [])
+        })
+      ))
+
     it.effect.prop(
       "random operation sequences agree with a Map model",
       [Schema.Array(Op).check(Schema.isMaxLength(40))],

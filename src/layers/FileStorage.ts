@@ -8,12 +8,20 @@
  *
  * @since 0.1.0
  */
+import { createHash } from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import { Deferred, Effect, Layer, Option, Schema, Semaphore } from "effect"
 import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
-import { decodeJson, encodeJson, sortKeys, StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import {
+  decodeJson,
+  encodeExpected,
+  encodeJson,
+  sortKeys,
+  StorageAdapter,
+  type StorageAdapterShape
+} from "../services/StorageAdapter.ts"
 
 /** Where a file storage keeps its files. */
 export interface FileStorageOptions {
@@ -32,6 +40,11 @@ const TEMP_PREFIX = ".tmp-"
 const DIR_MODE = 0o700
 const FILE_MODE = 0o600
 const READ_CONCURRENCY = 64
+const LOCK_PREFIX = ".lock-"
+/** A compare-and-set holds its lock for one read and one write; older locks are abandoned. */
+const LOCK_STALE_MS = 10_000
+const LOCK_RETRY_MS = 2
+const LOCK_RETRY_MAX_MS = 50
 
 const errorCode = (cause: unknown): string | undefined =>
   typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
@@ -218,7 +231,88 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     return found as ReadonlyMap<string, unknown>
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany }) satisfies StorageAdapterShape
+  // compareAndSet must hold across processes sharing the root, so it takes a per-key
+  // lock file created with O_EXCL (named by a hash of the key, dot-prefixed so list
+  // skips it) around its read and write; compareAndSets in this process queue on a
+  // semaphore first. A lock whose holder died, or that is older than LOCK_STALE_MS,
+  // is broken. It is atomic against other compareAndSets of the key, not against a
+  // plain set, which takes no lock.
+  const casLock = Semaphore.makeUnsafe(1)
+  const lockPath = (key: string) => pathOf(`${LOCK_PREFIX}${createHash("sha256").update(key).digest("hex")}`)
+
+  const readLock = (path: string) =>
+    Fs.readFile(path, "utf8").then(
+      (text) => Fs.stat(path).then((stat) => ({ text, mtimeMs: stat.mtimeMs }), ifMissing(undefined)),
+      ifMissing(undefined)
+    )
+
+  // Breaking renames the lock aside first and deletes it only if it is the stale one
+  // that was read; a lock taken in between is linked back (link does not overwrite).
+  const breakIfStale = async (path: string) => {
+    const lock = await readLock(path)
+    if (lock === undefined) return
+    const pid = Number.parseInt(lock.text, 10)
+    const holderAlive = Number.isInteger(pid) && (pid === process.pid || isProcessAlive(pid))
+    if (holderAlive && Date.now() - lock.mtimeMs < LOCK_STALE_MS) return
+    const aside = pathOf(tempName())
+    const moved = await Fs.rename(path, aside).then(() => true, ifMissing(false))
+    if (!moved) return
+    const text = await Fs.readFile(aside, "utf8")
+    if (text !== lock.text) await Fs.link(aside, path).catch(() => undefined)
+    await Fs.rm(aside, { force: true })
+  }
+
+  const acquireLock = (key: string) =>
+    Effect.tryPromise({
+      try: async () => {
+        const path = lockPath(key)
+        const token = `${process.pid} ${Math.random().toString(36).slice(2)}`
+        // Real time, not the Effect clock: the wait is for another OS process.
+        for (let delay = LOCK_RETRY_MS;; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
+          const created = await Fs.writeFile(path, token, { flag: "wx", mode: FILE_MODE }).then(
+            () => true,
+            (cause: unknown) => {
+              if (errorCode(cause) === "EEXIST") return false
+              throw cause
+            }
+          )
+          if (created) return { path, token }
+          await breakIfStale(path)
+          await new Promise((resolve) => setTimeout(resolve, delay))
+        }
+      },
+      catch: (cause) => ioError("compareAndSet", key, cause)
+    })
+
+  const releaseLock = (lock: { readonly path: string; readonly token: string }) =>
+    Effect.promise(() =>
+      Fs.readFile(lock.path, "utf8").then(
+        (text) => (text === lock.token ? Fs.rm(lock.path, { force: true }) : undefined),
+        () => undefined
+      )
+    )
+
+  const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
+    yield* checkKey("compareAndSet", key)
+    const expectedText = yield* encodeExpected(key, expected)
+    const nextText = yield* encodeJson("compareAndSet", key, next)
+    return yield* casLock.withPermit(Effect.acquireUseRelease(
+      acquireLock(key),
+      () =>
+        Effect.gen(function*() {
+          const current = yield* readRecord("compareAndSet", encodeKey(key), key)
+          const currentText = Option.isSome(current) ? JSON.stringify(current.value.value) : undefined
+          if (currentText !== expectedText) return false
+          yield* set(key, next).pipe(
+            Effect.mapError((error) => new StorageError({ operation: "compareAndSet", reason: error.reason }))
+          )
+          return true
+        }),
+      releaseLock
+    ))
+  })
+
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet }) satisfies StorageAdapterShape
 })
 
 /** A file storage over `options.root` for the life of the layer. */

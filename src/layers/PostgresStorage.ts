@@ -17,7 +17,14 @@ import { Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
-import { decodeJson, encodeJson, sortKeys, StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import {
+  decodeJson,
+  encodeExpected,
+  encodeJson,
+  sortKeys,
+  StorageAdapter,
+  type StorageAdapterShape
+} from "../services/StorageAdapter.ts"
 
 /** Where a Postgres storage keeps its rows. */
 export interface PostgresStorageOptions {
@@ -210,7 +217,23 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     return found as ReadonlyMap<string, unknown>
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany }) satisfies StorageAdapterShape
+  // One statement each way. Under READ COMMITTED a concurrent UPDATE of the row makes
+  // this one wait and re-check its WHERE against the new value, and ON CONFLICT DO
+  // NOTHING makes exactly one of several inserts of an absent key win.
+  const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
+    yield* checkKey("compareAndSet", key)
+    const expectedText = yield* encodeExpected(key, expected)
+    const nextText = yield* encodeJson("compareAndSet", key, next)
+    const storedKey = encodeStoredKey(key)
+    const rows = yield* (expectedText === undefined
+      ? sql`INSERT INTO ${table} (key, value) VALUES (${storedKey}, ${nextText})
+          ON CONFLICT (key) DO NOTHING RETURNING 1 AS done`
+      : sql`UPDATE ${table} SET value = ${nextText} WHERE key = ${storedKey} AND value = ${expectedText}
+          RETURNING 1 AS done`).pipe(Effect.mapError(fromSqlError("compareAndSet", key)))
+    return rows.length === 1
+  })
+
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet }) satisfies StorageAdapterShape
 })
 
 /**

@@ -82,7 +82,8 @@ export const createPostgresStorage = (options: {
       set: (key, value) => guard("set", key, storage.set(key, value)),
       delete: (key) => guard("delete", key, storage.delete(key)),
       list: (prefix) => guard("list", prefix, storage.list(prefix)),
-      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys))
+      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys)),
+      compareAndSet: (key, expected, next) => guard("compareAndSet", key, storage.compareAndSet!(key, expected, next))
     })
   )
   const adapter = fromEngine(guard("open", options.table ?? PostgresStorage.DEFAULT_TABLE, build))

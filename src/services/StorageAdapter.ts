@@ -22,6 +22,16 @@ export interface StorageAdapterShape {
   readonly list: (prefix: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
   /** The values of the keys that exist; missing keys are absent from the map. */
   readonly getMany?: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
+  /**
+   * Atomically stores `next` at `key` if the key holds `expected` (none: the key is
+   * absent); succeeds with whether it did. Values match when their JSON texts are
+   * equal. Optional: only what needs compare-and-set (execution leases) requires it.
+   */
+  readonly compareAndSet?: (
+    key: string,
+    expected: Option.Option<unknown>,
+    next: unknown
+  ) => Effect.Effect<boolean, StorageError>
 }
 
 /** The storage a durable surface writes to. */
@@ -86,6 +96,16 @@ export const encodeJson = (
     return Effect.succeed(text)
   })
 
+/**
+ * The JSON text a `compareAndSet` expects at `key`, or undefined for "absent". An
+ * expected value that has no JSON form could never match, so it fails `Unserializable`.
+ */
+export const encodeExpected = (
+  key: string,
+  expected: Option.Option<unknown>
+): Effect.Effect<string | undefined, StorageError> =>
+  Option.isNone(expected) ? Effect.succeed(undefined) : encodeJson("compareAndSet", key, expected.value)
+
 /** Parses stored JSON text, failing with `Corrupt` naming the key. */
 export const decodeJson = (operation: string, key: string, text: string): Effect.Effect<unknown, StorageError> =>
   Effect.try({
@@ -132,7 +152,15 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
           }, { discard: true }),
           found
         )
-      })
+      }),
+    // The check and the write run in one synchronous step, so nothing interleaves.
+    compareAndSet: Effect.fnUntraced(function*(key, expected, next) {
+      const expectedText = yield* encodeExpected(key, expected)
+      const nextText = yield* encodeJson("compareAndSet", key, next)
+      if (entries.get(key) !== expectedText) return false
+      entries.set(key, nextText)
+      return true
+    })
   })
 })
 
