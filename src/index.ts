@@ -34,3 +34,22 @@ export * as CheckpointStore from "./services/CheckpointStore.ts"
 
 /** The step-completion ledger: recorded outputs replayed on resume, with retention caps. */
 export * as StepLedger from "./services/StepLedger.ts"
+
+/** The agent harness: execute, checkpoint, restore, resume, detached spawns. */
+export * as AgentHarness from "./harness/AgentHarness.ts"
+
+/** The live context of an execution: item log, layers, cwd, ask-user prompts. */
+export * as AgentContext from "./harness/AgentContext.ts"
+
+/** Step builders: runCode, callModel, invokeTool, conditional, inParallel, loop, spawn. */
+export * as Step from "./harness/Step.ts"
+export { callModel, conditional, inParallel, invokeTool, loop, runCode, spawn } from "./harness/Step.ts"
+
+/** Runtime failures of the harness. */
+export * as HarnessError from "./harness/HarnessError.ts"
+
+/** Runs detached child steps; in-process by default. */
+export * as SubprocessAdapter from "./services/SubprocessAdapter.ts"
+
+/** A scripted `LanguageModel`, and one over a plain `generate` function. */
+export * as ScriptedModel from "./layers/ScriptedModel.ts"

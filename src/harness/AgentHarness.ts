@@ -90,6 +90,10 @@ export interface CreateContextOptions extends RestoreContextOptions {
 
 /** Options of `detachedSpawn`. */
 export interface DetachedSpawnOptions {
+  /** The child's handle id; one is made when absent. */
+  readonly handleId?: string
+  /** The execution id the child runs under; one is made when absent. */
+  readonly executionId?: string
   /** An adapter for this call only; wins over the step's and the harness default. */
   readonly subprocess?: SubprocessAdapterShape
   readonly cwdInit?: string
@@ -551,6 +555,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const services = yield* Effect.context<never>()
       const child = yield* createContext({
         parent: parentCtx,
+        ...(spawnOptions.executionId === undefined ? {} : { id: spawnOptions.executionId }),
         ...(spawnOptions.cwdInit === undefined ? {} : { cwd: spawnOptions.cwdInit }),
         ...(spawnOptions.threadId ?? parentCtx.threadId) === undefined
           ? {}
@@ -560,6 +565,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           : { resourceId: (spawnOptions.resourceId ?? parentCtx.resourceId)! }
       })
       const handle = yield* adapter.spawn({
+        handleId: spawnOptions.handleId,
         step,
         input,
         executionId: child.id,

@@ -19,3 +19,29 @@ export {
   resolveStepLedgerRetention,
   type StepLedgerRetention
 } from "./checkpoint.ts"
+export {
+  AgentContext,
+  AgentHarness,
+  type AgentHarnessOptions,
+  type AnyStep,
+  callModel,
+  conditional,
+  type ContextLayer,
+  type CreateContextOptions,
+  defaultContextLayers,
+  type DetachedSpawnOptions,
+  history,
+  inParallel,
+  instructions,
+  invokeTool,
+  type Item,
+  loop,
+  type PlainModel,
+  type RestoreContextOptions,
+  runCode,
+  scratchpad,
+  spawn,
+  StepContext,
+  type Tool
+} from "./harness.ts"
+export { type SubprocessAdapter, type SubprocessHandle } from "./subprocess.ts"

@@ -70,6 +70,8 @@ export interface SubprocessHandle {
 
 /** What the harness asks an adapter to run. */
 export interface SpawnRequest {
+  /** The handle id to use; the adapter makes one when absent. */
+  readonly handleId?: string | undefined
   readonly step: AnyStep
   readonly input: unknown
   /** The execution id the child runs under. */
@@ -122,7 +124,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
   const handles = new Map<string, { handle: SubprocessHandle; fiber: Fiber.Fiber<unknown, unknown> }>()
 
   const spawn = Effect.fn("SubprocessAdapter.spawn")(function*(request: SpawnRequest) {
-    const handleId = yield* randomId
+    const handleId = request.handleId ?? (yield* randomId)
     const result = yield* Deferred.make<unknown, SubprocessError>()
     let status: HandleStatus = "running"
     const fiber = yield* request.runInProcess.pipe(

@@ -3,4 +3,6 @@
  *
  * @since 0.1.0
  */
-export {}
+
+/** A scripted `LanguageModel`: each call answers with the next scripted response. */
+export * as ScriptedModel from "../layers/ScriptedModel.ts"

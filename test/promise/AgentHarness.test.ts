@@ -1,0 +1,187 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import {
+  AgentHarness,
+  callModel,
+  createCheckpointStore,
+  createFileStorage,
+  createInMemoryStorage,
+  DEFAULT_STEP_LEDGER_RETENTION,
+  inParallel,
+  NoeticConfigError,
+  runCode
+} from "../../src/promise/index.ts"
+
+const harnesses: Array<AgentHarness> = []
+const track = <H extends AgentHarness>(harness: H): H => {
+  harnesses.push(harness)
+  return harness
+}
+afterEach(async () => {
+  await Promise.all(harnesses.splice(0).map((harness) => harness.close()))
+})
+
+const tempRoot = (name: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), `noetic-facade-${name}-`))
+
+const configError = (f: () => unknown): NoeticConfigError => {
+  try {
+    f()
+  } catch (error) {
+    if (error instanceof NoeticConfigError) return error
+    throw error
+  }
+  throw new Error("expected a NoeticConfigError")
+}
+
+describe("Promise facade: AgentHarness", () => {
+  it("a zero-config harness executes and every durability hook is a no-op", async () => {
+    const harness = track(new AgentHarness({
+      name: "plain",
+      agentGraph: runCode("root", async (n: number) => n * 2),
+      params: {}
+    }))
+    const { executionId, output } = await harness.execute(21)
+    expect(output).toBe(42)
+    expect(await harness.restore(executionId)).toBeNull()
+    expect(await harness.resume(executionId)).toBeNull()
+    await harness.checkpoint(await harness.createContext())
+    expect(await harness.subprocess.listLive()).toEqual([])
+    expect(await harness.subprocess.reattach("nope")).toBeNull()
+  })
+
+  it("throws NoeticConfigError for invalid retention caps at construction, and accepts Infinity", () => {
+    const storage = createInMemoryStorage()
+    const checkpointStore = createCheckpointStore({ storage })
+    for (const bad of [0, -1, Number.NaN]) {
+      for (const field of ["maxEntryBytes", "maxEntries"] as const) {
+        const error = configError(() =>
+          new AgentHarness({
+            name: "bad",
+            params: {},
+            environment: { storage: { checkpointStore, stepLedgerRetention: { [field]: bad } } }
+          })
+        )
+        expect(error.code).toBe("STEP_LEDGER_RETENTION_INVALID")
+        expect(error.hint.length).toBeGreaterThan(0)
+      }
+    }
+    track(new AgentHarness({
+      name: "unbounded",
+      params: {},
+      environment: {
+        storage: { checkpointStore, stepLedgerRetention: { maxEntryBytes: Infinity, maxEntries: Infinity } }
+      }
+    }))
+    expect(DEFAULT_STEP_LEDGER_RETENTION).toEqual({ maxEntryBytes: 128 * 1024, maxEntries: 1000 })
+  })
+
+  it("an empty step id throws EMPTY_STEP_ID; execute without a graph rejects NO_STEP_CONFIGURED", async () => {
+    expect(configError(() => runCode("", () => 1)).code).toBe("EMPTY_STEP_ID")
+    const harness = track(new AgentHarness({ name: "no-graph", params: {} }))
+    await expect(harness.execute(undefined)).rejects.toMatchObject({ code: "NO_STEP_CONFIGURED" })
+  })
+
+  it("what a step body throws is what execute rejects with", async () => {
+    const boom = new RangeError("out of range")
+    const harness = track(new AgentHarness({
+      name: "throws",
+      params: {},
+      agentGraph: runCode("root", async (_: void, ctx) => ctx.run(runCode("inner", () => { throw boom }), undefined))
+    }))
+    await expect(harness.execute(undefined)).rejects.toBe(boom)
+  })
+
+  it("the seed's durable harness: a crashed run resumes on a new harness and completed steps replay", async () => {
+    const checkpointRoot = tempRoot("checkpoints")
+    let crash = true
+    const calls = { research: 0, write: 0 }
+    const agent = runCode("agent", async (topic: string, ctx) => {
+      const notes = await ctx.run(
+        runCode("research", async (t: string) => {
+          calls.research++
+          return `notes on ${t} #${Math.random()}`
+        }),
+        topic
+      )
+      const draft = await ctx.run(
+        runCode("write", async (n: string) => {
+          calls.write++
+          if (crash) throw new Error("host died")
+          return `draft from ${n}`
+        }),
+        notes
+      )
+      return { notes, draft }
+    })
+    const build = () =>
+      track(new AgentHarness({
+        name: "durable-agent",
+        agentGraph: agent,
+        params: {},
+        environment: {
+          storage: { checkpointStore: createCheckpointStore({ storage: createFileStorage({ root: checkpointRoot }) }) }
+        }
+      }))
+    await expect(build().execute("rl", { executionId: "exec-1" })).rejects.toThrow("host died")
+    crash = false
+    const harness = build()
+    const restored = await harness.restore("exec-1", { state: { queue: "host" } })
+    expect(restored?.id).toBe("exec-1")
+    expect(restored?.state).toEqual({ queue: "host" })
+    expect(restored?.frontier.map((entry) => entry.stepId)).toContain("agent")
+    const resumed = await harness.resume("exec-1")
+    expect(resumed?.output.draft).toBe(`draft from ${resumed?.output.notes}`)
+    expect(calls).toEqual({ research: 1, write: 2 })
+    await harness.clearCheckpoint("exec-1")
+    expect(await harness.restore("exec-1")).toBeNull()
+  })
+
+  it("a bad snapshot rejects with CHECKPOINT_SCHEMA_MISMATCH", async () => {
+    const storage = createInMemoryStorage()
+    await storage.set("execution:old:snapshot", { schemaVersion: 3, executionId: "old" })
+    const harness = track(new AgentHarness({
+      name: "strict",
+      params: {},
+      environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
+    }))
+    const error = await harness.restore("old").then(() => undefined, (e: unknown) => e)
+    expect(error).toBeInstanceOf(NoeticConfigError)
+    expect((error as NoeticConfigError).code).toBe("CHECKPOINT_SCHEMA_MISMATCH")
+  })
+
+  it("callModel talks to a plain { generate } model and the turn lands in the item log", async () => {
+    const storage = createInMemoryStorage()
+    const prompts: Array<unknown> = []
+    const harness = track(new AgentHarness({
+      name: "chat",
+      params: {},
+      agentGraph: inParallel("both", [callModel("ask")]),
+      model: {
+        generate: async (request) => {
+          prompts.push(request.messages)
+          return { id: "resp-1", text: "hello there" }
+        }
+      },
+      environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
+    }))
+    const { executionId, output } = await harness.execute("hi")
+    expect(output).toEqual([{ responseId: "resp-1", text: "hello there" }])
+    expect(prompts).toEqual([[{ role: "user", content: "hi" }]])
+    const ctx = await harness.restore(executionId)
+    expect(ctx?.items.map((item) => item.content)).toEqual(["hi", "hello there"])
+  })
+
+  it("detachedSpawn returns a handle at once and its await gets the child's output", async () => {
+    const harness = track(new AgentHarness({ name: "spawner", params: {} }))
+    const parent = await harness.createContext({ id: "parent" })
+    const handle = harness.detachedSpawn(runCode("child", async (n: number) => n + 1), 1, parent, {
+      metadata: { purpose: "test" }
+    })
+    expect(handle.parentExecutionId).toBe("parent")
+    expect(typeof handle.handleId).toBe("string")
+    expect(await handle.await()).toBe(2)
+    expect(await handle.status()).toBe("succeeded")
+  })
+})
