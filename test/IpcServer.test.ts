@@ -1,0 +1,295 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Schedule, Schema, Scope, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as NodeNet from "node:net"
+import * as Path from "node:path"
+import * as IpcClient from "../src/layers/IpcClient.ts"
+import * as IpcServer from "../src/layers/IpcServer.ts"
+import { makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
+import { makeMemory } from "../src/services/StorageAdapter.ts"
+import { rawPeer, socketPathFor } from "./ipcHelpers.ts"
+
+const fastReconnect = Schedule.spaced("5 millis")
+const items = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ type: "item" as const, item: from + i }))
+const itemOf = (delivery: IpcClient.Delivery) => (delivery.frame as { readonly item: number }).item
+
+describe("IpcServer socket file", () => {
+  it.live("is created 0600 and removed when the server's scope closes", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const scope = yield* Scope.make()
+      yield* Scope.provide(IpcServer.make({ socketPath }), scope)
+      assert.strictEqual(Fs.statSync(socketPath).mode & 0o777, 0o600)
+      assert.isTrue(Fs.statSync(socketPath).isSocket())
+      assert.deepStrictEqual(Fs.readdirSync(Path.dirname(socketPath)), ["s.sock"])
+      yield* Scope.close(scope, Exit.void)
+      assert.isFalse(Fs.existsSync(socketPath))
+    }))
+
+  it.live("refuses a path a live server holds or a regular file occupies, and replaces a stale socket", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      yield* IpcServer.make({ socketPath })
+      const held = yield* Effect.flip(Effect.scoped(IpcServer.make({ socketPath })))
+      assert.strictEqual(held.reason._tag, "AddressInUse")
+
+      const filePath = socketPathFor()
+      Fs.writeFileSync(filePath, "mine")
+      const occupied = yield* Effect.flip(Effect.scoped(IpcServer.make({ socketPath: filePath })))
+      assert.strictEqual(occupied.reason._tag, "AddressInUse")
+      assert.strictEqual(Fs.readFileSync(filePath, "utf8"), "mine")
+
+      // A stale socket: bound, moved aside so closing does not unlink it, then closed.
+      const stalePath = socketPathFor()
+      const bound = socketPathFor()
+      yield* Effect.callback<void>((resume) => {
+        const server = NodeNet.createServer().listen(bound, () => {
+          Fs.renameSync(bound, stalePath)
+          server.close(() => resume(Effect.void))
+        })
+      })
+      assert.isTrue(Fs.statSync(stalePath).isSocket())
+      const server = yield* IpcServer.make({ socketPath: stalePath })
+      yield* server.emit({ type: "item", item: 1 })
+      const client = yield* IpcClient.connect({ socketPath: stalePath })
+      assert.strictEqual(itemOf(yield* client.take), 1)
+    }))
+})
+
+describe("IpcServer delivery", () => {
+  it.live("durableResume replays every unacked frame then live ones, with no seq skipped or repeated", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath, pageFrames: 7 })
+      yield* server.emitAll(items(1, 1000))
+      // Live frames keep landing while the replay runs.
+      const emitter = yield* Effect.forkChild(
+        Effect.forEach(items(1001, 500), (frame) => server.emit(frame), { discard: true })
+      )
+      const client = yield* IpcClient.connect({ socketPath, ackedThrough: 200 })
+      const got = yield* client.frames.pipe(Stream.take(1300), Stream.runCollect)
+      yield* Fiber.join(emitter)
+      assert.deepStrictEqual(got.map((d) => d.seq), Array.from({ length: 1300 }, (_, i) => 201 + i))
+      assert.deepStrictEqual(got.map(itemOf), Array.from({ length: 1300 }, (_, i) => 201 + i))
+      // The resume watermark counts as an ack.
+      assert.strictEqual(yield* server.queue.ackedSeq, 200)
+    }))
+
+  it.live("acks compact the queue, a dropped connection resumes, and a delivered seq is never delivered twice", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath })
+      const client = yield* IpcClient.connect({ socketPath, reconnect: fastReconnect })
+      yield* server.emitAll(items(1, 10))
+      const first = yield* client.frames.pipe(Stream.take(10), Stream.runCollect)
+      yield* client.ack(4)
+      yield* server.awaitAcked(4)
+      assert.deepStrictEqual((yield* server.queue.frameRange(1)).map((e) => e.seq), [5, 6, 7, 8, 9, 10])
+      // The server replays 5..10 to the new connection; the client drops them.
+      yield* client.disconnect
+      yield* client.connected
+      yield* server.emit({ type: "item", item: 11 })
+      const next = yield* client.take
+      assert.deepStrictEqual([...first.map(itemOf), itemOf(next)], Array.from({ length: 11 }, (_, i) => i + 1))
+      assert.strictEqual(next.seq, 11)
+    }))
+
+  it.live("a restarted client with a persisted watermark resumes after its last ack", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const storage = yield* makeMemory
+      const watermark = IpcClient.storageWatermark(storage, "client:wm")
+      const server = yield* IpcServer.make({ socketPath })
+      yield* server.emitAll(items(1, 5))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* IpcClient.connect({ socketPath, watermark })
+        yield* client.frames.pipe(Stream.take(5), Stream.runDrain)
+        yield* client.ack(3)
+      }))
+      const again = yield* IpcClient.connect({ socketPath, watermark })
+      assert.strictEqual(yield* again.ackedSeq, 3)
+      const got = yield* again.frames.pipe(Stream.take(2), Stream.runCollect)
+      assert.deepStrictEqual(got.map((d) => d.seq), [4, 5])
+    }))
+
+  it.live("a client that never sends durableResume gets plain v1 frames", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({
+        socketPath,
+        onClientFrame: (frame, connection) =>
+          frame.type === "getStatus" ? Effect.ignore(connection.send({ type: "status", status: "ok" })) : Effect.void
+      })
+      const peer = yield* rawPeer(socketPath)
+      const hello = yield* peer.next
+      assert.strictEqual(hello.type, "hello")
+      assert.strictEqual(hello.protocolVersion, 2)
+      // Frames are handled in order, so the status reply means the subscription is live.
+      yield* peer.write(`{"type":"subscribe"}\n{"type":"getStatus"}\n`)
+      assert.deepStrictEqual(yield* peer.next, { type: "status", status: "ok" })
+      yield* server.emitAll([{ type: "event", event: { kind: "x" } }, { type: "askUserCleared", id: "q1" }])
+      assert.deepStrictEqual(yield* peer.next, { type: "event", event: { kind: "x" } })
+      assert.deepStrictEqual(yield* peer.next, { type: "askUserCleared", id: "q1" })
+
+      const client = yield* IpcClient.connect({ socketPath, durable: false })
+      yield* client.send({ type: "getStatus" })
+      assert.deepStrictEqual(yield* client.take, { seq: undefined, frame: { type: "status", status: "ok" } })
+      yield* server.emit({ type: "item", item: 3 })
+      assert.deepStrictEqual(yield* client.take, { seq: undefined, frame: { type: "item", item: 3 } })
+    }))
+
+  it.live("application frames reach onClientFrame, which can reply on the connection", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      yield* IpcServer.make({
+        socketPath,
+        onClientFrame: (frame, connection) =>
+          frame.type === "send"
+            ? Effect.ignore(connection.send({ type: "ack", messageId: frame.messageId }))
+            : frame.type === "getStatus"
+            ? Effect.ignore(connection.send({ type: "status", status: { connection: connection.id } }))
+            : Effect.void
+      })
+      const client = yield* IpcClient.connect({ socketPath })
+      yield* client.send({ type: "send", messageId: "m1", text: "hi" })
+      assert.deepStrictEqual(yield* client.take, { seq: undefined, frame: { type: "ack", messageId: "m1" } })
+      yield* client.send({ type: "getStatus" })
+      assert.deepStrictEqual((yield* client.take).frame, { type: "status", status: { connection: 1 } })
+    }))
+})
+
+describe("IpcServer bad input", () => {
+  const replyingServer = (socketPath: string, maxFrameBytes?: number) =>
+    IpcServer.make({
+      socketPath,
+      maxFrameBytes,
+      onClientFrame: (frame, connection) =>
+        frame.type === "getStatus" ? Effect.ignore(connection.send({ type: "status", status: "ok" })) : Effect.void
+    })
+
+  it.live("an unparseable line or an unknown frame type gets an error frame and the connection stays usable", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      yield* replyingServer(socketPath)
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write("not json at all\n")
+      const malformed = yield* peer.nextReply
+      assert.strictEqual(malformed.type, "error")
+      assert.strictEqual(malformed.kind, "MalformedFrame")
+      yield* peer.write(`{"type":"teleport"}\n{"type":"send","messageId":1}\n`)
+      assert.include(yield* peer.nextReply, { type: "error", kind: "UnknownFrameType" })
+      assert.include(yield* peer.nextReply, { type: "error", kind: "MalformedFrame" })
+      yield* peer.write(`{"type":"getStatus"}\r\n`)
+      assert.deepStrictEqual(yield* peer.nextReply, { type: "status", status: "ok" })
+    }))
+
+  it.live("a frame over the limit closes that connection only, and the queue loses nothing", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* replyingServer(socketPath, 1024)
+      yield* server.emitAll(items(1, 3))
+      const client = yield* IpcClient.connect({ socketPath })
+      const bad = yield* rawPeer(socketPath)
+      // No newline needed: the server stops buffering at the limit.
+      yield* bad.write("x".repeat(4096))
+      const error = yield* bad.nextReply
+      assert.include(error, { type: "error", kind: "FrameTooLarge" })
+      assert.strictEqual(yield* Effect.flip(bad.next), "closed")
+
+      yield* server.emit({ type: "item", item: 4 })
+      const got = yield* client.frames.pipe(Stream.take(4), Stream.runCollect)
+      assert.deepStrictEqual(got.map(itemOf), [1, 2, 3, 4])
+      assert.strictEqual(yield* server.queue.headSeq, 4)
+
+      // Emitting a frame the client could not read is refused before it is stored.
+      const tooBig = yield* Effect.flip(server.emit({ type: "item", item: "y".repeat(2000) }))
+      assert.strictEqual(tooBig._tag, "IpcError")
+      if (tooBig._tag === "IpcError") assert.strictEqual(tooBig.reason._tag, "FrameTooLarge")
+      assert.strictEqual(yield* server.queue.headSeq, 4)
+    }))
+})
+
+const Op = Schema.Union([
+  Schema.TaggedStruct("append", { count: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 6 })) }),
+  Schema.TaggedStruct("take", { count: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 8 })) }),
+  Schema.TaggedStruct("ack", {}),
+  Schema.TaggedStruct("disconnect", {}),
+  Schema.TaggedStruct("restartServer", {}),
+  Schema.TaggedStruct("restartClient", {})
+])
+
+describe("IpcServer and IpcClient, property", () => {
+  it.live.prop(
+    "random appends, disconnects, acks and restarts deliver exactly the appended sequence",
+    [Schema.Array(Op).check(Schema.isMaxLength(25))],
+    ([ops]) =>
+      Effect.gen(function*() {
+        const socketPath = socketPathFor()
+        const storage = yield* makeMemory
+        const clientStorage = yield* makeMemory
+        const watermark = IpcClient.storageWatermark(clientStorage, "wm")
+        let serverScope = yield* Scope.make()
+        let clientScope = yield* Scope.make()
+        yield* Effect.addFinalizer(() => Effect.andThen(Scope.close(clientScope, Exit.void), Scope.close(serverScope, Exit.void)))
+        const startServer = Effect.gen(function*() {
+          const queue = yield* makeQueue(storage, { socketId: "prop" })
+          return yield* Scope.provide(IpcServer.make({ socketPath, queue, pageFrames: 3 }), serverScope)
+        })
+        const startClient = Effect.suspend(() =>
+          Scope.provide(IpcClient.connect({ socketPath, watermark, reconnect: fastReconnect }), clientScope)
+        )
+        let server = yield* startServer
+        let client = yield* startClient
+
+        let appended = 0
+        // What the application holds: durable up to its ack, volatile after it.
+        let received: Array<{ seq: number; item: number }> = []
+        let ackedCount = 0
+        const takeOne = Effect.suspend(() => Effect.map(client.take, (d) => received.push({ seq: d.seq!, item: itemOf(d) })))
+
+        for (const op of ops) {
+          switch (op._tag) {
+            case "append": {
+              yield* server.emitAll(items(appended + 1, op.count))
+              appended += op.count
+              break
+            }
+            case "take": {
+              const n = Math.min(op.count, appended - received.length)
+              for (let i = 0; i < n; i++) yield* takeOne
+              break
+            }
+            case "ack": {
+              const last = received[received.length - 1]
+              if (last !== undefined) {
+                yield* client.ack(last.seq)
+                ackedCount = received.length
+              }
+              break
+            }
+            case "disconnect": {
+              yield* client.disconnect
+              break
+            }
+            case "restartServer": {
+              yield* Scope.close(serverScope, Exit.void)
+              serverScope = yield* Scope.make()
+              server = yield* startServer
+              break
+            }
+            case "restartClient": {
+              yield* Scope.close(clientScope, Exit.void)
+              clientScope = yield* Scope.make()
+              received = received.slice(0, ackedCount)
+              client = yield* startClient
+              break
+            }
+          }
+        }
+        while (received.length < appended) yield* takeOne
+        assert.deepStrictEqual(received.map((r) => r.item), Array.from({ length: appended }, (_, i) => i + 1))
+        assert.deepStrictEqual(received.map((r) => r.seq), Array.from({ length: appended }, (_, i) => i + 1))
+      }).pipe(Effect.scoped),
+    { timeout: 120_000, arbitrary: { runs: 40 } }
+  )
+})
