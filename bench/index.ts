@@ -2,10 +2,14 @@
  * Runs every benchmark and prints one JSON document of figures.
  * `npm run bench` runs all; `npm run bench -- storage` runs the named ones.
  */
+import * as Checkpoint from "./checkpoint.ts"
+import * as Steps from "./steps.ts"
 import * as Storage from "./storage.ts"
 
 const benchmarks: Record<string, () => Promise<unknown>> = {
-  storage: Storage.run
+  storage: Storage.run,
+  checkpoint: Checkpoint.run,
+  steps: Steps.run
 }
 
 const selected = process.argv.slice(2)
