@@ -53,3 +53,18 @@ export * as SubprocessAdapter from "./services/SubprocessAdapter.ts"
 
 /** A scripted `LanguageModel`, and one over a plain `generate` function. */
 export * as ScriptedModel from "./layers/ScriptedModel.ts"
+
+/** The durable IPC failure, one error with tagged reasons. */
+export * as IpcError from "./IpcError.ts"
+
+/** The IPC wire protocol v2: Schema-validated newline-delimited JSON frames. */
+export * as IpcFrame from "./schema/IpcFrame.ts"
+
+/** A durable, numbered outbox of frames for one socket, over any `StorageAdapter`. */
+export * as DurableOutboundQueue from "./services/DurableOutboundQueue.ts"
+
+/** A unix-socket IPC server emitting durably through a `DurableOutboundQueue`. */
+export * as IpcServer from "./layers/IpcServer.ts"
+
+/** A reconnecting IPC client that resumes from its acked watermark. */
+export * as IpcClient from "./layers/IpcClient.ts"

@@ -45,3 +45,4 @@ export {
   type Tool
 } from "./harness.ts"
 export { type SubprocessAdapter, type SubprocessHandle } from "./subprocess.ts"
+export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
