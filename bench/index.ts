@@ -3,13 +3,15 @@
  * `npm run bench` runs all; `npm run bench -- storage` runs the named ones.
  */
 import * as Checkpoint from "./checkpoint.ts"
+import * as Ipc from "./ipc.ts"
 import * as Steps from "./steps.ts"
 import * as Storage from "./storage.ts"
 
 const benchmarks: Record<string, () => Promise<unknown>> = {
   storage: Storage.run,
   checkpoint: Checkpoint.run,
-  steps: Steps.run
+  steps: Steps.run,
+  ipc: Ipc.run
 }
 
 const selected = process.argv.slice(2)
