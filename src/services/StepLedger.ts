@@ -72,7 +72,8 @@ export interface ExecutionLedger {
    */
   readonly lookup: (path: string, identity: StepIdentity) => Effect.Effect<Option.Option<unknown>, StorageError>
   /**
-   * Records a completed step's output (one storage write). Outputs over the byte cap or
+   * Records a completed step's output (one storage write, plus the delete of any key
+   * evicted past `maxEntries`, run alongside it). Outputs over the byte cap or
    * that JSON cannot hold are dropped (counted, first drop of each kind logs a
    * warning); past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
