@@ -63,6 +63,8 @@ export interface ExecuteOptions {
   readonly executionId?: string
   readonly threadId?: string
   readonly resourceId?: string
+  /** The working directory of a fresh context (a child process passes its `cwdInit`). */
+  readonly cwd?: string
   /** Host wiring for the context; never persisted. */
   readonly state?: unknown
 }
@@ -501,6 +503,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         ...(executeOptions.executionId === undefined ? {} : { id: executeOptions.executionId }),
         ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
         ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
+        ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
         state: executeOptions.state
       })
       return yield* runRoot(root, ctx, input)

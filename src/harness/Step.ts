@@ -11,6 +11,7 @@
 import type { Effect } from "effect"
 import type { AiError, LanguageModel, Prompt } from "effect/ai"
 import type { EmptyStepId } from "../Errors.ts"
+import { callerModuleUrl } from "../internal/moduleUrl.ts"
 import type { AgentContext } from "./AgentContext.ts"
 import type { ToolFailed, UnknownTool } from "./HarnessError.ts"
 
@@ -33,7 +34,12 @@ export interface StepContext extends AgentContext {
 
 /** Where a step was defined, so a child process can load it (see the subprocess adapters). */
 export interface StepOptions {
-  /** The module that defines the step (`import.meta.url`), imported by a child process. */
+  /**
+   * The module that defines the step (`import.meta.url`), imported by a child process.
+   * When absent the builder records the file URL of its caller, read from a stack
+   * trace at build time; pass it to pin the module (a step built by a helper in
+   * another file records the helper's caller, which may not export it).
+   */
   readonly module?: string | undefined
   /** A subprocess adapter for every detached dispatch of this step. */
   readonly subprocess?: unknown
@@ -129,7 +135,9 @@ const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | un
   [StepTypeId]: undefined as any,
   id,
   kind,
-  module: options?.module,
+  // The first stack frame outside this library is the module that built the step: the
+  // one a child process imports to find it again (skipping the facade's builders too).
+  module: options?.module ?? callerModuleUrl(),
   subprocess: options?.subprocess
 })
 

@@ -2,20 +2,47 @@
  * Runs detached child steps and, with storage, rediscovers them after a host restart.
  *
  * `layerMemory` is the zero-config default: children run as fibers of this process.
- * Without storage `listLive()` is empty and `reattach()` is none.
+ * Without storage `listLive()` is empty and `reattach()` is none. Backends with
+ * storage: `InMemorySubprocessAdapter` (in-process, re-runs a child on reattach) and
+ * `LocalSubprocessAdapter` (one `node` process per child, surviving the host).
  *
  * @since 0.1.0
  */
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
-import type { StorageError } from "../Errors.ts"
+import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
+import type { AgentContext } from "../harness/AgentContext.ts"
 import { randomId } from "../harness/AgentContext.ts"
+import type { AgentHarness, RestoreContextOptions } from "../harness/AgentHarness.ts"
 import type { AnyStep } from "../harness/Step.ts"
 
-/** The child's step failed; `error` is what it failed with (JSON-safe). */
+/**
+ * The child's step failed. `error` is the failure in JSON form (see `toJsonError`): a
+ * tagged error keeps its `_tag` and fields, an `Error` its `name` and `message`, so it
+ * survives the trip over IPC and through storage.
+ */
 export class ChildFailed extends Schema.TaggedError<ChildFailed>("noetic-effect/SubprocessError/ChildFailed")(
   "ChildFailed",
-  { handleId: Schema.String, message: Schema.String, error: Schema.Defect() }
+  { handleId: Schema.String, message: Schema.String, error: Schema.Unknown }
 ) {}
+
+/** The child process ended without recording a result (killed, crashed, or died while the host was down). */
+export class ChildExited extends Schema.TaggedError<ChildExited>("noetic-effect/SubprocessError/ChildExited")(
+  "ChildExited",
+  { handleId: Schema.String, message: Schema.String }
+) {}
+
+/** Neither the step's defining module nor the adapter's `entry` exports a step with this id. */
+export class StepUnavailable extends Schema.TaggedError<StepUnavailable>(
+  "noetic-effect/SubprocessError/StepUnavailable"
+)("StepUnavailable", {
+  handleId: Schema.String,
+  stepId: Schema.String,
+  /** The module the step was built in, when it was recorded. */
+  module: Schema.NullOr(Schema.String),
+  /** The adapter's `entry` module, when one was given. */
+  entry: Schema.NullOr(Schema.String),
+  message: Schema.String
+}) {}
 
 /** No child with this handle id is known to the adapter. */
 export class UnknownHandle extends Schema.TaggedError<UnknownHandle>("noetic-effect/SubprocessError/UnknownHandle")(
@@ -36,7 +63,14 @@ export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("noetic-effect/
 ) {}
 
 /** Why a subprocess operation failed. */
-export const SubprocessErrorReason = Schema.Union([ChildFailed, UnknownHandle, Stopped, SpawnFailed])
+export const SubprocessErrorReason = Schema.Union([
+  ChildFailed,
+  ChildExited,
+  StepUnavailable,
+  UnknownHandle,
+  Stopped,
+  SpawnFailed
+])
 
 /** Why a subprocess operation failed. */
 export type SubprocessErrorReason = typeof SubprocessErrorReason.Type
@@ -102,18 +136,48 @@ export class SubprocessAdapter extends Context.Service<SubprocessAdapter, Subpro
   "noetic-effect/SubprocessAdapter"
 ) {}
 
-const unknownHandle = (handleId: string) =>
+/** The failure for a handle id no child has. */
+export const unknownHandle = (handleId: string): SubprocessError =>
   new SubprocessError({ reason: new UnknownHandle({ handleId, message: `no child with handle ${handleId}` }) })
+
+/** The failure of a child stopped before it settled. */
+export const stopped = (handleId: string): SubprocessError =>
+  new SubprocessError({ reason: new Stopped({ handleId, message: `child ${handleId} was stopped` }) })
+
+/**
+ * A failure in a form JSON keeps: an object's own fields (a tagged error's `_tag`
+ * among them) plus an `Error`'s `name` and `message`; anything JSON cannot hold
+ * becomes its string form.
+ */
+export const toJsonError = (error: unknown): unknown => {
+  const fields: Record<string, unknown> = typeof error === "object" && error !== null ? { ...error } : {}
+  if (error instanceof Error) {
+    fields.name = error.name
+    fields.message = error.message
+  }
+  try {
+    const text = JSON.stringify(typeof error === "object" && error !== null ? fields : error)
+    return text === undefined ? null : JSON.parse(text)
+  } catch {
+    return { name: "Unserializable", message: String(error) }
+  }
+}
+
+const messageOf = (error: unknown): string => {
+  if (typeof error === "string") return error
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
+    error.message !== "") return error.message
+  if (typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string") return error._tag
+  try {
+    return JSON.stringify(error) ?? String(error)
+  } catch {
+    return String(error)
+  }
+}
 
 /** Turns any failure of a child into a JSON-safe `ChildFailed`. */
 export const childFailed = (handleId: string, error: unknown): SubprocessError =>
-  new SubprocessError({
-    reason: new ChildFailed({
-      handleId,
-      message: error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error),
-      error
-    })
-  })
+  new SubprocessError({ reason: new ChildFailed({ handleId, message: messageOf(error), error: toJsonError(error) }) })
 
 /**
  * An in-process adapter: each child runs as a fiber in the layer's scope (so it ends
@@ -136,10 +200,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
         const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
         if (failure === undefined && exit.cause.reasons.every((reason) => reason._tag === "Interrupt")) {
           status = "stopped"
-          return Deferred.fail(
-            result,
-            new SubprocessError({ reason: new Stopped({ handleId, message: `child ${handleId} was stopped` }) })
-          )
+          return Deferred.fail(result, stopped(handleId))
         }
         status = "failed"
         return Deferred.fail(result, childFailed(handleId, failure !== undefined ? failure.error : exit.cause))
@@ -174,3 +235,58 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
 
 /** The in-process adapter for the life of the layer. */
 export const layerMemory: Layer.Layer<SubprocessAdapter> = Layer.effect(SubprocessAdapter, makeMemory)
+
+// -----------------------------------------------------------------------------
+// Host restart
+// -----------------------------------------------------------------------------
+
+/** What `reattachLiveChildren` found. */
+export interface ReattachedChildren {
+  /** Every child the adapter still knows: running, or finished while the host was down. */
+  readonly handles: ReadonlyArray<SubprocessHandle>
+  /** The restored parent context of each handle, by handle id (children without a recorded parent are absent). */
+  readonly contexts: ReadonlyMap<string, AgentContext>
+  /** The handles whose parent context could not be restored, with why; the others are unaffected. */
+  readonly failures: ReadonlyArray<{
+    readonly handle: SubprocessHandle
+    readonly error: StorageError | CheckpointSchemaMismatch
+  }>
+}
+
+/** Options of `reattachLiveChildren`. */
+export interface ReattachLiveChildrenOptions {
+  /** Host wiring handed to each restore (state, layers), per handle. */
+  readonly restore?: RestoreContextOptions | ((handle: SubprocessHandle) => RestoreContextOptions) | undefined
+  /** How many parent contexts are restored at once. Default: unbounded. */
+  readonly concurrency?: number | undefined
+}
+
+/**
+ * The recovery step of a host restart: lists the harness adapter's live children
+ * (`listLive`, which rebinds them) and restores each one's parent context
+ * (`harness.restore(parentExecutionId)`) in parallel. A snapshot that fails to load is
+ * reported in `failures` with its handle and does not abort the others. Without
+ * durable storage it finds nothing and costs nothing.
+ */
+export const reattachLiveChildren = Effect.fnUntraced(function*(
+  harness: Pick<AgentHarness<any>, "subprocess" | "restore">,
+  options: ReattachLiveChildrenOptions = {}
+): Effect.fn.Return<ReattachedChildren, StorageError | SubprocessError> {
+  const handles = yield* harness.subprocess.listLive
+  const contexts = new Map<string, AgentContext>()
+  const failures: Array<ReattachedChildren["failures"][number]> = []
+  yield* Effect.forEach(handles, (handle) => {
+    const parent = handle.parentExecutionId
+    if (parent === undefined) return Effect.void
+    const wiring = typeof options.restore === "function" ? options.restore(handle) : options.restore
+    return harness.restore(parent, wiring).pipe(
+      Effect.match({
+        onFailure: (error) => void failures.push({ handle, error }),
+        onSuccess: (restored) => {
+          if (Option.isSome(restored)) contexts.set(handle.handleId, restored.value)
+        }
+      })
+    )
+  }, { concurrency: options.concurrency ?? "unbounded", discard: true })
+  return { handles, contexts, failures }
+})

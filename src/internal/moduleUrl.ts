@@ -1,0 +1,60 @@
+/**
+ * Where code lives, read from stack traces: the module that built a step (so a child
+ * process can import it) and this library's own files (so its frames are skipped).
+ * Stack traces work the same under ESM, CJS, tsx and a bundle, where `import.meta.url`
+ * does not (a CJS bundle has none).
+ *
+ * @internal
+ */
+import * as NodePath from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+
+// "at fn (file:///a/b.ts:1:2)", "at file:///a/b.ts:1:2", "at /a/b.js:1:2"
+const FRAME_FILE = /(?:\(|at )((?:file:\/\/)?\/[^()]*?):\d+:\d+\)?\s*$/
+
+/** The file URLs of the current stack's frames, innermost first (frames without a file are left out). */
+export const stackFileUrls = (): Array<string> => {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 64
+  const stack = new Error().stack ?? ""
+  Error.stackTraceLimit = limit
+  const urls: Array<string> = []
+  for (const line of stack.split("\n").slice(1)) {
+    const match = FRAME_FILE.exec(line)
+    if (match === null) continue
+    const file = match[1]!
+    // Loaders (tsx) may decorate a URL with a query; the module is the file.
+    const url = file.startsWith("file://") ? file.replace(/[?#].*$/, "") : pathToFileURL(file).href
+    urls.push(url)
+  }
+  return urls
+}
+
+/** The file URL of this module itself (in a bundle, the chunk it was bundled into). */
+export const ownFileUrl: string = stackFileUrls()[0] ?? pathToFileURL(NodePath.resolve("unknown.js")).href
+
+/** The directory every file of this library sits below: `src/` from source, `dist/` when built. */
+const libraryDir: string = (() => {
+  const dir = NodePath.dirname(fileURLToPath(ownFileUrl))
+  return NodePath.basename(dir) === "internal" ? NodePath.dirname(dir) : dir
+})()
+
+const isLibraryOrDependency = (url: string): boolean => {
+  const path = fileURLToPath(url)
+  return path.startsWith(libraryDir + NodePath.sep) || path.includes(`${NodePath.sep}node_modules${NodePath.sep}`)
+}
+
+/**
+ * The file URL of the first module on the stack outside this library and outside
+ * `node_modules`: the module that called a step builder. Undefined when there is none.
+ */
+export const callerModuleUrl = (): string | undefined => stackFileUrls().find((url) => !isLibraryOrDependency(url))
+
+/** The file URL of a module next to this library's own files, with this file's extension (`.ts`, `.js`, `.cjs`). */
+export const siblingModuleUrl = (name: string, subdir: string): string => {
+  const ownPath = fileURLToPath(ownFileUrl)
+  const ext = NodePath.extname(ownPath)
+  // From source the sibling sits in its own src/ subdirectory; a bundle puts every entry in dist/.
+  const dir = ext === ".ts" ? NodePath.join(libraryDir, subdir) : libraryDir
+  return pathToFileURL(NodePath.join(dir, `${name}${ext}`)).href
+}

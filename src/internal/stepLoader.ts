@@ -1,0 +1,68 @@
+/**
+ * How a process that did not build a step finds it again: import the module that
+ * defined it (recorded when it was built) or an `entry` module, and take the exported
+ * step with the recorded id.
+ *
+ * @internal
+ */
+import { Effect } from "effect"
+import * as NodePath from "node:path"
+import { pathToFileURL } from "node:url"
+import { type AnyStep, isStep } from "../harness/Step.ts"
+import { StepUnavailable, SubprocessError } from "../services/SubprocessAdapter.ts"
+
+/** A module given as a path or a URL, as a URL `import()` takes. */
+export const toModuleUrl = (module: string): string =>
+  /^[a-z][a-z0-9+.-]*:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)
+    ? module
+    : pathToFileURL(NodePath.resolve(module)).href
+
+/** The exported step with id `stepId` (top-level exports and the default export's own fields). */
+const findExported = (exports: Record<string, unknown>, stepId: string): AnyStep | undefined => {
+  const candidates: Array<unknown> = Object.values(exports)
+  const fallback = exports.default
+  if (typeof fallback === "object" && fallback !== null && !isStep(fallback)) {
+    candidates.push(...Object.values(fallback))
+  }
+  return candidates.find((value): value is AnyStep => isStep(value) && value.id === stepId)
+}
+
+/** What trying one module found: the step, or why not. */
+const tryModule = (url: string, stepId: string): Effect.Effect<AnyStep | string> =>
+  Effect.promise(() =>
+    import(url).then(
+      (exports: Record<string, unknown>) => findExported(exports, stepId) ?? `${url} exports no step with id ${JSON.stringify(stepId)}`,
+      (cause: unknown) => `${url} failed to import: ${cause instanceof Error ? cause.message : String(cause)}`
+    )
+  )
+
+/**
+ * Loads step `stepId` from `entry` when given, else from `module`. Fails with
+ * `StepUnavailable` naming both when neither exports it.
+ */
+export const loadStep = (
+  handleId: string,
+  stepId: string,
+  module: string | null,
+  entry: string | null
+): Effect.Effect<AnyStep, SubprocessError> =>
+  Effect.gen(function*() {
+    const notes: Array<string> = []
+    for (const candidate of [entry, module]) {
+      if (candidate === null) continue
+      const found = yield* tryModule(toModuleUrl(candidate), stepId)
+      if (typeof found !== "string") return found
+      notes.push(found)
+    }
+    return yield* new SubprocessError({
+      reason: new StepUnavailable({
+        handleId,
+        stepId,
+        module,
+        entry,
+        message: `cannot load step ${JSON.stringify(stepId)}: ${
+          notes.length === 0 ? "the step recorded no module and the adapter has no entry" : notes.join("; ")
+        }. Export the step from a module without top-level side effects, or give the adapter an entry module.`
+      })
+    })
+  })

@@ -1,0 +1,520 @@
+/**
+ * The local subprocess adapter for Node: every child step runs in its own `node`
+ * process, leading its own process group, so it keeps running when the host is
+ * killed (even with SIGKILL) and a restarted host reattaches it.
+ *
+ * Layout (DESIGN §7): `root` (default `$NOETIC_HOME/subprocess`, else
+ * `~/.noetic/subprocess`) holds manifests, results, watermarks and the children's IPC
+ * queues, shared by host and children; children checkpoint under `checkpointRoot`
+ * (default `checkpoints/` beside `root`); sockets and child logs go in `runDir`
+ * (default `run/` beside `root`). Directories are 0700, files 0600.
+ *
+ * A spawn writes the manifest, starts `node [execArgv] subprocessChild.js` detached,
+ * then records its pid and start time (`/proc/<pid>/stat` field 22). The child finds
+ * its step by importing the adapter's `entry` module, else the module the step was
+ * built in, and streams items, ask-user prompts and its result over a durable unix
+ * socket; the parent acks each frame once handled. Liveness is pid plus start time,
+ * so a recycled pid is neither adopted nor signalled.
+ *
+ * Lifetimes: with `outliveHost: false` (the default) the adapter's scope owns its
+ * children, spawned or reattached, and closing it stops them. With `outliveHost: true`
+ * closing the scope only disconnects: the children run on and a later host reattaches
+ * them. A host killed outright never runs finalizers, so its children outlive it
+ * either way; that is the point of this adapter.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Scope } from "effect"
+import * as NodeChildProcess from "node:child_process"
+import { createHash } from "node:crypto"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import type { StorageError } from "../Errors.ts"
+import { randomId } from "../harness/AgentContext.ts"
+import { siblingModuleUrl } from "../internal/moduleUrl.ts"
+import { isAlive, readStat } from "../internal/procStat.ts"
+import { toModuleUrl } from "../internal/stepLoader.ts"
+import { IpcError, SocketClosed } from "../IpcError.ts"
+import type { V1ServerFrame } from "../schema/IpcFrame.ts"
+import {
+  clearChild,
+  loadManifest,
+  loadResult,
+  MANIFEST_PREFIX,
+  saveManifest,
+  type SubprocessManifest,
+  SubprocessOutcome,
+  watermarkKey
+} from "../schema/SubprocessManifest.ts"
+import {
+  ChildExited,
+  type HandleStatus,
+  SpawnFailed,
+  type SpawnRequest,
+  StepUnavailable,
+  Stopped,
+  SubprocessAdapter,
+  type SubprocessAdapterShape,
+  SubprocessError,
+  type SubprocessHandle,
+  unknownHandle
+} from "../services/SubprocessAdapter.ts"
+import * as FileStorage from "./FileStorage.ts"
+import * as IpcClient from "./IpcClient.ts"
+import { CHILD_FLAG } from "./subprocessChild.ts"
+
+/** How the local adapter is built. */
+export interface LocalSubprocessAdapterOptions {
+  /** The subprocess root: manifests, results and IPC queues. Default `$NOETIC_HOME/subprocess` (else `~/.noetic/subprocess`). */
+  readonly root?: string | undefined
+  /** Where children keep their checkpoints and step ledgers. Default `checkpoints/` beside `root`. */
+  readonly checkpointRoot?: string | undefined
+  /** Where sockets and child logs go. Default `run/` beside `root` (a short temp path when that is too long for a socket). */
+  readonly runDir?: string | undefined
+  /** A module (path or URL) to load every step from; it wins over the module the step was built in. */
+  readonly entry?: string | undefined
+  /** The `node` binary. Default: this process's (`process.execPath`). */
+  readonly node?: string | undefined
+  /** Node flags of the child. Default: the tsx loader when the bootstrap or step module is TypeScript, else none. */
+  readonly execArgv?: ReadonlyArray<string> | undefined
+  /** The child's environment. Default: this process's. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** How long `stop` waits after SIGTERM before SIGKILL. Default 5 s. */
+  readonly stopGraceMs?: number | undefined
+  /** How long a finished child waits for its result to be acknowledged before it exits. Default 60 s. */
+  readonly lingerMs?: number | undefined
+  /** How often a child's liveness is checked (and a lost socket reconnected). Default 200 ms. */
+  readonly pollMs?: number | undefined
+  /** Whether children outlive the adapter's scope (see the module doc). Default false. */
+  readonly outliveHost?: boolean | undefined
+  /** Sees every frame a child streams before the result (items, events, ask-user prompts); it is acked after. */
+  readonly onFrame?: ((handle: SubprocessHandle, frame: V1ServerFrame) => Effect.Effect<void>) | undefined
+}
+
+/** The local adapter: the service's operations, plus answers to a child's ask-user prompts. */
+export interface LocalSubprocessAdapterShape extends SubprocessAdapterShape {
+  /** The subprocess root the adapter and its children share. */
+  readonly root: string
+  /** Answers a child's pending ask-user prompt. */
+  readonly answerAskUser: (handleId: string, promptId: string, output: unknown) => Effect.Effect<void, SubprocessError | IpcError>
+}
+
+/** The root of every default on-disk location: `$NOETIC_HOME`, else `~/.noetic`. */
+export const noeticHome = (): string => process.env.NOETIC_HOME ?? NodePath.join(Os.homedir(), ".noetic")
+
+const DEFAULT_STOP_GRACE_MS = 5_000
+const DEFAULT_LINGER_MS = 60_000
+const DEFAULT_POLL_MS = 200
+/** Leaves room under the ~104-byte `sun_path` limit (the IPC server adds a private dir beside it). */
+const MAX_SOCKET_PATH_BYTES = 90
+
+interface Child {
+  readonly manifest: SubprocessManifest
+  readonly handle: SubprocessHandle
+  readonly result: Deferred.Deferred<unknown, SubprocessError>
+  /** Signalled by the `exit` event of a process this host spawned: checks liveness at once. */
+  readonly exited: Deferred.Deferred<void>
+  readonly scope: Scope.Closeable
+  status: HandleStatus
+  stopping: boolean
+  client: IpcClient.IpcClientShape | undefined
+}
+
+const spawnFailed = (handleId: string, message: string, cause: unknown) =>
+  new SubprocessError({ reason: new SpawnFailed({ handleId, message, cause }) })
+
+const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+const signalGroup = (pid: number, signal: NodeJS.Signals) => {
+  try {
+    // The child leads its own group (spawned detached), so -pid reaches it and everything it started.
+    process.kill(-pid, signal)
+  } catch {
+    // Already gone.
+  }
+}
+
+const decodeOutcome = Schema.decodeUnknownEffect(SubprocessOutcome)
+
+/** A child's stdout and stderr go to a log file beside its socket. */
+const logPathOf = (socketPath: string) => socketPath.replace(/\.sock$/, ".log")
+
+/** Builds the local adapter in the current scope (see the module doc for what the scope owns). */
+export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterOptions = {}) {
+  const root = NodePath.resolve(options.root ?? NodePath.join(noeticHome(), "subprocess"))
+  const beside = NodePath.dirname(root)
+  const checkpointRoot = NodePath.resolve(options.checkpointRoot ?? NodePath.join(beside, "checkpoints"))
+  const preferredRunDir = NodePath.resolve(options.runDir ?? NodePath.join(beside, "run"))
+  const runDir = Buffer.byteLength(NodePath.join(preferredRunDir, "0123456789abcdef.sock")) <= MAX_SOCKET_PATH_BYTES
+    ? preferredRunDir
+    : NodePath.join(Os.tmpdir(), `noetic-run-${createHash("sha256").update(preferredRunDir).digest("hex").slice(0, 12)}`)
+  const stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS
+  const lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS
+  const ownsLifetimes = options.outliveHost !== true
+  const entry = options.entry === undefined ? null : toModuleUrl(options.entry)
+  const node = options.node ?? process.execPath
+  const bootstrap = fileURLToPath(siblingModuleUrl("subprocessChild", "layers"))
+
+  const storage = yield* FileStorage.make({ root })
+  yield* Effect.promise(() => Fs.promises.mkdir(runDir, { recursive: true, mode: 0o700 }))
+  const adapterScope = yield* Effect.scope
+  const children = new Map<string, Child>()
+  const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
+
+  const socketPathFor = (handleId: string) =>
+    NodePath.join(runDir, `${createHash("sha256").update(handleId).digest("hex").slice(0, 16)}.sock`)
+
+  const execArgvFor = (handleId: string, module: string | null): Effect.Effect<ReadonlyArray<string>, SubprocessError> =>
+    Effect.suspend(() => {
+      if (options.execArgv !== undefined) return Effect.succeed(options.execArgv)
+      const typescript = /\.[cm]?tsx?$/
+      const needsTsx = typescript.test(bootstrap) || typescript.test(entry ?? module ?? "")
+      if (!needsTsx) return Effect.succeed([])
+      try {
+        // Resolved here, not by the child: the child's cwd is its cwdInit, where tsx may not resolve.
+        const tsx = pathToFileURL(createRequire(bootstrap).resolve("tsx")).href
+        return Effect.succeed(["--import", tsx])
+      } catch (cause) {
+        return Effect.fail(spawnFailed(handleId, "a TypeScript step module needs tsx, which cannot be resolved; pass execArgv", cause))
+      }
+    })
+
+  // ---------------------------------------------------------------------------
+  // Settling and watching
+  // ---------------------------------------------------------------------------
+
+  const settle = (child: Child, outcome: SubprocessOutcome): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (child.status !== "running") return Effect.void
+      const handleId = child.manifest.handleId
+      if (outcome._tag === "Success") {
+        // A failed child's log is kept for whoever investigates; a successful one's is not.
+        if (child.manifest.socketPath !== null) Fs.rm(logPathOf(child.manifest.socketPath), { force: true }, () => {})
+        child.status = "succeeded"
+        Deferred.doneUnsafe(child.result, Exit.succeed(outcome.value))
+      } else {
+        child.status = outcome.error._tag === "Stopped" ? "stopped" : "failed"
+        Deferred.doneUnsafe(child.result, Exit.fail(new SubprocessError({ reason: outcome.error })))
+      }
+      // The result is handed over first and the records go after: a crash in between
+      // delivers it again on restart rather than never.
+      return clearChild(storage, handleId).pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its records were not cleared`, cause)),
+        Effect.uninterruptible
+      )
+    })
+
+  const exitedWithoutResult = (child: Child): SubprocessOutcome => {
+    const handleId = child.manifest.handleId
+    return {
+      _tag: "Failure",
+      error: child.stopping
+        ? new Stopped({ handleId, message: `child ${handleId} was stopped` })
+        : new ChildExited({ handleId, message: `child ${handleId} (pid ${child.manifest.pid}) ended without a result` })
+    }
+  }
+
+  const alive = (manifest: SubprocessManifest) =>
+    manifest.pid === null ? Effect.succeed(false) : isAlive(manifest.pid, manifest.pidStarttime)
+
+  /** Delivers the child's frames until its result, racing a liveness poll that reads the persisted result when it dies. */
+  const watch = (child: Child) =>
+    Effect.gen(function*() {
+      const { handleId, socketPath } = child.manifest
+      const frames = Effect.gen(function*() {
+        const client = yield* IpcClient.connect({
+          socketPath: socketPath!,
+          watermark: IpcClient.storageWatermark(storage, watermarkKey(handleId)),
+          reconnect: Schedule.spaced(Duration.millis(pollMs))
+        }).pipe(Scope.provide(child.scope))
+        child.client = client
+        while (true) {
+          const delivery = yield* client.take
+          const frame = delivery.frame
+          if (frame.type === "status" && typeof frame.status === "object" && frame.status !== null &&
+            "kind" in frame.status && frame.status.kind === "result" && "outcome" in frame.status) {
+            const outcome = yield* decodeOutcome(frame.status.outcome)
+            // Acked before it is settled: the child may then exit, but its result record
+            // stays until settle clears it, so a crash in between still delivers it.
+            if (delivery.seq !== undefined) yield* Effect.ignore(client.ack(delivery.seq))
+            yield* settle(child, outcome)
+            return
+          }
+          if (options.onFrame !== undefined) {
+            yield* options.onFrame(child.handle, frame).pipe(
+              Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: onFrame failed`, cause))
+            )
+          }
+          if (delivery.seq !== undefined) yield* Effect.ignore(client.ack(delivery.seq))
+        }
+      }).pipe(
+        // A broken stream leaves the liveness poll to settle the handle.
+        Effect.catchCause((cause) => Effect.andThen(Effect.logWarning(`subprocess ${handleId}: IPC stream ended`, cause), Effect.never))
+      )
+      const liveness = Effect.gen(function*() {
+        while (yield* alive(child.manifest)) {
+          yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
+        }
+        const stored = yield* Effect.orElseSucceed(loadResult(storage, handleId), () => Option.none<SubprocessOutcome>())
+        yield* settle(child, Option.getOrElse(stored, () => exitedWithoutResult(child)))
+      })
+      yield* Effect.raceFirst(frames, liveness)
+    }).pipe(
+      Effect.ensuring(Scope.close(child.scope, Exit.void)),
+      Effect.forkIn(adapterScope)
+    )
+
+  const newChild = (manifest: SubprocessManifest) =>
+    Effect.gen(function*() {
+      const result = yield* Deferred.make<unknown, SubprocessError>()
+      const child: Child = {
+        manifest,
+        result,
+        exited: Deferred.makeUnsafe<void>(),
+        scope: yield* Scope.fork(adapterScope),
+        status: "running",
+        stopping: false,
+        client: undefined,
+        handle: {
+          handleId: manifest.handleId,
+          stepId: manifest.stepId,
+          executionId: manifest.executionId,
+          parentExecutionId: manifest.parentExecutionId ?? undefined,
+          metadata: manifest.metadata,
+          status: Effect.sync(() => child.status),
+          await: Deferred.await(result)
+        }
+      }
+      children.set(manifest.handleId, child)
+      return child
+    })
+
+  // ---------------------------------------------------------------------------
+  // Spawn
+  // ---------------------------------------------------------------------------
+
+  const startProcess = (manifest: SubprocessManifest, execArgv: ReadonlyArray<string>) =>
+    Effect.callback<NodeChildProcess.ChildProcess, SubprocessError>((resume) => {
+      const { handleId } = manifest
+      let log: number | undefined
+      try {
+        log = Fs.openSync(logPathOf(manifest.socketPath!), "a", 0o600)
+        // The deliberate exception to "the scope owns lifetimes": a detached child in its
+        // own process group, unreferenced, with no pipe to the host, so the host's death
+        // (even SIGKILL) neither kills it nor breaks its output.
+        const proc = NodeChildProcess.spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId], {
+          detached: true,
+          stdio: ["ignore", log, log],
+          ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
+          env: { ...(options.env ?? process.env) }
+        })
+        proc.once("spawn", () => resume(Effect.succeed(proc)))
+        proc.once("error", (cause) => resume(Effect.fail(spawnFailed(handleId, `cannot start ${node}: ${cause.message}`, cause))))
+      } catch (cause) {
+        resume(Effect.fail(spawnFailed(handleId, `cannot start ${node}: ${causeMessage(cause)}`, cause)))
+      } finally {
+        if (log !== undefined) Fs.closeSync(log)
+      }
+    })
+
+  const spawn = Effect.fn("LocalSubprocessAdapter.spawn")(function*(request: SpawnRequest) {
+    const handleId = request.handleId ?? (yield* randomId)
+    if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
+    const module = request.step.module ?? null
+    if (module === null && entry === null) {
+      return yield* new SubprocessError({
+        reason: new StepUnavailable({
+          handleId,
+          stepId: request.step.id,
+          module,
+          entry,
+          message: `step ${request.step.id} recorded no module and the adapter has no entry: a child process cannot load it`
+        })
+      })
+    }
+    let serializedInput: string
+    try {
+      serializedInput = JSON.stringify(request.input) ?? "null"
+    } catch (cause) {
+      return yield* spawnFailed(handleId, `the input of step ${request.step.id} has no JSON form: ${causeMessage(cause)}`, cause)
+    }
+    const execArgv = yield* execArgvFor(handleId, module)
+    if (request.cwdInit !== undefined) {
+      yield* Effect.tryPromise({
+        try: () => Fs.promises.mkdir(request.cwdInit!, { recursive: true, mode: 0o700 }),
+        catch: (cause) => spawnFailed(handleId, `cannot create cwdInit ${request.cwdInit}`, cause)
+      })
+    }
+    const starting: SubprocessManifest = {
+      version: 1,
+      adapter: "local",
+      handleId,
+      stepId: request.step.id,
+      module,
+      entry,
+      serializedInput,
+      executionId: request.executionId,
+      parentExecutionId: request.parentExecutionId ?? null,
+      threadId: request.threadId ?? null,
+      resourceId: request.resourceId ?? null,
+      cwdInit: request.cwdInit ?? null,
+      pid: null,
+      pidStarttime: null,
+      socketPath: socketPathFor(handleId),
+      checkpointRoot,
+      lingerMs,
+      metadata: { ...request.metadata },
+      createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+    }
+    const recordFailed = (cause: StorageError) => spawnFailed(handleId, `cannot record the manifest: ${cause.message}`, cause)
+    // Written before the process starts (the child reads its input from it); a host
+    // that dies before the pid lands leaves a pid-less manifest, which counts as dead.
+    yield* Effect.mapError(saveManifest(storage, starting), recordFailed)
+    const proc = yield* startProcess(starting, execArgv).pipe(
+      Effect.tapError(() => Effect.ignore(clearChild(storage, handleId)))
+    )
+    proc.unref()
+    const pid = proc.pid!
+    const stat = yield* readStat(pid)
+    const manifest: SubprocessManifest = { ...starting, pid, pidStarttime: stat?.startTime ?? null }
+    yield* Effect.mapError(saveManifest(storage, manifest), recordFailed)
+    const child = yield* newChild(manifest)
+    proc.once("exit", () => Deferred.doneUnsafe(child.exited, Exit.void))
+    yield* watch(child)
+    return child.handle
+  })
+
+  // ---------------------------------------------------------------------------
+  // Reattach, listLive, stop
+  // ---------------------------------------------------------------------------
+
+  const adopt = (handleId: string): Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError> =>
+    Effect.gen(function*() {
+      const existing = children.get(handleId)
+      if (existing !== undefined) return Option.some(existing.handle)
+      const recorded = yield* loadManifest(storage, handleId)
+      if (Option.isNone(recorded) || recorded.value.adapter !== "local") return Option.none()
+      const manifest = recorded.value
+      if (yield* alive(manifest)) {
+        const child = yield* newChild(manifest)
+        yield* watch(child)
+        return Option.some(child.handle)
+      }
+      const stored = yield* loadResult(storage, handleId)
+      if (Option.isNone(stored)) {
+        // Dead without a result: nothing will ever settle it. Never signalled: the pid may be someone else's now.
+        yield* clearChild(storage, handleId)
+        return Option.none()
+      }
+      const child = yield* newChild(manifest)
+      yield* settle(child, stored.value)
+      return Option.some(child.handle)
+    })
+
+  const reattach = (handleId: string): Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError> =>
+    Effect.suspend(() => {
+      // Concurrent reattaches of one handle share one adoption (one watcher, one client).
+      const inFlight = attaching.get(handleId)
+      if (inFlight !== undefined) return Deferred.await(inFlight)
+      const done = Deferred.makeUnsafe<Option.Option<SubprocessHandle>, StorageError | SubprocessError>()
+      attaching.set(handleId, done)
+      return adopt(handleId).pipe(
+        Effect.exit,
+        Effect.tap((exit) => Deferred.done(done, exit)),
+        Effect.ensuring(Effect.sync(() => attaching.delete(handleId))),
+        Effect.flatten
+      )
+    }).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach"))
+
+  const listLive = Effect.gen(function*() {
+    const keys = yield* storage.list(MANIFEST_PREFIX)
+    const found = yield* Effect.forEach(keys, (key) => {
+      const handleId = key.slice(MANIFEST_PREFIX.length)
+      // One corrupt manifest must not hide the others; it stays for an operator, and reattach names it.
+      return reattach(handleId).pipe(
+        Effect.catchIf(
+          (error): error is StorageError => error._tag === "StorageError" && error.reason._tag === "Corrupt",
+          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
+        )
+      )
+    }, { concurrency: 16 })
+    return found.flatMap((handle) => Option.isSome(handle) ? [handle.value] : [])
+  }).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
+
+  const waitUntilDead = (manifest: SubprocessManifest, child: Child, ms: number) =>
+    Effect.gen(function*() {
+      const deadline = (yield* Clock.currentTimeMillis) + ms
+      while ((yield* Clock.currentTimeMillis) < deadline) {
+        if (!(yield* alive(manifest))) return true
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(Math.min(pollMs, 25))), Deferred.await(child.exited))
+      }
+      return !(yield* alive(manifest))
+    })
+
+  const terminate = (child: Child): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      if (child.status !== "running") return
+      child.stopping = true
+      const { manifest } = child
+      // Signals go only to a process whose pid and start time both match the manifest.
+      if (manifest.pid !== null && (yield* alive(manifest))) {
+        signalGroup(manifest.pid, "SIGTERM")
+        if (!(yield* waitUntilDead(manifest, child, stopGraceMs)) && (yield* alive(manifest))) {
+          signalGroup(manifest.pid, "SIGKILL")
+          yield* waitUntilDead(manifest, child, 2_000)
+        }
+      }
+      yield* settle(child, exitedWithoutResult(child))
+    })
+
+  const stop = (handleId: string): Effect.Effect<void, SubprocessError> =>
+    Effect.gen(function*() {
+      if (!children.has(handleId)) {
+        yield* reattach(handleId).pipe(
+          Effect.mapError((error) => error._tag === "SubprocessError" ? error : unknownHandle(handleId))
+        )
+      }
+      const child = children.get(handleId)
+      if (child === undefined) return yield* unknownHandle(handleId)
+      yield* terminate(child)
+    }).pipe(Effect.withSpan("LocalSubprocessAdapter.stop"))
+
+  yield* Effect.addFinalizer(() =>
+    ownsLifetimes
+      ? Effect.forEach(children.values(), terminate, { concurrency: "unbounded", discard: true })
+      : Effect.void
+  )
+
+  const answerAskUser = (handleId: string, promptId: string, output: unknown) =>
+    Effect.suspend((): Effect.Effect<void, SubprocessError | IpcError> => {
+      const child = children.get(handleId)
+      if (child === undefined) return Effect.fail(unknownHandle(handleId))
+      if (child.client === undefined) {
+        return Effect.fail(
+          new IpcError({
+            socketPath: child.manifest.socketPath ?? "",
+            reason: new SocketClosed({ message: "not connected to the child yet", cause: undefined })
+          })
+        )
+      }
+      return child.client.send({ type: "askUserResolve", id: promptId, output })
+    })
+
+  return {
+    root,
+    spawn,
+    get: (handleId: string) => Effect.sync(() => Option.map(Option.fromUndefinedOr(children.get(handleId)), (c) => c.handle)),
+    stop,
+    listLive,
+    reattach,
+    answerAskUser
+  } satisfies LocalSubprocessAdapterShape
+})
+
+/** The local adapter as the `SubprocessAdapter` service, for the life of the layer. */
+export const layer = (options: LocalSubprocessAdapterOptions = {}): Layer.Layer<SubprocessAdapter, StorageError> =>
+  Layer.effect(SubprocessAdapter, make(options))

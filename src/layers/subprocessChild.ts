@@ -1,0 +1,172 @@
+/**
+ * The bootstrap of a local-adapter child process, run as
+ * `node [execArgv] subprocessChild.js --noetic-subprocess-child --root <dir> --handle <id>`.
+ *
+ * It reads its manifest from the subprocess storage at `root`, serves its unix socket
+ * over a `DurableOutboundQueue` in that storage, loads the step (the adapter's `entry`
+ * module, else the module that defined the step), and runs it under a durable harness
+ * keyed by the manifest's execution id, with checkpoints under the manifest's
+ * checkpoint root. Items and ask-user prompts stream as durable frames as they are
+ * checkpointed; the outcome is persisted under the result key and then sent as a
+ * final `status` frame. The process exits once the parent acknowledges that frame,
+ * or after the manifest's linger period (the result stays persisted for `reattach`).
+ *
+ * It is a build entry of its own (tsup), never imported by the library.
+ *
+ * @since 0.1.0
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Duration, Effect, Exit, Option, Schema } from "effect"
+import type { AgentHarness } from "../harness/AgentHarness.ts"
+import { make as makeHarness } from "../harness/AgentHarness.ts"
+import { loadStep } from "../internal/stepLoader.ts"
+import type { V1ServerFrame } from "../schema/IpcFrame.ts"
+import {
+  loadManifest,
+  queueSocketId,
+  saveResult,
+  type SubprocessManifest,
+  SubprocessOutcome
+} from "../schema/SubprocessManifest.ts"
+import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
+import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { childFailed, SubprocessError, Stopped, toJsonError } from "../services/SubprocessAdapter.ts"
+import * as FileStorage from "./FileStorage.ts"
+import * as IpcServer from "./IpcServer.ts"
+
+/** The argv flag that marks a process as a subprocess child. */
+export const CHILD_FLAG = "--noetic-subprocess-child"
+
+/**
+ * A checkpoint store that also streams what each checkpoint adds: new items as `item`
+ * frames, new ask-user prompts as `askUserRequest`, settled ones as `askUserCleared`.
+ * The harness checkpoints after every append and every enqueued prompt, so this sees
+ * each change without hooks in the harness.
+ */
+const streamingStore = (
+  base: CheckpointStoreShape,
+  emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<unknown, unknown>
+): CheckpointStoreShape => {
+  let sentItems = 0
+  const sentPrompts = new Set<string>()
+  return CheckpointStore.of({
+    ...base,
+    save: (snapshot) =>
+      Effect.suspend(() => {
+        const frames: Array<V1ServerFrame> = []
+        for (const item of snapshot.itemLog.items.slice(sentItems)) frames.push({ type: "item", item })
+        sentItems = Math.max(sentItems, snapshot.itemLog.items.length)
+        const pending = new Set<string>()
+        for (const prompt of snapshot.askUser) {
+          pending.add(prompt.id)
+          if (sentPrompts.has(prompt.id)) continue
+          sentPrompts.add(prompt.id)
+          frames.push({ type: "askUserRequest", id: prompt.id, input: prompt.input, createdAt: prompt.createdAt })
+        }
+        for (const id of sentPrompts) {
+          if (pending.has(id)) continue
+          sentPrompts.delete(id)
+          frames.push({ type: "askUserCleared", id })
+        }
+        const stream = frames.length === 0
+          ? Effect.void
+          : Effect.catchCause(emitAll(frames), (cause) => Effect.logWarning("subprocess child: a frame was not sent", cause))
+        return Effect.andThen(stream, base.save(snapshot))
+      })
+  })
+}
+
+/** Turns how the step ended into the outcome recorded and sent to the parent. */
+const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): SubprocessOutcome => {
+  if (Exit.isSuccess(exit)) return { _tag: "Success", value: toJsonError(exit.value) }
+  const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+  if (failure !== undefined) {
+    const error = failure.error
+    return { _tag: "Failure", error: error instanceof SubprocessError ? error.reason : childFailed(handleId, error).reason }
+  }
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    return { _tag: "Failure", error: new Stopped({ handleId, message: `child ${handleId} was interrupted` }) }
+  }
+  const defect = exit.cause.reasons.find((reason) => reason._tag === "Die")
+  return { _tag: "Failure", error: childFailed(handleId, defect !== undefined ? defect.defect : Cause.pretty(exit.cause)).reason }
+}
+
+/** Runs the step of `manifest` under a durable harness; `onHarness` receives the harness once built. */
+const runStep = (
+  manifest: SubprocessManifest,
+  emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<unknown, unknown>,
+  onHarness: (harness: AgentHarness<any>) => void
+) =>
+  Effect.gen(function*() {
+    const step = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
+    const input: unknown = JSON.parse(manifest.serializedInput)
+    const checkpointStorage = yield* FileStorage.make({ root: manifest.checkpointRoot ?? "." })
+    const store = streamingStore(yield* makeCheckpointStore(checkpointStorage), emitAll)
+    const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
+      Effect.provideService(CheckpointStore, store)
+    )
+    onHarness(harness)
+    const result = yield* (harness.execute(input, {
+      executionId: manifest.executionId,
+      ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+      ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+      ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+    }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>)
+    return result.output
+  })
+
+/** Removes the child's IPC queue once its last frame is acknowledged. */
+const dropQueue = (storage: StorageAdapterShape, handleId: string) =>
+  Effect.flatMap(storage.list(keyPrefix(queueSocketId(handleId))), (keys) =>
+    Effect.forEach(keys, (key) => storage.delete(key), { concurrency: 16, discard: true }))
+
+/** The whole life of a child process. */
+export const runChild = Effect.fnUntraced(function*(root: string, handleId: string) {
+  const storage = yield* FileStorage.make({ root })
+  const found = yield* loadManifest(storage, handleId)
+  if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
+  const manifest = found.value
+  const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
+  let harness: AgentHarness<any> | undefined
+  const server = yield* IpcServer.make({
+    socketPath: manifest.socketPath ?? `${root}/${handleId}.sock`,
+    queue,
+    onClientFrame: (frame) => {
+      if (harness === undefined) return Effect.void
+      const live = harness.liveContext(manifest.executionId)
+      switch (frame.type) {
+        case "askUserResolve":
+          return Effect.ignore(harness.answerAskUser(manifest.executionId, frame.id, frame.output))
+        case "askUserCancel":
+          return Option.isNone(live) ? Effect.void : Effect.ignore(live.value.cancelAskUser(frame.id, frame.reason))
+        default:
+          return Effect.void
+      }
+    }
+  })
+  yield* server.emit({ type: "event", event: { kind: "started", handleId, pid: process.pid } })
+  const exit = yield* Effect.exit(runStep(manifest, server.emitAll, (built) => void (harness = built)))
+  const outcome = toOutcome(handleId, exit)
+  // Persisted before it is sent: a parent that misses the frame reads the record.
+  yield* saveResult(storage, handleId, outcome)
+  const encoded = yield* Schema.encodeUnknownEffect(SubprocessOutcome)(outcome)
+  const seq = yield* server.emit({ type: "status", status: { kind: "result", outcome: encoded } })
+  const acked = yield* queue.awaitAcked(seq).pipe(Effect.timeoutOption(Duration.millis(manifest.lingerMs)))
+  if (Option.isSome(acked)) yield* dropQueue(storage, handleId)
+})
+
+const argValue = (name: string): string | undefined => {
+  const index = process.argv.indexOf(name)
+  return index < 0 ? undefined : process.argv[index + 1]
+}
+
+if (process.argv.includes(CHILD_FLAG)) {
+  const root = argValue("--root")
+  const handleId = argValue("--handle")
+  if (root === undefined || handleId === undefined) {
+    process.stderr.write("subprocess child: --root and --handle are required\n")
+    process.exit(2)
+  }
+  NodeRuntime.runMain(Effect.scoped(runChild(root, handleId)))
+}
