@@ -5,9 +5,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
 import { CheckpointSchemaMismatch, type StorageError } from "../src/Errors.ts"
-import { CheckpointSnapshot, snapshotKey } from "../src/schema/CheckpointSnapshot.ts"
+import {
+  CheckpointSnapshot,
+  ITEM_CHUNK_SIZE,
+  itemChunkKey,
+  itemChunkPrefix,
+  snapshotKey
+} from "../src/schema/CheckpointSnapshot.ts"
 import { ledgerKey } from "../src/schema/LedgerEntry.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
+import { indexKey } from "../src/services/CheckpointStore.ts"
 import { StorageAdapter, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 
 /** A v2 snapshot of `executionId` with `items` log items. */
@@ -188,4 +195,107 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           yield* store.clear("never-saved")
         })
       ))
+
+    describe("item-log chunks", () => {
+      /** A storage that records every key it writes. */
+      const recording = (storage: StorageAdapterShape) => {
+        const writes: Array<string> = []
+        const wrapped: StorageAdapterShape = {
+          ...storage,
+          set: (key, value) => Effect.suspend(() => (writes.push(key), storage.set(key, value)))
+        }
+        return { storage: wrapped, writes }
+      }
+
+      it.effect("a long log round-trips; a save writes a chunk only when one fills, else the head alone", () =>
+        withStore((_, raw) =>
+          Effect.gen(function*() {
+            const { storage, writes } = recording(raw)
+            const store = yield* CheckpointStore.makeWith(storage)
+            const first = sampleSnapshot("long", 2 * ITEM_CHUNK_SIZE - 1)
+            yield* store.save(first)
+            assert.deepStrictEqual(writes.filter((key) => key !== indexKey("long")), [
+              itemChunkKey("long", 0),
+              snapshotKey("long")
+            ])
+            assert.isTrue(equivalent(Option.getOrThrow(yield* store.load("long")), first))
+
+            // One more item fills chunk 1: it is written once, before the head.
+            writes.length = 0
+            const filled = {
+              ...first,
+              itemLog: { items: [...first.itemLog.items, { type: "message", id: "fills", text: "256th" }] }
+            }
+            yield* store.save(filled)
+            assert.deepStrictEqual(writes, [itemChunkKey("long", 1), snapshotKey("long")])
+
+            // Growing further, and saving an unchanged log, writes the head alone.
+            writes.length = 0
+            const grown = {
+              ...filled,
+              itemLog: { items: [...filled.itemLog.items, { type: "message", id: "late", text: "late" }] }
+            }
+            yield* store.save(grown)
+            yield* store.save({ ...grown, capturedAt: "2025-01-02T00:00:00.000Z" })
+            assert.deepStrictEqual(writes, [snapshotKey("long"), snapshotKey("long")])
+            assert.isTrue(equivalent(Option.getOrThrow(yield* store.load("long")), { ...grown, capturedAt: "2025-01-02T00:00:00.000Z" }))
+          })
+        ))
+
+      it.effect("the first save after a load writes the head alone: the loaded chunks are known", () =>
+        withStore((store, raw) =>
+          Effect.gen(function*() {
+            yield* store.save(sampleSnapshot("reloaded", 3 * ITEM_CHUNK_SIZE + 2))
+            const { storage, writes } = recording(raw)
+            const fresh = yield* CheckpointStore.makeWith(storage)
+            const loaded = Option.getOrThrow(yield* fresh.load("reloaded"))
+            yield* fresh.save({
+              ...loaded,
+              itemLog: { items: [...loaded.itemLog.items, { type: "message", id: "after-restart" }] }
+            })
+            assert.deepStrictEqual(writes.filter((key) => key !== indexKey("reloaded")), [snapshotKey("reloaded")])
+          })
+        ))
+
+      it.effect("a crash between a chunk write and its head leaves the previous snapshot loadable as it was", () =>
+        withStore((store, storage) =>
+          Effect.gen(function*() {
+            const saved = sampleSnapshot("torn-save", ITEM_CHUNK_SIZE + 5)
+            yield* store.save(saved)
+            // A later save wrote chunk 1, then the host died before the head.
+            const lost = Array.from({ length: ITEM_CHUNK_SIZE }, (_, i) => ({ type: "message", id: `lost-${i}` }))
+            yield* storage.set(itemChunkKey("torn-save", 1), { version: 1, items: lost })
+            const fresh = yield* CheckpointStore.makeWith(storage)
+            assert.isTrue(equivalent(Option.getOrThrow(yield* fresh.load("torn-save")), saved))
+          })
+        ))
+
+      it.effect("a missing chunk is a Corrupt storage error naming the chunk, not a shorter log", () =>
+        withStore((store, storage) =>
+          Effect.gen(function*() {
+            yield* store.save(sampleSnapshot("lost-chunk", ITEM_CHUNK_SIZE + 1))
+            yield* storage.delete(itemChunkKey("lost-chunk", 0))
+            const error = yield* Effect.flip(store.load("lost-chunk"))
+            assert.strictEqual(error._tag, "StorageError")
+            if (error._tag === "StorageError") {
+              assert.strictEqual(error.reason._tag, "Corrupt")
+              assert.strictEqual(error.reason.key, itemChunkKey("lost-chunk", 0))
+            }
+          })
+        ))
+
+      it.effect("a v2 record with its items inline still loads; clear removes every chunk", () =>
+        withStore((store, storage) =>
+          Effect.gen(function*() {
+            const inline = sampleSnapshot("inline", 4)
+            yield* storage.set(snapshotKey("inline"), inline)
+            assert.isTrue(equivalent(Option.getOrThrow(yield* store.load("inline")), inline))
+
+            yield* store.save(sampleSnapshot("chunked", 3 * ITEM_CHUNK_SIZE))
+            yield* store.clear("chunked")
+            assert.deepStrictEqual(yield* storage.list(itemChunkPrefix("chunked")), [])
+            assert.isTrue(Option.isNone(yield* store.load("chunked")))
+          })
+        ))
+    })
   })

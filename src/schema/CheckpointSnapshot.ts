@@ -63,3 +63,36 @@ export type CheckpointSnapshot = typeof CheckpointSnapshot.Type
 
 /** The storage key of an execution's snapshot. */
 export const snapshotKey = (executionId: string): string => `execution:${executionId}:snapshot`
+
+/** How many items one item-log chunk holds. */
+export const ITEM_CHUNK_SIZE = 256
+
+/** The storage key of an execution's item-log chunk `index`. */
+export const itemChunkKey = (executionId: string, index: number): string =>
+  `execution:${executionId}:items:${String(index).padStart(8, "0")}`
+
+/** The prefix of an execution's item-log chunk keys. */
+export const itemChunkPrefix = (executionId: string): string => `execution:${executionId}:items:`
+
+/** One stored item-log chunk: a full run of items, never changed once written. */
+export const ItemChunk = Schema.Struct({
+  version: Schema.Literal(1),
+  items: Schema.Array(Schema.Unknown)
+})
+
+/**
+ * The record stored at the snapshot key: the documented v2 snapshot whose older items
+ * may live in chunks. When `itemLog.chunks` is present, the log is the items of chunks
+ * `0 .. count - 1` (each `size` items) followed by `itemLog.items`; without it, the
+ * items are all inline.
+ */
+export const StoredSnapshotHead = Schema.Struct({
+  ...CheckpointSnapshot.fields,
+  itemLog: Schema.Struct({
+    items: Schema.Array(Schema.Unknown),
+    chunks: Schema.optionalKey(Schema.Struct({ size: Schema.Int, count: Schema.Int }))
+  })
+})
+
+/** The record stored at the snapshot key. */
+export type StoredSnapshotHead = typeof StoredSnapshotHead.Type

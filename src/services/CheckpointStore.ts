@@ -1,7 +1,8 @@
 /**
  * Saves and loads per-execution snapshots (schema v2).
  *
- * A snapshot lives at `execution:<id>:snapshot` and each save overwrites it. `list`
+ * A snapshot lives at `execution:<id>:snapshot` (its older items in write-once chunks
+ * at `execution:<id>:items:<n>`, see `makeWith`) and each save overwrites it. `list`
  * must not read the step ledger (thousands of keys per execution share the
  * `execution:<id>:` prefix, and a file storage lists by reading its whole directory),
  * so every execution also has a small index key `checkpoints:<id>`, written before its
@@ -12,10 +13,24 @@
  * @since 0.1.0
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { CheckpointSchemaMismatch, type StorageError } from "../Errors.ts"
-import { CHECKPOINT_SCHEMA_VERSION, CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
+import { CheckpointSchemaMismatch, Corrupt, StorageError } from "../Errors.ts"
+import {
+  CHECKPOINT_SCHEMA_VERSION,
+  type CheckpointSnapshot,
+  ITEM_CHUNK_SIZE,
+  ItemChunk,
+  itemChunkKey,
+  itemChunkPrefix,
+  snapshotKey,
+  StoredSnapshotHead
+} from "../schema/CheckpointSnapshot.ts"
 import { ledgerPrefix, parseLedgerSeq } from "../schema/LedgerEntry.ts"
-import { layerMemory as storageLayerMemory, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
+import {
+  getMany,
+  layerMemory as storageLayerMemory,
+  StorageAdapter,
+  type StorageAdapterShape
+} from "./StorageAdapter.ts"
 
 /** The operations of a checkpoint store. */
 export interface CheckpointStoreShape {
@@ -67,20 +82,22 @@ export const ledgerKeysOf = (
   })
 }
 
-const decodeSnapshot = Schema.decodeUnknownExit(CheckpointSnapshot)
+const decodeSnapshot = Schema.decodeUnknownExit(StoredSnapshotHead)
+const decodeChunk = Schema.decodeUnknownExit(ItemChunk)
 
 const discardHint = (executionId: string): string =>
   `Discard it with checkpointStore.clear(${JSON.stringify(executionId)}) ` +
   `(harness.clearCheckpoint) and start fresh; there is no migration path.`
 
 /**
- * Validates a stored record as a v2 snapshot of `executionId`. Any other version, a
- * malformed record, or the record of another execution is a `CheckpointSchemaMismatch`.
+ * Validates a stored record as a v2 snapshot head of `executionId` (its items inline
+ * or in chunks). Any other version, a malformed record, or the record of another
+ * execution is a `CheckpointSchemaMismatch`.
  */
 export const decodeStoredSnapshot = (
   executionId: string,
   record: unknown
-): Effect.Effect<CheckpointSnapshot, CheckpointSchemaMismatch> => {
+): Effect.Effect<StoredSnapshotHead, CheckpointSchemaMismatch> => {
   const seenVersion = typeof record === "object" && record !== null && "schemaVersion" in record
     ? record.schemaVersion
     : null
@@ -112,11 +129,45 @@ export const decodeStoredSnapshot = (
   return Effect.succeed(decoded.value)
 }
 
-/** A checkpoint store over the given storage; the dependency is explicit for the Promise facade. */
+/** What this process wrote of one full chunk: enough to tell it is the chunk of this log. */
+interface WrittenChunk {
+  readonly first: unknown
+  readonly last: unknown
+}
+
+/** How many executions' chunk marks a store remembers (the oldest are forgotten first). */
+const REMEMBERED_EXECUTIONS = 1024
+
+/** The item-log chunk keys of exactly this execution. */
+const itemChunkKeysOf = (storage: StorageAdapterShape, executionId: string) => {
+  const prefix = itemChunkPrefix(executionId)
+  return Effect.map(storage.list(prefix), (keys) => keys.filter((key) => /^\d{8}$/.test(key.slice(prefix.length))))
+}
+
+/**
+ * A checkpoint store over the given storage; the dependency is explicit for the Promise facade.
+ *
+ * The item log is stored as full chunks of `ITEM_CHUNK_SIZE` items under
+ * `execution:<id>:items:<n>`, written once, plus the items after the last full chunk,
+ * inline in the record at the snapshot key (the head). A save writes the chunks that
+ * filled since the last save (usually none) and then the head, so its cost follows the
+ * change, not the length of the log. A chunk lands before the first head that
+ * references it, so a crash between the two leaves the previous head valid.
+ */
 export const makeWith = (storage: StorageAdapterShape): Effect.Effect<CheckpointStoreShape> =>
   Effect.sync(() => {
     // Executions whose index key this process has written; saves after the first are one write.
     const indexed = new Set<string>()
+    // Per execution, the full chunks this process wrote. Items are immutable and a log
+    // only grows, so a chunk whose first and last objects are the same is the chunk
+    // already stored.
+    const written = new Map<string, ReadonlyArray<WrittenChunk>>()
+
+    const remember = (executionId: string, chunks: ReadonlyArray<WrittenChunk>) => {
+      written.delete(executionId)
+      written.set(executionId, chunks)
+      if (written.size > REMEMBERED_EXECUTIONS) written.delete(written.keys().next().value!)
+    }
 
     const save = Effect.fn("CheckpointStore.save")(function*(snapshot: CheckpointSnapshot) {
       const executionId = snapshot.executionId
@@ -124,15 +175,76 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
         yield* storage.set(indexKey(executionId), { version: 1, executionId })
         indexed.add(executionId)
       }
-      // The snapshot is typed already; storage serialises it once, so a save costs what
-      // a raw write of the same bytes costs.
-      yield* storage.set(snapshotKey(executionId), snapshot)
+      const items = snapshot.itemLog.items
+      const fullChunks = Math.floor(items.length / ITEM_CHUNK_SIZE)
+      const previous = written.get(executionId) ?? []
+      const chunks: Array<WrittenChunk> = []
+      const writes: Array<Effect.Effect<void, StorageError>> = []
+      for (let index = 0; index < fullChunks; index++) {
+        const slice = items.slice(index * ITEM_CHUNK_SIZE, (index + 1) * ITEM_CHUNK_SIZE)
+        const chunk: WrittenChunk = { first: slice[0], last: slice[slice.length - 1] }
+        chunks.push(chunk)
+        const before = previous[index]
+        if (before !== undefined && before.first === chunk.first && before.last === chunk.last) continue
+        writes.push(storage.set(itemChunkKey(executionId, index), { version: 1, items: slice }))
+      }
+      // Concurrent chunk writes share the storage's directory fsync.
+      yield* Effect.all(writes, { concurrency: "unbounded", discard: true })
+      yield* storage.set(snapshotKey(executionId), {
+        ...snapshot,
+        itemLog: {
+          items: items.slice(fullChunks * ITEM_CHUNK_SIZE),
+          chunks: { size: ITEM_CHUNK_SIZE, count: fullChunks }
+        }
+      })
+      remember(executionId, chunks)
+    })
+
+    /** The items of a head's chunks: one `getMany` for all of them. */
+    const loadChunks = Effect.fnUntraced(function*(executionId: string, size: number, count: number) {
+      const keys = Array.from({ length: count }, (_, index) => itemChunkKey(executionId, index))
+      const found = yield* getMany(storage, keys)
+      const items: Array<unknown> = []
+      for (const key of keys) {
+        const chunk = found.has(key) ? decodeChunk(found.get(key)) : undefined
+        if (chunk === undefined || Exit.isFailure(chunk) || chunk.value.items.length !== size) {
+          return yield* new StorageError({
+            operation: "load",
+            reason: new Corrupt({
+              key,
+              message: chunk === undefined
+                ? `the snapshot head needs this item-log chunk and it is missing`
+                : `the snapshot head needs a chunk of ${size} items and this record is not one`
+            })
+          })
+        }
+        for (const item of chunk.value.items) items.push(item)
+      }
+      return items
     })
 
     const load = Effect.fn("CheckpointStore.load")(function*(executionId: string) {
       const record = yield* storage.get(snapshotKey(executionId))
       if (Option.isNone(record)) return Option.none<CheckpointSnapshot>()
-      return Option.some(yield* decodeStoredSnapshot(executionId, record.value))
+      const head = yield* decodeStoredSnapshot(executionId, record.value)
+      const { chunks, items: tail } = head.itemLog
+      const items = chunks === undefined || chunks.count === 0
+        ? tail
+        : [...(yield* loadChunks(executionId, chunks.size, chunks.count)), ...tail]
+      // A context restored from this snapshot holds these very item objects, so its
+      // first save finds its chunks already stored. What this process saved itself is
+      // known better (the objects of its live contexts), so it is kept.
+      if (chunks !== undefined && chunks.size === ITEM_CHUNK_SIZE && !written.has(executionId)) {
+        remember(
+          executionId,
+          Array.from({ length: chunks.count }, (_, index) => ({
+            first: items[index * ITEM_CHUNK_SIZE],
+            last: items[(index + 1) * ITEM_CHUNK_SIZE - 1]
+          }))
+        )
+      }
+      const snapshot: CheckpointSnapshot = { ...head, itemLog: { items } }
+      return Option.some(snapshot)
     })
 
     const list = Effect.map(
@@ -142,10 +254,12 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
 
     const clear = Effect.fn("CheckpointStore.clear")(function*(executionId: string) {
       const ledger = yield* ledgerKeysOf(storage, executionId)
-      yield* Effect.forEach(ledger, ({ key }) => storage.delete(key), {
+      const chunks = yield* itemChunkKeysOf(storage, executionId)
+      yield* Effect.forEach([...ledger.map(({ key }) => key), ...chunks], (key) => storage.delete(key), {
         concurrency: CLEAR_CONCURRENCY,
         discard: true
       })
+      written.delete(executionId)
       yield* storage.delete(snapshotKey(executionId))
       // The index goes last, so an interrupted clear still lists and can be repeated.
       yield* storage.delete(indexKey(executionId))
