@@ -50,6 +50,16 @@ export * as HarnessError from "./harness/HarnessError.ts"
 
 /** Runs detached child steps; in-process by default. */
 export * as SubprocessAdapter from "./services/SubprocessAdapter.ts"
+export { reattachLiveChildren } from "./services/SubprocessAdapter.ts"
+
+/** The in-memory subprocess adapter with optional manifests: reattach re-runs a child from its input. */
+export * as InMemorySubprocessAdapter from "./layers/InMemorySubprocessAdapter.ts"
+
+/** The local subprocess adapter: one `node` process per child, surviving a host crash. */
+export * as LocalSubprocessAdapter from "./layers/LocalSubprocessAdapter.ts"
+
+/** The persisted manifest and result records of spawned children. */
+export * as SubprocessManifest from "./schema/SubprocessManifest.ts"
 
 /** A scripted `LanguageModel`, and one over a plain `generate` function. */
 export * as ScriptedModel from "./layers/ScriptedModel.ts"

@@ -44,5 +44,14 @@ export {
   StepContext,
   type Tool
 } from "./harness.ts"
-export { type SubprocessAdapter, type SubprocessHandle } from "./subprocess.ts"
+export {
+  createInMemorySubprocessAdapter,
+  createLocalSubprocessAdapter,
+  type LocalSubprocessAdapterOptions,
+  type OwnedSubprocessAdapter,
+  reattachLiveChildren,
+  type ReattachedChildren,
+  type SubprocessAdapter,
+  type SubprocessHandle
+} from "./subprocess.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"

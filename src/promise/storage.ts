@@ -45,8 +45,17 @@ const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): St
 export const createInMemoryStorage = (): StorageAdapter => fromEngine(makeMemory)
 
 /** A durable storage under `root`: one fsynced file per key, created 0600 in a 0700 directory. */
-export const createFileStorage = (options: { readonly root: string }): StorageAdapter =>
-  fromEngine(FileStorage.make(options))
+export const createFileStorage = (options: { readonly root: string }): StorageAdapter => {
+  const adapter = fromEngine(FileStorage.make(options))
+  fileRoots.set(adapter, options.root)
+  return adapter
+}
+
+// The local subprocess adapter's children open the same directory themselves.
+const fileRoots = new WeakMap<StorageAdapter, string>()
+
+/** The directory of a storage made by `createFileStorage`; undefined for any other storage. */
+export const fileStorageRoot = (adapter: StorageAdapter): string | undefined => fileRoots.get(adapter)
 
 /** A Postgres storage of the facade; it owns a connection pool that `close()` releases. */
 export interface PostgresStorageAdapter extends StorageAdapter {

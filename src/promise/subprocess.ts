@@ -3,9 +3,14 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import { Effect, Exit, Option, Scope } from "effect"
+import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"
+import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
 import type { HandleStatus, SubprocessAdapterShape, SubprocessHandle as EngineHandle } from "../services/SubprocessAdapter.ts"
-import { runForFacade } from "./storage.ts"
+import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
+import { NoeticError } from "./errors.ts"
+import type { AgentContext, AgentHarness, RestoreContextOptions } from "./harness.ts"
+import { fileStorageRoot, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 /** A running or settled child, with Promises. */
 export interface SubprocessHandle {
@@ -66,3 +71,118 @@ export const toEngineSubprocessAdapter = (
   adapter: SubprocessAdapter
 ): Effect.Effect<SubprocessAdapterShape> | undefined =>
   engineSubprocessAdapter in adapter ? (adapter as SubprocessAdapter & EngineBacked)[engineSubprocessAdapter] : undefined
+
+// -----------------------------------------------------------------------------
+// Adapters and host restart
+// -----------------------------------------------------------------------------
+
+/** A subprocess adapter made by this facade: `close()` ends the children it owns (see `outliveHost`). */
+export interface OwnedSubprocessAdapter extends SubprocessAdapter {
+  /** Closes the adapter's scope: stops its children unless they were spawned to outlive the host. */
+  close(): Promise<void>
+}
+
+const owned = (
+  build: (scope: Scope.Scope) => Effect.Effect<SubprocessAdapterShape>
+): OwnedSubprocessAdapter => {
+  const scope = Scope.makeUnsafe()
+  const adapter = fromEngineSubprocessAdapter(build(scope))
+  return Object.assign(adapter, { close: () => runForFacade(Scope.close(scope, Exit.void)) })
+}
+
+/** Options of `createLocalSubprocessAdapter`; see `LocalSubprocessAdapter` for each default. */
+export interface LocalSubprocessAdapterOptions
+  extends Omit<LocalSubprocessAdapter.LocalSubprocessAdapterOptions, "root" | "checkpointRoot" | "onFrame">
+{
+  /** The subprocess storage: must come from `createFileStorage`, since the children open its directory too. */
+  readonly storage?: StorageAdapter
+  /** The subprocess root as a directory, instead of `storage`. */
+  readonly root?: string
+  /** Where children checkpoint: a `createFileStorage` storage. Default: `checkpoints/` beside the subprocess root. */
+  readonly checkpointStorage?: StorageAdapter
+}
+
+const rootOf = (storage: StorageAdapter | undefined, what: string): string | undefined => {
+  if (storage === undefined) return undefined
+  const root = fileStorageRoot(storage)
+  if (root === undefined) {
+    throw new NoeticError({
+      code: "SUBPROCESS_STORAGE_NOT_FILE",
+      message: `${what} must be made by createFileStorage: child processes open its directory themselves`
+    })
+  }
+  return root
+}
+
+/**
+ * The local adapter: each detached child runs in its own `node` process and process
+ * group, survives a host crash, and is reattached by `reattachLiveChildren` on the next
+ * boot. Steps must be exported by modules without top-level side effects (the child
+ * imports them), or give `entry`.
+ */
+export const createLocalSubprocessAdapter = (options: LocalSubprocessAdapterOptions = {}): OwnedSubprocessAdapter => {
+  const { storage, checkpointStorage, root, ...rest } = options
+  const subprocessRoot = rootOf(storage, "storage") ?? root
+  const checkpointRoot = rootOf(checkpointStorage, "checkpointStorage")
+  return owned((scope) =>
+    LocalSubprocessAdapter.make({
+      ...rest,
+      ...(subprocessRoot === undefined ? {} : { root: subprocessRoot }),
+      ...(checkpointRoot === undefined ? {} : { checkpointRoot })
+    }).pipe(Scope.provide(scope), Effect.orDie)
+  )
+}
+
+/**
+ * The in-memory adapter: children run in this process. With `storage` every spawn
+ * writes a manifest, and after a restart `reattach` re-runs the step from its
+ * persisted input (its completed steps replay when `checkpointStore` is given).
+ */
+export const createInMemorySubprocessAdapter = (
+  options: { readonly storage?: StorageAdapter; readonly checkpointStore?: CheckpointStore } = {}
+): OwnedSubprocessAdapter =>
+  owned((scope) =>
+    Effect.gen(function*() {
+      const storage = options.storage === undefined ? undefined : yield* toEngineStorage(options.storage)
+      const store = options.checkpointStore === undefined ? undefined : toEngineCheckpointStore(options.checkpointStore)
+      const checkpointStore = store === undefined ? undefined : yield* store
+      return yield* InMemorySubprocessAdapter.make({ storage, checkpointStore })
+    }).pipe(Scope.provide(scope), Effect.orDie)
+  )
+
+/** What `reattachLiveChildren` found. */
+export interface ReattachedChildren {
+  /** Every child still known: running, or finished while the host was down. */
+  readonly handles: ReadonlyArray<SubprocessHandle>
+  /** Each handle's restored parent context, by handle id. */
+  readonly contexts: Map<string, AgentContext>
+  /** Handles whose parent context could not be restored, and why; the others are unaffected. */
+  readonly failures: ReadonlyArray<{ readonly handle: SubprocessHandle; readonly error: unknown }>
+}
+
+/**
+ * The recovery step of a host restart: `harness.subprocess.listLive()`, then
+ * `harness.restore(parentExecutionId, opts.restore)` for every handle, in parallel. One
+ * bad snapshot lands in `failures` and does not abort the others.
+ */
+export const reattachLiveChildren = async (
+  harness: AgentHarness,
+  options: {
+    readonly restore?: RestoreContextOptions | ((handle: SubprocessHandle) => RestoreContextOptions)
+  } = {}
+): Promise<ReattachedChildren> => {
+  const handles = await harness.subprocess.listLive()
+  const contexts = new Map<string, AgentContext>()
+  const failures: Array<{ readonly handle: SubprocessHandle; readonly error: unknown }> = []
+  await Promise.all(handles.map(async (handle) => {
+    if (handle.parentExecutionId === undefined) return
+    const wiring = typeof options.restore === "function" ? options.restore(handle) : options.restore
+    try {
+      const restored = await harness.restore(handle.parentExecutionId, wiring)
+      if (restored !== null) contexts.set(handle.handleId, restored)
+    } catch (error) {
+      failures.push({ handle, error })
+    }
+  }))
+  return { handles, contexts, failures }
+}

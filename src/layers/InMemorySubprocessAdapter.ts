@@ -1,0 +1,176 @@
+/**
+ * The in-memory subprocess adapter with optional storage: children run as fibers of
+ * this process (the zero-config default, `SubprocessAdapter.makeMemory`), and with a
+ * storage every spawn writes a manifest, cleared when the child succeeds, fails or is
+ * stopped.
+ *
+ * An in-process child dies with its host, so after a restart `reattach` (and
+ * `listLive`, which reattaches every manifest it finds) re-runs the step from its
+ * persisted input, loading the step from the module it was built in. Given a
+ * `checkpointStore`, the re-run is a resume of the same execution id: steps the child
+ * completed before the crash replay from its ledger instead of running again.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Layer, Option, Scope } from "effect"
+import type { StorageError } from "../Errors.ts"
+import { randomId } from "../harness/AgentContext.ts"
+import { make as makeHarness } from "../harness/AgentHarness.ts"
+import { loadStep } from "../internal/stepLoader.ts"
+import { clearChild, loadManifest, MANIFEST_PREFIX, saveManifest } from "../schema/SubprocessManifest.ts"
+import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import {
+  makeMemory,
+  SpawnFailed,
+  type SpawnRequest,
+  SubprocessAdapter,
+  type SubprocessAdapterShape,
+  SubprocessError,
+  type SubprocessHandle
+} from "../services/SubprocessAdapter.ts"
+
+/** How the in-memory adapter is built. */
+export interface InMemorySubprocessAdapterOptions {
+  /** Where manifests go; without it `listLive` is empty and `reattach` none. */
+  readonly storage?: StorageAdapterShape | undefined
+  /** The checkpoint store a reattached child re-runs under, so its completed steps replay. */
+  readonly checkpointStore?: CheckpointStoreShape | undefined
+}
+
+const spawnFailed = (handleId: string, message: string, cause: unknown) =>
+  new SubprocessError({ reason: new SpawnFailed({ handleId, message, cause }) })
+
+/** Builds the adapter; its children are fibers of the current scope. */
+export const make = Effect.fnUntraced(function*(
+  options: InMemorySubprocessAdapterOptions = {}
+): Effect.fn.Return<SubprocessAdapterShape, never, Scope.Scope> {
+  const base = yield* makeMemory
+  const storage = options.storage
+  if (storage === undefined) return base
+  const scope = yield* Effect.scope
+  const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
+
+  const spawn = Effect.fn("InMemorySubprocessAdapter.spawn")(function*(request: SpawnRequest) {
+    const handleId = request.handleId ?? (yield* randomId)
+    let serializedInput: string
+    try {
+      serializedInput = JSON.stringify(request.input) ?? "null"
+    } catch (cause) {
+      // Without its input a recorded child could never be re-run: refuse rather than record a lie.
+      return yield* spawnFailed(handleId, `the input of step ${request.step.id} has no JSON form`, cause)
+    }
+    yield* saveManifest(storage, {
+      version: 1,
+      adapter: "memory",
+      handleId,
+      stepId: request.step.id,
+      module: request.step.module ?? null,
+      entry: null,
+      serializedInput,
+      executionId: request.executionId,
+      parentExecutionId: request.parentExecutionId ?? null,
+      threadId: request.threadId ?? null,
+      resourceId: request.resourceId ?? null,
+      cwdInit: request.cwdInit ?? null,
+      pid: null,
+      pidStarttime: null,
+      socketPath: null,
+      checkpointRoot: null,
+      lingerMs: 0,
+      metadata: { ...request.metadata },
+      createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+    }).pipe(Effect.mapError((error) => spawnFailed(handleId, `cannot record the manifest: ${error.message}`, error)))
+    const handle = yield* base.spawn({ ...request, handleId })
+    // Settled either way (success, failure, stop): the manifest goes.
+    yield* handle.await.pipe(
+      Effect.exit,
+      Effect.andThen(clearChild(storage, handleId)),
+      Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its manifest was not cleared`, cause)),
+      Effect.forkIn(scope)
+    )
+    return handle
+  })
+
+  const adopt = (handleId: string) =>
+    Effect.gen(function*() {
+      const live = yield* base.get(handleId)
+      if (Option.isSome(live)) return live
+      const recorded = yield* loadManifest(storage, handleId)
+      if (Option.isNone(recorded) || recorded.value.adapter !== "memory") return Option.none<SubprocessHandle>()
+      const manifest = recorded.value
+      const step = yield* loadStep(handleId, manifest.stepId, manifest.module, null)
+      const input: unknown = JSON.parse(manifest.serializedInput)
+      const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
+        options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
+        Effect.orDie,
+        Scope.provide(scope)
+      )
+      const runInProcess = Effect.map(
+        harness.execute(input, {
+          executionId: manifest.executionId,
+          ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+          ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+          ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+        }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>,
+        (result) => result.output
+      )
+      return Option.some(yield* spawn({
+        handleId,
+        step,
+        input,
+        executionId: manifest.executionId,
+        parentExecutionId: manifest.parentExecutionId ?? undefined,
+        threadId: manifest.threadId ?? undefined,
+        resourceId: manifest.resourceId ?? undefined,
+        cwdInit: manifest.cwdInit ?? undefined,
+        metadata: manifest.metadata,
+        runInProcess
+      }))
+    })
+
+  const reattach = (handleId: string): Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError> =>
+    Effect.suspend(() => {
+      // Concurrent reattaches of one handle share one re-run.
+      const inFlight = attaching.get(handleId)
+      if (inFlight !== undefined) return Deferred.await(inFlight)
+      const done = Deferred.makeUnsafe<Option.Option<SubprocessHandle>, StorageError | SubprocessError>()
+      attaching.set(handleId, done)
+      return adopt(handleId).pipe(
+        Effect.exit,
+        Effect.tap((exit) => Deferred.done(done, exit)),
+        Effect.ensuring(Effect.sync(() => attaching.delete(handleId))),
+        Effect.flatten
+      )
+    }).pipe(Effect.withSpan("InMemorySubprocessAdapter.reattach"))
+
+  const listLive = Effect.gen(function*() {
+    const keys = yield* storage.list(MANIFEST_PREFIX)
+    const found = yield* Effect.forEach(keys, (key) => {
+      const handleId = key.slice(MANIFEST_PREFIX.length)
+      return reattach(handleId).pipe(
+        Effect.catchIf(
+          (error): error is StorageError => error._tag === "StorageError" && error.reason._tag === "Corrupt",
+          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
+        )
+      )
+    }, { concurrency: 16 })
+    return found.flatMap((handle) => Option.isSome(handle) ? [handle.value] : [])
+  }).pipe(Effect.withSpan("InMemorySubprocessAdapter.listLive"))
+
+  return SubprocessAdapter.of({
+    spawn,
+    get: base.get,
+    stop: (handleId) =>
+      Effect.andThen(
+        base.stop(handleId),
+        Effect.ignore(clearChild(storage, handleId))
+      ),
+    listLive,
+    reattach
+  })
+})
+
+/** The in-memory adapter (with storage when given) for the life of the layer. */
+export const layer = (options: InMemorySubprocessAdapterOptions = {}): Layer.Layer<SubprocessAdapter> =>
+  Layer.effect(SubprocessAdapter, make(options))

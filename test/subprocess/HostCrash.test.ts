@@ -1,0 +1,115 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Readline from "node:readline"
+import * as FileStorage from "../../src/layers/FileStorage.ts"
+import { isAlive } from "../../src/internal/procStat.ts"
+import { loadManifest, MANIFEST_PREFIX } from "../../src/schema/SubprocessManifest.ts"
+
+const hostScript = Path.join(import.meta.dirname, "..", "fixtures", "subprocessHost.ts")
+
+/** A host process whose stdout lines are read one by one; the scope SIGKILLs it if it is still alive. */
+const startHost = (args: ReadonlyArray<string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const proc = ChildProcess.spawn(process.execPath, ["--import", "tsx", hostScript, ...args], {
+        stdio: ["ignore", "pipe", "inherit"]
+      })
+      const lines = Readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]()
+      const nextLine = Effect.promise(() => lines.next()).pipe(
+        Effect.flatMap((next) => next.done ? Effect.die(new Error("the host exited early")) : Effect.succeed(JSON.parse(next.value)))
+      )
+      return { proc, nextLine }
+    }),
+    ({ proc }) => Effect.sync(() => proc.exitCode === null && proc.signalCode === null && proc.kill("SIGKILL"))
+  )
+
+const sigkill = (proc: ChildProcess.ChildProcess) =>
+  Effect.callback<void>((resume) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return resume(Effect.void)
+    proc.once("exit", () => resume(Effect.void))
+    proc.kill("SIGKILL")
+  })
+
+/** A base directory whose recorded children are killed (by verified process group) when the scope closes. */
+const crashBase = Effect.acquireRelease(
+  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsc-"))),
+  (base) =>
+    Effect.gen(function*() {
+      const storage = yield* FileStorage.make({ root: Path.join(base, "subprocess") })
+      for (const key of yield* storage.list(MANIFEST_PREFIX)) {
+        const manifest = yield* loadManifest(storage, key.slice(MANIFEST_PREFIX.length))
+        if (Option.isNone(manifest) || manifest.value.pid === null) continue
+        if (yield* isAlive(manifest.value.pid, manifest.value.pidStarttime)) process.kill(-manifest.value.pid, "SIGKILL")
+      }
+    }).pipe(Effect.ignore)
+)
+
+const childPid = (base: string, handleId: string) =>
+  Effect.gen(function*() {
+    const storage = yield* FileStorage.make({ root: Path.join(base, "subprocess") })
+    const manifest = yield* loadManifest(storage, handleId)
+    assert.isTrue(Option.isSome(manifest))
+    const { pid, pidStarttime } = Option.getOrThrow(manifest)
+    assert.isNotNull(pid)
+    return { pid: pid!, pidStarttime }
+  })
+
+const waitUntil = (condition: Effect.Effect<boolean>) =>
+  Effect.gen(function*() {
+    while (!(yield* condition)) yield* Effect.sleep("20 millis")
+  })
+
+describe("Survive a host crash (real processes)", () => {
+  it.live("a child keeps running through the host's SIGKILL; the next host reattaches it and gets its result once", () =>
+    Effect.gen(function*() {
+      const base = yield* crashBase
+      const release = Path.join(base, "release")
+      const first = yield* startHost([base, "spawn", release])
+      const { handleId, parentId } = yield* first.nextLine
+      const child = yield* childPid(base, handleId)
+
+      yield* sigkill(first.proc)
+      assert.isTrue(yield* isAlive(child.pid, child.pidStarttime), "the child survives its host")
+
+      const second = yield* startHost([base, "reattach", release])
+      const found = yield* second.nextLine
+      assert.deepStrictEqual(found.handles, [{ handleId, stepId: "waitForRelease", parent: parentId }])
+      assert.strictEqual(found.failures, 0)
+      assert.strictEqual(found.contexts.length, 1)
+      assert.strictEqual(found.contexts[0].id, parentId)
+      assert.strictEqual(found.contexts[0].threadId, "thread-1")
+      assert.deepStrictEqual(found.contexts[0].items.map((item: { id: string }) => item.id), ["u1"])
+
+      Fs.writeFileSync(release, "go")
+      const { results } = yield* second.nextLine
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "succeeded" }])
+
+      // Delivered once: a third host finds nothing left to reattach.
+      const third = yield* startHost([base, "reattach", release])
+      assert.deepStrictEqual((yield* third.nextLine).handles, [])
+      yield* waitUntil(Effect.map(isAlive(child.pid, child.pidStarttime), (alive) => !alive))
+    }), { timeout: 30_000 })
+
+  it.live("a child that finished while the host was down comes back completed with its result", () =>
+    Effect.gen(function*() {
+      const base = yield* crashBase
+      const release = Path.join(base, "release")
+      // Linger 0: the child exits as soon as its result is persisted, so the result record is all that is left.
+      const first = yield* startHost([base, "spawn", release, "0"])
+      const { handleId } = yield* first.nextLine
+      const child = yield* childPid(base, handleId)
+      yield* sigkill(first.proc)
+
+      Fs.writeFileSync(release, "go")
+      yield* waitUntil(Effect.map(isAlive(child.pid, child.pidStarttime), (alive) => !alive))
+
+      const second = yield* startHost([base, "reattach", release])
+      assert.deepStrictEqual((yield* second.nextLine).handles.map((h: { handleId: string }) => h.handleId), [handleId])
+      const { results } = yield* second.nextLine
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "succeeded" }])
+    }), { timeout: 30_000 })
+})
