@@ -4,15 +4,13 @@
  * write of the whole record with the same durability, interleaved in one run.
  */
 import { Effect } from "effect"
-import * as Fs from "node:fs/promises"
-import * as Path from "node:path"
 import * as FileStorage from "../src/layers/FileStorage.ts"
 import type { CheckpointSnapshot } from "../src/schema/CheckpointSnapshot.ts"
 import { snapshotKey } from "../src/schema/CheckpointSnapshot.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as StepLedger from "../src/services/StepLedger.ts"
 import { makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { now, round, summarize, tempRoot } from "./harness.ts"
+import { now, rawDurableWrite, round, summarize, tempRoot } from "./harness.ts"
 
 const identity = { stepId: "callModel", kind: "callModel" }
 /** A step output of a realistic size: one model turn. */
@@ -92,18 +90,6 @@ const appendCost = async (
     target: 1.2,
     loadOf10000EntriesMs: round(loadMs)
   }
-}
-
-const rawDurableWrite = async (dir: string, name: string, text: string) => {
-  const temp = Path.join(dir, `.tmp-${name}`)
-  const handle = await Fs.open(temp, "wx", 0o600)
-  await handle.writeFile(text, "utf8")
-  await handle.sync()
-  await handle.close()
-  await Fs.rename(temp, Path.join(dir, name))
-  const dirHandle = await Fs.open(dir, "r")
-  await dirHandle.sync()
-  await dirHandle.close()
 }
 
 const snapshotOf = (items: number): CheckpointSnapshot => ({

@@ -1,5 +1,6 @@
 /** Small timing helpers shared by the benchmarks. */
 import * as Fs from "node:fs"
+import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 
@@ -23,3 +24,19 @@ export const round = (x: number): number => Math.round(x * 1000) / 1000
 
 /** Milliseconds since an arbitrary origin, with sub-millisecond precision. */
 export const now = (): number => performance.now()
+
+/**
+ * What the file storage does for one key, by hand: write a temp file, fsync it, rename
+ * it over `name`, fsync the directory. The baseline storage figures are compared to.
+ */
+export const rawDurableWrite = async (dir: string, name: string, text: string): Promise<void> => {
+  const temp = Path.join(dir, `.tmp-${name}`)
+  const handle = await FsPromises.open(temp, "wx", 0o600)
+  await handle.writeFile(text, "utf8")
+  await handle.sync()
+  await handle.close()
+  await FsPromises.rename(temp, Path.join(dir, name))
+  const dirHandle = await FsPromises.open(dir, "r")
+  await dirHandle.sync()
+  await dirHandle.close()
+}

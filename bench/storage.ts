@@ -4,22 +4,8 @@
  * in one run so both see the same disk.
  */
 import { Effect } from "effect"
-import * as Fs from "node:fs/promises"
-import * as Path from "node:path"
 import * as FileStorage from "../src/layers/FileStorage.ts"
-import { now, round, summarize, tempRoot } from "./harness.ts"
-
-const rawDurableWrite = async (dir: string, name: string, text: string) => {
-  const temp = Path.join(dir, `.tmp-${name}`)
-  const handle = await Fs.open(temp, "wx", 0o600)
-  await handle.writeFile(text, "utf8")
-  await handle.sync()
-  await handle.close()
-  await Fs.rename(temp, Path.join(dir, name))
-  const dirHandle = await Fs.open(dir, "r")
-  await dirHandle.sync()
-  await dirHandle.close()
-}
+import { now, rawDurableWrite, round, summarize, tempRoot } from "./harness.ts"
 
 const measure = async (valueBytes: number, iterations: number) => {
   const storage = await Effect.runPromise(FileStorage.make({ root: tempRoot("storage") }))
