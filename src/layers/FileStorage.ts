@@ -295,7 +295,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
     yield* checkKey("compareAndSet", key)
     const expectedText = yield* encodeExpected(key, expected)
-    const nextText = yield* encodeJson("compareAndSet", key, next)
+    // Refuse a value JSON cannot hold before taking the lock.
+    yield* encodeJson("compareAndSet", key, next)
     return yield* casLock.withPermit(Effect.acquireUseRelease(
       acquireLock(key),
       () =>

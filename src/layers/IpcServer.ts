@@ -94,9 +94,6 @@ const ENVELOPE_BYTES = 64
 /** Leaves room under the ~104-byte `sun_path` limit of macOS and Linux. */
 const MAX_SOCKET_PATH_BYTES = 100
 
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string" ? cause.code : undefined
-
 const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
 /** Whether a live server accepts connections at `path`. */
