@@ -191,19 +191,24 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.suspend(() => {
       if (child.status !== "running") return Effect.void
       const handleId = child.manifest.handleId
-      if (outcome._tag === "Success") {
-        // A failed child's log is kept for whoever investigates; a successful one's is not.
-        if (child.manifest.socketPath !== null) Fs.rm(logPathOf(child.manifest.socketPath), { force: true }, () => {})
-        child.status = "succeeded"
-        Deferred.doneUnsafe(child.result, Exit.succeed(outcome.value))
-      } else {
-        child.status = outcome.error._tag === "Stopped" ? "stopped" : "failed"
-        Deferred.doneUnsafe(child.result, Exit.fail(new SubprocessError({ reason: outcome.error })))
+      const succeeded = outcome._tag === "Success"
+      child.status = succeeded ? "succeeded" : outcome.error._tag === "Stopped" ? "stopped" : "failed"
+      // A failed child's log is kept for whoever investigates; a successful one's is not.
+      if (succeeded && child.manifest.socketPath !== null) {
+        Fs.rm(logPathOf(child.manifest.socketPath), { force: true }, () => {})
       }
-      // The result is handed over first and the records go after: a crash in between
-      // delivers it again on restart rather than never.
+      // The records go before the handle settles, so whoever sees the result sees a
+      // clean slate (no restart hands the same result out again).
       return clearChild(storage, handleId).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its records were not cleared`, cause)),
+        Effect.andThen(Effect.sync(() =>
+          Deferred.doneUnsafe(
+            child.result,
+            outcome._tag === "Success"
+              ? Exit.succeed(outcome.value)
+              : Exit.fail(new SubprocessError({ reason: outcome.error }))
+          )
+        )),
         Effect.uninterruptible
       )
     })

@@ -185,7 +185,10 @@ export const childFailed = (handleId: string, error: unknown): SubprocessError =
  */
 export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> = Effect.gen(function*() {
   const scope = yield* Effect.scope
-  const handles = new Map<string, { handle: SubprocessHandle; fiber: Fiber.Fiber<unknown, unknown> }>()
+  const handles = new Map<
+    string,
+    { handle: SubprocessHandle; fiber: Fiber.Fiber<unknown, unknown>; markStopped: Effect.Effect<void> }
+  >()
 
   const spawn = Effect.fn("SubprocessAdapter.spawn")(function*(request: SpawnRequest) {
     const handleId = request.handleId ?? (yield* randomId)
@@ -216,7 +219,13 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
       status: Effect.sync(() => status),
       await: Deferred.await(result)
     }
-    handles.set(handleId, { handle, fiber })
+    // A fiber interrupted before it ever ran never runs its onExit: stop settles it then.
+    const markStopped = Effect.suspend(() => {
+      if (status !== "running") return Effect.void
+      status = "stopped"
+      return Deferred.fail(result, stopped(handleId))
+    })
+    handles.set(handleId, { handle, fiber, markStopped })
     return handle
   })
 
@@ -226,7 +235,9 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     stop: (handleId) =>
       Effect.suspend(() => {
         const entry = handles.get(handleId)
-        return entry === undefined ? Effect.fail(unknownHandle(handleId)) : Effect.asVoid(Fiber.interrupt(entry.fiber))
+        return entry === undefined
+          ? Effect.fail(unknownHandle(handleId))
+          : Effect.andThen(Fiber.interrupt(entry.fiber), entry.markStopped)
       }),
     listLive: Effect.succeed([]),
     reattach: () => Effect.succeedNone

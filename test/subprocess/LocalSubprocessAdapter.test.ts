@@ -1,0 +1,184 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Option } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as AgentHarness from "../../src/harness/AgentHarness.ts"
+import { runCode } from "../../src/harness/Step.ts"
+import { isAlive, readStat } from "../../src/internal/procStat.ts"
+import * as FileStorage from "../../src/layers/FileStorage.ts"
+import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
+import * as LocalSubprocessAdapter from "../../src/layers/LocalSubprocessAdapter.ts"
+import { loadManifest, MANIFEST_PREFIX, saveManifest } from "../../src/schema/SubprocessManifest.ts"
+import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
+import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
+import { double, failing, waitForRelease } from "../fixtures/subprocessSteps.ts"
+
+const tempBase = Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsl-")))
+
+/** A live process that is not any child of the adapter; SIGKILLed when the scope closes. */
+const bystander = Effect.acquireRelease(
+  Effect.callback<ChildProcess.ChildProcess>((resume) => {
+    const proc = ChildProcess.spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], { stdio: "ignore" })
+    proc.once("spawn", () => resume(Effect.succeed(proc)))
+  }),
+  (proc) => Effect.sync(() => proc.kill("SIGKILL"))
+)
+
+const failureOf = <A>(exit: Exit.Exit<A, SubprocessError>) => {
+  assert.isTrue(Exit.isFailure(exit))
+  const reason = (exit as Exit.Failure<A, SubprocessError>).cause.reasons[0]!
+  assert.strictEqual(reason._tag, "Fail")
+  return (reason as { readonly error: SubprocessError }).error.reason
+}
+
+describe("LocalSubprocessAdapter (real processes)", () => {
+  it.live("a recorded pid whose start time differs is not reattached, and stop never signals it", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const other = yield* bystander
+      const stat = yield* readStat(other.pid!)
+      assert.isDefined(stat)
+      const storage = yield* FileStorage.make({ root })
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "recycled",
+        stepId: "waitForRelease",
+        module: null,
+        entry: null,
+        serializedInput: "null",
+        executionId: "exec-recycled",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: other.pid!,
+        // The pid is live, but it started at another time: the kernel gave it to someone else.
+        pidStarttime: stat!.startTime + 1,
+        socketPath: Path.join(base, "x.sock"),
+        checkpointRoot: null,
+        lingerMs: 0,
+        metadata: {},
+        createdAt: 0
+      })
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20 })
+      assert.isTrue(Option.isNone(yield* adapter.reattach("recycled")))
+      assert.deepStrictEqual(yield* adapter.listLive, [])
+      // Pruned: the manifest is gone, and stop knows no such child.
+      assert.isTrue(Option.isNone(yield* loadManifest(storage, "recycled")))
+      const stopped = yield* Effect.exit(adapter.stop("recycled"))
+      assert.strictEqual(failureOf(stopped)._tag, "UnknownHandle")
+      assert.isTrue(yield* isAlive(other.pid!, stat!.startTime), "the bystander was never signalled")
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a failing child settles the handle failed with its typed error", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const adapter = yield* LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), pollMs: 20 })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const parent = yield* harness.createContext()
+      const handle = yield* harness.detachedSpawn(failing, { job: "j7" }, parent)
+      const reason = failureOf(yield* Effect.exit(handle.await))
+      assert.strictEqual(reason._tag, "ChildFailed")
+      if (reason._tag !== "ChildFailed") return
+      assert.strictEqual(reason.message, "job j7 failed")
+      assert.deepInclude(reason.error as object, { _tag: "JobFailed", job: "j7" })
+      assert.strictEqual(yield* handle.status, "failed")
+      assert.deepStrictEqual(yield* adapter.listLive, [])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a step neither its module nor the entry exports fails with StepUnavailable naming both", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const fixture = Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+      const adapter = yield* LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), entry: fixture, pollMs: 20 })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const ghost = runCode("ghost", () => Effect.succeed(1))
+      const handle = yield* harness.detachedSpawn(ghost, null, yield* harness.createContext())
+      const reason = failureOf(yield* Effect.exit(handle.await))
+      assert.strictEqual(reason._tag, "StepUnavailable")
+      if (reason._tag !== "StepUnavailable") return
+      assert.include(reason.message, "subprocessSteps.ts")
+      assert.include(reason.message, "LocalSubprocessAdapter.test.ts")
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("stop ends a running child (its whole process group) and settles the handle stopped", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, stopGraceMs: 2_000 })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const handle = yield* harness.detachedSpawn(waitForRelease, { release: Path.join(base, "never"), value: "v" }, yield* harness.createContext())
+      const manifest = Option.getOrThrow(yield* loadManifest(yield* FileStorage.make({ root }), handle.handleId))
+      assert.isTrue(yield* isAlive(manifest.pid!, manifest.pidStarttime))
+      yield* adapter.stop(handle.handleId)
+      assert.strictEqual(yield* handle.status, "stopped")
+      assert.strictEqual(failureOf(yield* Effect.exit(handle.await))._tag, "Stopped")
+      assert.isFalse(yield* isAlive(manifest.pid!, manifest.pidStarttime))
+      assert.deepStrictEqual(yield* (yield* FileStorage.make({ root })).list(MANIFEST_PREFIX), [])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child not spawned to outlive its host ends with the adapter's scope", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const manifest = yield* Effect.scoped(Effect.gen(function*() {
+        const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, stopGraceMs: 2_000 })
+        const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+        const handle = yield* harness.detachedSpawn(waitForRelease, { release: Path.join(base, "never"), value: "v" }, yield* harness.createContext())
+        return Option.getOrThrow(yield* loadManifest(yield* FileStorage.make({ root }), handle.handleId))
+      }))
+      assert.isFalse(yield* isAlive(manifest.pid!, manifest.pidStarttime))
+    }), { timeout: 20_000 })
+})
+
+describe("InMemorySubprocessAdapter", () => {
+  it.effect("without storage listLive is empty and reattach is none", () =>
+    Effect.gen(function*() {
+      const adapter = yield* InMemorySubprocessAdapter.make()
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const handle = yield* harness.detachedSpawn(double, 4, yield* harness.createContext())
+      assert.strictEqual(yield* handle.await, 8)
+      assert.deepStrictEqual(yield* adapter.listLive, [])
+      assert.isTrue(Option.isNone(yield* adapter.reattach(handle.handleId)))
+    }))
+
+  it.live("with storage a spawn writes a manifest, cleared when it settles; reattach re-runs the step from its input", () =>
+    Effect.gen(function*() {
+      const storage = yield* StorageAdapter.makeMemory
+      const base = yield* tempBase
+      const release = Path.join(base, "release")
+      const first = yield* InMemorySubprocessAdapter.make({ storage })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: first })
+      const parent = yield* harness.createContext()
+      const running = yield* harness.detachedSpawn(waitForRelease, { release, value: "again" }, parent)
+      const manifest = Option.getOrThrow(yield* loadManifest(storage, running.handleId))
+      assert.strictEqual(manifest.parentExecutionId, parent.id)
+      assert.deepStrictEqual(JSON.parse(manifest.serializedInput), { release, value: "again" })
+
+      // A second adapter on the same storage (a restarted host) re-runs the recorded child.
+      const second = yield* InMemorySubprocessAdapter.make({ storage })
+      const { contexts, handles } = yield* reattachLiveChildren({ subprocess: second, restore: harness.restore })
+      assert.deepStrictEqual(handles.map((h) => h.handleId), [running.handleId])
+      assert.strictEqual(contexts.size, 0, "a harness without a checkpoint store restores nothing")
+      Fs.writeFileSync(release, "go")
+      assert.deepInclude((yield* handles[0]!.await) as object, { echoed: "again" })
+      yield* running.await
+      assert.deepStrictEqual(yield* storage.list(MANIFEST_PREFIX), [])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.effect("stop clears the manifest", () =>
+    Effect.gen(function*() {
+      const storage = yield* StorageAdapter.makeMemory
+      const adapter = yield* InMemorySubprocessAdapter.make({ storage })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const handle = yield* harness.detachedSpawn(waitForRelease, { release: "/nonexistent/never", value: "v" }, yield* harness.createContext())
+      yield* adapter.stop(handle.handleId)
+      assert.strictEqual(yield* handle.status, "stopped")
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* storage.list(MANIFEST_PREFIX), [])
+    }))
+})
