@@ -355,32 +355,29 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       parent.counters.set(step.id, n + 1)
       const path = `${parent.path}/${step.id}#${n}`
       const frame = frameAt(parent, path)
-      const identity = { stepId: step.id, kind: step.kind }
       const ctx = parent.ctx
+      ctx.enterStep(path, { stepId: step.id, input, state: { path } })
+      const settle = Effect.sync(() => ctx.exitStep(path))
+      // Suspended, so a body that throws while building its Effect still settles the frontier.
+      const body = Effect.suspend(() => interpret(step, input, frame))
+      if (Option.isNone(frame.ledger)) return Effect.ensuring(body, settle)
+      const ledger = frame.ledger.value
+      const identity = { stepId: step.id, kind: step.kind }
       // The body may be interrupted (a failing sibling branch, a race); once it has
       // completed, its record is not: a completed step interrupted before its record
       // landed would run again on resume.
       const runAndRecord = Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(interpret(step, input, frame)), (output) =>
-          Option.isNone(frame.ledger)
-            ? Effect.void
-            : frame.ledger.value.record(path, identity, output).pipe(
-              Effect.catch((error) =>
-                Effect.logWarning("step ledger record failed; the step will re-run on resume", error)
-              )
-            ))
+        Effect.tap(restore(body), (output) =>
+          ledger.record(path, identity, output).pipe(
+            Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
+          ))
       )
-      const replayed: Effect.Effect<Option.Option<unknown>> = Option.isNone(frame.ledger)
-        ? Effect.succeedNone
-        : frame.ledger.value.lookup(path, identity).pipe(
-          Effect.catch((error) =>
-            Effect.as(Effect.logWarning("step ledger lookup failed; running the step", error), Option.none())
-          )
-        )
-      return Effect.sync(() => ctx.enterStep(path, { stepId: step.id, input, state: { path } })).pipe(
-        Effect.andThen(replayed),
+      return ledger.lookup(path, identity).pipe(
+        Effect.catch((error) =>
+          Effect.as(Effect.logWarning("step ledger lookup failed; running the step", error), Option.none<unknown>())
+        ),
         Effect.flatMap(Option.match({ onNone: () => runAndRecord, onSome: Effect.succeed })),
-        Effect.ensuring(Effect.sync(() => ctx.exitStep(path)))
+        Effect.ensuring(settle)
       )
     })
 
