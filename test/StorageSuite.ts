@@ -3,7 +3,7 @@
  * calls `suite(name, layer)` with a layer that builds a fresh, empty storage.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type { StorageError } from "../src/Errors.ts"
 import { getMany, StorageAdapter } from "../src/services/StorageAdapter.ts"
 
@@ -243,6 +243,67 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           const error = yield* Effect.flip(casOf(storage)("big", Option.none(), { n: 1n }))
           assert.strictEqual(error.reason._tag, "Unserializable")
           assert.deepStrictEqual(yield* storage.list(""), [])
+        })
+      ))
+
+    /** The backend's fenced writes; every built-in backend has them. */
+    const fencedOf = (storage: StorageAdapter["Service"]) => {
+      assert.isDefined(storage.setFenced, "this backend should implement setFenced")
+      assert.isDefined(storage.deleteFenced, "this backend should implement deleteFenced")
+      return { setFenced: storage.setFenced!, deleteFenced: storage.deleteFenced! }
+    }
+
+    it.effect("a fenced write lands with the fence's current token and is refused with any other", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const { deleteFenced, setFenced } = fencedOf(storage)
+          const absent = yield* Effect.flip(setFenced("data", 1, { key: "lease", token: 1 }))
+          assert.strictEqual(absent.reason._tag, "Conflict")
+          assert.isTrue(Option.isNone(yield* storage.get("data")))
+
+          yield* storage.set("lease", { owner: "a", token: 1 })
+          yield* setFenced("data", 1, { key: "lease", token: 1 })
+          assert.deepStrictEqual(yield* storage.get("data"), Option.some(1))
+          assert.isTrue(yield* casOf(storage)("lease", Option.some({ owner: "a", token: 1 }), { owner: "b", token: 2 }))
+
+          const stale = yield* Effect.flip(setFenced("data", 2, { key: "lease", token: 1 }))
+          assert.strictEqual(stale.reason._tag, "Conflict")
+          assert.strictEqual(stale.reason.key, "data")
+          const staleDelete = yield* Effect.flip(deleteFenced("data", { key: "lease", token: 1 }))
+          assert.strictEqual(staleDelete.reason._tag, "Conflict")
+          assert.deepStrictEqual(yield* storage.get("data"), Option.some(1))
+
+          yield* setFenced("data", 3, { key: "lease", token: 2 })
+          assert.deepStrictEqual(yield* storage.get("data"), Option.some(3))
+          yield* deleteFenced("data", { key: "lease", token: 2 })
+          yield* deleteFenced("data", { key: "lease", token: 2 })
+          assert.isTrue(Option.isNone(yield* storage.get("data")))
+        })
+      ))
+
+    it.effect("no fenced write with a superseded token lands after the fence moved on", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const { setFenced } = fencedOf(storage)
+          yield* storage.set("lease", { owner: "a", token: 1 })
+          const writes = yield* Effect.forEach(
+            Array.from({ length: 24 }, (_, i) => `w:${String(i).padStart(2, "0")}`),
+            (key) => Effect.map(Effect.exit(setFenced(key, key, { key: "lease", token: 1 })), (exit) => ({ key, exit })),
+            { concurrency: "unbounded" }
+          ).pipe(Effect.forkChild)
+          yield* Effect.yieldNow
+          assert.isTrue(yield* casOf(storage)("lease", Option.some({ owner: "a", token: 1 }), { owner: "b", token: 2 }))
+          const atTakeover = yield* storage.list("w:")
+          const outcomes = yield* Fiber.join(writes)
+          assert.deepStrictEqual(yield* storage.list("w:"), atTakeover)
+          for (const { exit, key } of outcomes) {
+            if (Exit.isSuccess(exit)) assert.include(atTakeover, key)
+            else {
+              assert.isFalse(atTakeover.includes(key))
+              const error = Cause.squash(exit.cause) as StorageError
+              assert.strictEqual(error.reason._tag, "Conflict")
+            }
+          }
         })
       ))
 

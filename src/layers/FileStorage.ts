@@ -18,6 +18,9 @@ import {
   decodeJson,
   encodeExpected,
   encodeJson,
+  type Fence,
+  fenceHolds,
+  fenceRefused,
   sortKeys,
   StorageAdapter,
   type StorageAdapterShape
@@ -233,11 +236,12 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   // compareAndSet must hold across processes sharing the root, so it takes a per-key
   // lock file created with O_EXCL (named by a hash of the key, dot-prefixed so list
-  // skips it) around its read and write; compareAndSets in this process queue on a
-  // semaphore first. A lock whose holder died, or that is older than LOCK_STALE_MS,
+  // skips it) around its read and write; users of one key in this process queue on
+  // a semaphore of that key first. A lock whose holder died, or that is older than LOCK_STALE_MS,
   // is broken. It is atomic against other compareAndSets of the key, not against a
-  // plain set, which takes no lock.
-  const casLock = Semaphore.makeUnsafe(1)
+  // plain set, which takes no lock. A fenced write takes the lock of its fence key, so
+  // it and a compareAndSet of the lease exclude each other across processes.
+  const keyLocks = new Map<string, { readonly semaphore: Semaphore.Semaphore; users: number }>()
   const lockPath = (key: string) => pathOf(`${LOCK_PREFIX}${createHash("sha256").update(key).digest("hex")}`)
 
   const readLock = (path: string) =>
@@ -262,7 +266,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     await Fs.rm(aside, { force: true })
   }
 
-  const acquireLock = (key: string) =>
+  const acquireLock = (operation: string, key: string) =>
     Effect.tryPromise({
       try: async () => {
         const path = lockPath(key)
@@ -281,7 +285,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
           await new Promise((resolve) => setTimeout(resolve, delay))
         }
       },
-      catch: (cause) => ioError("compareAndSet", key, cause)
+      catch: (cause) => ioError(operation, key, cause)
     })
 
   const releaseLock = (lock: { readonly path: string; readonly token: string }) =>
@@ -292,28 +296,77 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       )
     )
 
+  /** Runs `use` holding the lock of `key`: first this process's turn, then the lock file. */
+  const withKeyLock = <A>(
+    operation: string,
+    key: string,
+    use: Effect.Effect<A, StorageError>
+  ): Effect.Effect<A, StorageError> =>
+    Effect.suspend(() => {
+      let entry = keyLocks.get(key)
+      if (entry === undefined) {
+        entry = { semaphore: Semaphore.makeUnsafe(1), users: 0 }
+        keyLocks.set(key, entry)
+      }
+      const held = entry
+      held.users++
+      return held.semaphore.withPermit(Effect.acquireUseRelease(acquireLock(operation, key), () => use, releaseLock))
+        .pipe(Effect.ensuring(Effect.sync(() => {
+          if (--held.users === 0) keyLocks.delete(key)
+        })))
+    })
+
+  /** Fails unless the record at `fence.key` holds `fence.token`; run under that key's lock. */
+  const checkFence = Effect.fnUntraced(function*(operation: string, key: string, fence: Fence) {
+    const current = yield* readRecord(operation, encodeKey(fence.key), fence.key)
+    if (Option.isNone(current) || !fenceHolds(current.value.value, fence.token)) {
+      return yield* fenceRefused(operation, key, fence)
+    }
+  })
+
+  const asOperation = (operation: string) => (error: StorageError) =>
+    new StorageError({ operation, reason: error.reason })
+
+  const setFenced = Effect.fnUntraced(function*(key: string, value: unknown, fence: Fence) {
+    yield* checkKey("setFenced", key)
+    yield* checkKey("setFenced", fence.key)
+    yield* encodeJson("setFenced", key, value)
+    yield* withKeyLock(
+      "setFenced",
+      fence.key,
+      Effect.andThen(checkFence("setFenced", key, fence), Effect.mapError(set(key, value), asOperation("setFenced")))
+    )
+  })
+
+  const deleteFenced = Effect.fnUntraced(function*(key: string, fence: Fence) {
+    yield* checkKey("deleteFenced", key)
+    yield* checkKey("deleteFenced", fence.key)
+    yield* withKeyLock(
+      "deleteFenced",
+      fence.key,
+      Effect.andThen(checkFence("deleteFenced", key, fence), Effect.mapError(remove(key), asOperation("deleteFenced")))
+    )
+  })
+
   const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
     yield* checkKey("compareAndSet", key)
     const expectedText = yield* encodeExpected(key, expected)
     // Refuse a value JSON cannot hold before taking the lock.
     yield* encodeJson("compareAndSet", key, next)
-    return yield* casLock.withPermit(Effect.acquireUseRelease(
-      acquireLock(key),
-      () =>
-        Effect.gen(function*() {
-          const current = yield* readRecord("compareAndSet", encodeKey(key), key)
-          const currentText = Option.isSome(current) ? JSON.stringify(current.value.value) : undefined
-          if (currentText !== expectedText) return false
-          yield* set(key, next).pipe(
-            Effect.mapError((error) => new StorageError({ operation: "compareAndSet", reason: error.reason }))
-          )
-          return true
-        }),
-      releaseLock
-    ))
+    return yield* withKeyLock(
+      "compareAndSet",
+      key,
+      Effect.gen(function*() {
+        const current = yield* readRecord("compareAndSet", encodeKey(key), key)
+        const currentText = Option.isSome(current) ? JSON.stringify(current.value.value) : undefined
+        if (currentText !== expectedText) return false
+        yield* set(key, next).pipe(Effect.mapError(asOperation("compareAndSet")))
+        return true
+      })
+    )
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet }) satisfies StorageAdapterShape
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced }) satisfies StorageAdapterShape
 })
 
 /** A file storage over `options.root` for the life of the layer. */

@@ -21,6 +21,8 @@ import {
   decodeJson,
   encodeExpected,
   encodeJson,
+  type Fence,
+  fenceRefused,
   sortKeys,
   StorageAdapter,
   type StorageAdapterShape
@@ -233,7 +235,38 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     return rows.length === 1
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet }) satisfies StorageAdapterShape
+  // A fenced write is one statement: a CTE takes a share lock on the fence row while
+  // checking its token, and the write happens only when that row qualified. A lease
+  // compareAndSet (an UPDATE of that row) and a fenced write therefore serialise: a
+  // takeover waits for the write in flight, and a write that waited for a takeover
+  // re-checks the new row under READ COMMITTED and finds the token gone.
+  const fenceRow = (fence: Fence) =>
+    sql`SELECT 1 FROM ${table}
+      WHERE key = ${encodeStoredKey(fence.key)} AND value::jsonb ->> 'token' = ${String(fence.token)}
+      FOR SHARE`
+
+  const setFenced = Effect.fnUntraced(function*(key: string, value: unknown, fence: Fence) {
+    yield* checkKey("setFenced", key)
+    yield* checkKey("setFenced", fence.key)
+    const text = yield* encodeJson("setFenced", key, value)
+    const rows = yield* sql`WITH fence AS (${fenceRow(fence)})
+      INSERT INTO ${table} (key, value) SELECT ${encodeStoredKey(key)}, ${text} FROM fence
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+      RETURNING 1 AS done`.pipe(Effect.mapError(fromSqlError("setFenced", key)))
+    if (rows.length !== 1) return yield* fenceRefused("setFenced", key, fence)
+  })
+
+  const deleteFenced = Effect.fnUntraced(function*(key: string, fence: Fence) {
+    yield* checkKey("deleteFenced", key)
+    yield* checkKey("deleteFenced", fence.key)
+    const rows = yield* sql`WITH fence AS (${fenceRow(fence)}),
+      gone AS (DELETE FROM ${table} WHERE key = ${encodeStoredKey(key)} AND EXISTS (SELECT 1 FROM fence))
+      SELECT 1 AS held FROM fence`.pipe(Effect.mapError(fromSqlError("deleteFenced", key)))
+    if (rows.length !== 1) return yield* fenceRefused("deleteFenced", key, fence)
+  })
+
+  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+    StorageAdapterShape
 })
 
 /**

@@ -8,7 +8,16 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option } from "effect"
-import { Corrupt, StorageError, Unserializable } from "../Errors.ts"
+import { Conflict, Corrupt, StorageError, Unserializable } from "../Errors.ts"
+
+/**
+ * What a fenced write is checked against: the record at `key` (an execution lease)
+ * must be an object whose `token` field is `token`.
+ */
+export interface Fence {
+  readonly key: string
+  readonly token: number
+}
 
 /** The operations a storage backend provides. `getMany` is optional: see {@link getMany}. */
 export interface StorageAdapterShape {
@@ -32,6 +41,15 @@ export interface StorageAdapterShape {
     expected: Option.Option<unknown>,
     next: unknown
   ) => Effect.Effect<boolean, StorageError>
+  /**
+   * Stores `value` at `key` only while the record at `fence.key` holds `fence.token`,
+   * atomically against every `compareAndSet` of `fence.key`: a write checked against
+   * a token never lands after the record moved on. Otherwise fails with reason
+   * `Conflict` and writes nothing. Optional, with `compareAndSet` (execution leases).
+   */
+  readonly setFenced?: (key: string, value: unknown, fence: Fence) => Effect.Effect<void, StorageError>
+  /** Removes `key` only while the record at `fence.key` holds `fence.token`; see `setFenced`. */
+  readonly deleteFenced?: (key: string, fence: Fence) => Effect.Effect<void, StorageError>
 }
 
 /** The storage a durable surface writes to. */
@@ -106,6 +124,20 @@ export const encodeExpected = (
 ): Effect.Effect<string | undefined, StorageError> =>
   Option.isNone(expected) ? Effect.succeed(undefined) : encodeJson("compareAndSet", key, expected.value)
 
+/** Whether a stored fence record holds `token`. */
+export const fenceHolds = (record: unknown, token: number): boolean =>
+  typeof record === "object" && record !== null && "token" in record && record.token === token
+
+/** The `Conflict` a fenced write fails with when its fence moved on. */
+export const fenceRefused = (operation: string, key: string, fence: Fence): StorageError =>
+  new StorageError({
+    operation,
+    reason: new Conflict({
+      key,
+      message: `refused: ${JSON.stringify(fence.key)} no longer holds token ${fence.token}`
+    })
+  })
+
 /** Parses stored JSON text, failing with `Corrupt` naming the key. */
 export const decodeJson = (operation: string, key: string, text: string): Effect.Effect<unknown, StorageError> =>
   Effect.try({
@@ -119,6 +151,26 @@ export const decodeJson = (operation: string, key: string, text: string): Effect
 
 /** Sorts keys by UTF-16 code unit, the order `list` promises on every backend. */
 export const sortKeys = (keys: Array<string>): Array<string> => keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+
+/** Checks a fence of the memory storage in plain code, so no other fiber runs before the write. */
+const memoryFenceError = (
+  entries: ReadonlyMap<string, string>,
+  operation: string,
+  key: string,
+  fence: Fence
+): StorageError | undefined => {
+  const text = entries.get(fence.key)
+  let record: unknown
+  try {
+    record = text === undefined ? undefined : JSON.parse(text)
+  } catch (cause) {
+    return new StorageError({
+      operation,
+      reason: new Corrupt({ key: fence.key, message: `not valid JSON: ${cause instanceof Error ? cause.message : String(cause)}` })
+    })
+  }
+  return fenceHolds(record, fence.token) ? undefined : fenceRefused(operation, key, fence)
+}
 
 /**
  * An in-memory storage. It keeps the JSON text of each value, so what it hands back
@@ -160,7 +212,21 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       if (entries.get(key) !== expectedText) return false
       entries.set(key, nextText)
       return true
-    })
+    }),
+    // Like compareAndSet, the check and the write are one synchronous step.
+    setFenced: Effect.fnUntraced(function*(key, value, fence) {
+      const text = yield* encodeJson("setFenced", key, value)
+      const refused = memoryFenceError(entries, "setFenced", key, fence)
+      if (refused !== undefined) return yield* refused
+      entries.set(key, text)
+    }),
+    deleteFenced: (key, fence) =>
+      Effect.suspend(() => {
+        const refused = memoryFenceError(entries, "deleteFenced", key, fence)
+        if (refused !== undefined) return Effect.fail(refused)
+        entries.delete(key)
+        return Effect.void
+      })
   })
 })
 
