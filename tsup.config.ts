@@ -5,7 +5,9 @@ export default defineConfig({
     index: "src/index.ts",
     promise: "src/promise/index.ts",
     testing: "src/testing/index.ts",
-    cli: "src/cli/main.ts"
+    cli: "src/cli/main.ts",
+    // The local subprocess adapter starts children on this file, beside the chunks in dist/.
+    subprocessChild: "src/layers/subprocessChild.ts"
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -6,12 +6,14 @@ import * as Checkpoint from "./checkpoint.ts"
 import * as Ipc from "./ipc.ts"
 import * as Steps from "./steps.ts"
 import * as Storage from "./storage.ts"
+import * as Subprocess from "./subprocess.ts"
 
 const benchmarks: Record<string, () => Promise<unknown>> = {
   storage: Storage.run,
   checkpoint: Checkpoint.run,
   steps: Steps.run,
-  ipc: Ipc.run
+  ipc: Ipc.run,
+  subprocess: Subprocess.run
 }
 
 const selected = process.argv.slice(2)
