@@ -256,7 +256,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     const lock = await readLock(path)
     if (lock === undefined) return
     const pid = Number.parseInt(lock.text, 10)
-    const holderAlive = Number.isInteger(pid) && (pid === process.pid || isProcessAlive(pid))
+    // A lock whose holder cannot be read is treated as alive until it is stale by age.
+    const holderAlive = !Number.isInteger(pid) || pid === process.pid || isProcessAlive(pid)
     if (holderAlive && Date.now() - lock.mtimeMs < LOCK_STALE_MS) return
     const aside = pathOf(tempName())
     const moved = await Fs.rename(path, aside).then(() => true, ifMissing(false))
@@ -273,13 +274,17 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
         const token = `${process.pid} ${Math.random().toString(36).slice(2)}`
         // Real time, not the Effect clock: the wait is for another OS process.
         for (let delay = LOCK_RETRY_MS;; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
-          const created = await Fs.writeFile(path, token, { flag: "wx", mode: FILE_MODE }).then(
+          // The lock appears with its token already in it (written aside, then linked,
+          // and link never overwrites): a lock seen empty would look abandoned.
+          const aside = pathOf(tempName())
+          await Fs.writeFile(aside, token, { flag: "wx", mode: FILE_MODE })
+          const created = await Fs.link(aside, path).then(
             () => true,
             (cause: unknown) => {
               if (errorCode(cause) === "EEXIST") return false
               throw cause
             }
-          )
+          ).finally(() => Fs.rm(aside, { force: true }))
           if (created) return { path, token }
           await breakIfStale(path)
           await new Promise((resolve) => setTimeout(resolve, delay))
