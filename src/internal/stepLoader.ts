@@ -1,11 +1,12 @@
 /**
  * How a process that did not build a step finds it again: import the module that
  * defined it (recorded when it was built) or an `entry` module, and take the exported
- * step with the recorded id.
+ * step with the recorded id. The same module may export `subprocessLayer`, a Layer of
+ * the services the step needs in the child (a `LanguageModel` provider, tools' clients).
  *
  * @internal
  */
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import { type AnyStep, isStep } from "../harness/Step.ts"
@@ -27,11 +28,25 @@ const findExported = (exports: Record<string, unknown>, stepId: string): AnyStep
   return candidates.find((value): value is AnyStep => isStep(value) && value.id === stepId)
 }
 
+/** The name of the export a step module uses to give its steps services in a child process. */
+export const SUBPROCESS_LAYER_EXPORT = "subprocessLayer"
+
+/** A step found in a module, with the services that module provides for it. */
+export interface LoadedStep {
+  readonly step: AnyStep
+  readonly layer: Layer.Layer<never> | undefined
+}
+
 /** What trying one module found: the step, or why not. */
-const tryModule = (url: string, stepId: string): Effect.Effect<AnyStep | string> =>
+const tryModule = (url: string, stepId: string): Effect.Effect<LoadedStep | string> =>
   Effect.promise(() =>
     import(url).then(
-      (exports: Record<string, unknown>) => findExported(exports, stepId) ?? `${url} exports no step with id ${JSON.stringify(stepId)}`,
+      (exports: Record<string, unknown>) => {
+        const step = findExported(exports, stepId)
+        if (step === undefined) return `${url} exports no step with id ${JSON.stringify(stepId)}`
+        const layer = exports[SUBPROCESS_LAYER_EXPORT]
+        return { step, layer: Layer.isLayer(layer) ? layer as unknown as Layer.Layer<never> : undefined }
+      },
       (cause: unknown) => `${url} failed to import: ${cause instanceof Error ? cause.message : String(cause)}`
     )
   )
@@ -45,7 +60,7 @@ export const loadStep = (
   stepId: string,
   module: string | null,
   entry: string | null
-): Effect.Effect<AnyStep, SubprocessError> =>
+): Effect.Effect<LoadedStep, SubprocessError> =>
   Effect.gen(function*() {
     const notes: Array<string> = []
     for (const candidate of [entry, module]) {

@@ -99,22 +99,21 @@ export const make = Effect.fnUntraced(function*(
       const recorded = yield* loadManifest(storage, handleId)
       if (Option.isNone(recorded) || recorded.value.adapter !== "memory") return Option.none<SubprocessHandle>()
       const manifest = recorded.value
-      const step = yield* loadStep(handleId, manifest.stepId, manifest.module, null)
+      const { layer, step } = yield* loadStep(handleId, manifest.stepId, manifest.module, null)
       const input: unknown = JSON.parse(manifest.serializedInput)
       const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
         options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
         Effect.orDie,
         Scope.provide(scope)
       )
-      const runInProcess = Effect.map(
-        harness.execute(input, {
-          executionId: manifest.executionId,
-          ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
-          ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-          ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
-        }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>,
-        (result) => result.output
-      )
+      const run = harness.execute(input, {
+        executionId: manifest.executionId,
+        ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+        ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+        ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+      }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+      // The caller that spawned it is gone; the services come from the step's module.
+      const runInProcess = Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
       return Option.some(yield* spawn({
         handleId,
         step,

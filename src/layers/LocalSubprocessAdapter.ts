@@ -38,6 +38,7 @@ import { siblingModuleUrl } from "../internal/moduleUrl.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { toModuleUrl } from "../internal/stepLoader.ts"
 import { IpcError, SocketClosed } from "../IpcError.ts"
+import { roots } from "../NoeticHome.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import {
   clearChild,
@@ -102,9 +103,6 @@ export interface LocalSubprocessAdapterShape extends SubprocessAdapterShape {
   readonly answerAskUser: (handleId: string, promptId: string, output: unknown) => Effect.Effect<void, SubprocessError | IpcError>
 }
 
-/** The root of every default on-disk location: `$NOETIC_HOME`, else `~/.noetic`. */
-export const noeticHome = (): string => process.env.NOETIC_HOME ?? NodePath.join(Os.homedir(), ".noetic")
-
 const DEFAULT_STOP_GRACE_MS = 5_000
 const DEFAULT_LINGER_MS = 60_000
 const DEFAULT_POLL_MS = 200
@@ -144,7 +142,7 @@ const logPathOf = (socketPath: string) => socketPath.replace(/\.sock$/, ".log")
 
 /** Builds the local adapter in the current scope (see the module doc for what the scope owns). */
 export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterOptions = {}) {
-  const root = NodePath.resolve(options.root ?? NodePath.join(noeticHome(), "subprocess"))
+  const root = NodePath.resolve(options.root ?? roots().subprocess)
   const beside = NodePath.dirname(root)
   const checkpointRoot = NodePath.resolve(options.checkpointRoot ?? NodePath.join(beside, "checkpoints"))
   const preferredRunDir = NodePath.resolve(options.runDir ?? NodePath.join(beside, "run"))

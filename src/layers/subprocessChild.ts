@@ -6,7 +6,8 @@
  * over a `DurableOutboundQueue` in that storage, loads the step (the adapter's `entry`
  * module, else the module that defined the step), and runs it under a durable harness
  * keyed by the manifest's execution id, with checkpoints under the manifest's
- * checkpoint root. Items and ask-user prompts stream as durable frames as they are
+ * checkpoint root, with the services the module exports as `subprocessLayer`. Items
+ * and ask-user prompts stream as durable frames as they are
  * checkpointed; the outcome is persisted under the result key and then sent as a
  * final `status` frame. The process exits once the parent acknowledges that frame,
  * or after the manifest's linger period (the result stays persisted for `reattach`).
@@ -99,7 +100,7 @@ const runStep = (
   onHarness: (harness: AgentHarness<any>) => void
 ) =>
   Effect.gen(function*() {
-    const step = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
+    const { layer, step } = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
     const input: unknown = JSON.parse(manifest.serializedInput)
     const checkpointStorage = yield* FileStorage.make({ root: manifest.checkpointRoot ?? "." })
     const store = streamingStore(yield* makeCheckpointStore(checkpointStorage), emitAll)
@@ -107,12 +108,14 @@ const runStep = (
       Effect.provideService(CheckpointStore, store)
     )
     onHarness(harness)
-    const result = yield* (harness.execute(input, {
+    const run = harness.execute(input, {
       executionId: manifest.executionId,
       ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
       ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
       ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
-    }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>)
+    }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+    // The services the step's module exports for children (its model provider, say).
+    const result = yield* (layer === undefined ? run : Effect.provide(run, layer))
     return result.output
   })
 

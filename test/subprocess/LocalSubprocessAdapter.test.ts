@@ -10,9 +10,12 @@ import { isAlive, readStat } from "../../src/internal/procStat.ts"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../../src/layers/LocalSubprocessAdapter.ts"
+import * as ScriptedModel from "../../src/layers/ScriptedModel.ts"
 import { loadManifest, MANIFEST_PREFIX, saveManifest } from "../../src/schema/SubprocessManifest.ts"
 import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
 import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
+import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
+import { askThenModel } from "../fixtures/subprocessModelSteps.ts"
 import { double, failing, waitForRelease } from "../fixtures/subprocessSteps.ts"
 
 const tempBase = Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsl-")))
@@ -89,6 +92,36 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       assert.strictEqual(yield* handle.status, "failed")
       assert.deepStrictEqual(yield* adapter.listLive, [])
     }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child asks the user through the parent, and calls a model its module provides", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const frames: Array<V1ServerFrame> = []
+      let answer: (handleId: string, promptId: string) => Effect.Effect<void, unknown> = () => Effect.void
+      const adapter = yield* LocalSubprocessAdapter.make({
+        root: Path.join(base, "subprocess"),
+        pollMs: 20,
+        onFrame: (handle, frame) =>
+          Effect.suspend(() => {
+            frames.push(frame)
+            return frame.type === "askUserRequest" ? Effect.ignore(answer(handle.handleId, frame.id)) : Effect.void
+          })
+      })
+      answer = (handleId, promptId) => adapter.answerAskUser(handleId, promptId, "approved")
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      // The type asks the caller for the step's services (an in-process adapter would use
+      // them); this parent's script is empty, so the answer can only come from the child's.
+      const handle = yield* harness.detachedSpawn(askThenModel, "bandits", yield* harness.createContext()).pipe(
+        Effect.provide(ScriptedModel.layer([]))
+      )
+      assert.deepStrictEqual(yield* handle.await, { approval: "approved", text: "answer from the child's model" })
+      const asked = frames.find((frame) => frame.type === "askUserRequest")
+      assert.deepStrictEqual(asked?.type === "askUserRequest" ? asked.input : undefined, { question: "research bandits?" })
+      assert.isTrue(frames.some((frame) => frame.type === "askUserCleared"))
+      // The model's turn streamed to the parent as items.
+      const texts = frames.flatMap((frame) => frame.type === "item" ? [(frame.item as { content?: unknown }).content] : [])
+      assert.include(texts, "answer from the child's model")
+    }).pipe(Effect.scoped), { timeout: 30_000 })
 
   it.live("a step neither its module nor the entry exports fails with StepUnavailable naming both", () =>
     Effect.gen(function*() {
