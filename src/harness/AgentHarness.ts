@@ -7,11 +7,25 @@
  *
  * @since 0.1.0
  */
-import { DateTime, Effect, Option, Result, Scope, Semaphore } from "effect"
+import { Cause, DateTime, Deferred, Duration, Effect, Exit, Option, Result, Scope, Semaphore } from "effect"
 import { LanguageModel } from "effect/ai"
 import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
-import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
-import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
+import {
+  CheckpointStore,
+  type CheckpointStoreShape,
+  makeWith as makeCheckpointStore
+} from "../services/CheckpointStore.ts"
+import {
+  type ExecutionLeaseError,
+  ExecutionLeaseHeld,
+  ExecutionLeaseLost,
+  ExecutionLeaseUnsupported,
+  fencedStorage,
+  makeWith as makeExecutionLease,
+  supportsLeases
+} from "../services/ExecutionLease.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
   type ExecutionLedger,
   makeWith as makeStepLedger,
@@ -55,7 +69,24 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   readonly context?: ReadonlyArray<ContextLayer<any>>
   /** The default adapter of `detachedSpawn`; the `SubprocessAdapter` service, else in-process. */
   readonly subprocess?: SubprocessAdapterShape
+  /**
+   * Runs every execution of a durable harness under an execution lease, so several
+   * hosts can share one storage: see {@link HarnessLeaseOptions}. Ignored without a
+   * checkpoint store (there is nothing to share).
+   */
+  readonly lease?: HarnessLeaseOptions
 }
+
+/** How a harness leases the executions it runs. */
+export interface HarnessLeaseOptions {
+  /** This host incarnation; it may take over its own leases (after a restart) without waiting for expiry. */
+  readonly owner: string
+  /** How long a lease lasts unless renewed; renewed every third of it. Default {@link DEFAULT_LEASE_TTL}. */
+  readonly ttl?: Duration.Input
+}
+
+/** The lease ttl of a harness that names none. */
+export const DEFAULT_LEASE_TTL: Duration.Input = "30 seconds"
 
 /** Options of `execute`. */
 export interface ExecuteOptions {
@@ -108,6 +139,9 @@ export interface DetachedSpawnOptions {
 /** What can fail a run besides the steps themselves. */
 export type RunError = EmptyStepId | StorageError
 
+/** What can fail `execute` and `resume` of a harness with `lease` besides a run. */
+export type LeaseError = ExecutionLeaseError
+
 /** A harness whose root graph is `G`. */
 export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefined> {
   readonly name: string
@@ -123,7 +157,7 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     options?: ExecuteOptions
   ) => Effect.Effect<
     ExecuteResult<GraphOutput<G>>,
-    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | LeaseError,
     GraphServices<G>
   >
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. Never fails: a failing save is logged. */
@@ -139,7 +173,7 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     options?: RestoreContextOptions
   ) => Effect.Effect<
     Option.Option<ExecuteResult<GraphOutput<G>>>,
-    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ResumeInputUnavailable,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ResumeInputUnavailable | LeaseError,
     GraphServices<G>
   >
   /** Discards an execution's snapshot and every ledger entry. */
@@ -257,6 +291,14 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const live = new Map<string, AgentContext>()
   const checkpointLocks = new WeakMap<AgentContext, Semaphore.Semaphore>()
   const runCounters = new WeakMap<AgentContext, Map<string, number>>()
+  const lease = options.lease === undefined || Option.isNone(store) ? undefined : {
+    owner: options.lease.owner,
+    ttl: options.lease.ttl ?? DEFAULT_LEASE_TTL,
+    renewEvery: Duration.divideUnsafe(Duration.fromInputUnsafe(options.lease.ttl ?? DEFAULT_LEASE_TTL), 3),
+    service: yield* makeExecutionLease(store.value.storage)
+  }
+  /** Executions this harness holds the lease of, with their fenced store and ledger. */
+  const leasedRuns = new Map<string, { readonly store: CheckpointStoreShape; readonly ledger: StepLedgerShape }>()
 
   // ---------------------------------------------------------------------------
   // Checkpoints
@@ -264,6 +306,18 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const checkpoint = (ctx: AgentContext): Effect.Effect<void> => {
     if (Option.isNone(store)) return Effect.void
+    if (lease !== undefined && !leasedRuns.has(ctx.id)) {
+      // Outside a leased run (a detached child settling after its parent returned, a
+      // context of harness.run): the save takes the lease for its own duration.
+      return withLease(ctx.id, Effect.suspend(() => checkpoint(ctx)), "join").pipe(
+        Effect.catchCause((cause) =>
+          Effect.logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
+            Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
+          )
+        )
+      )
+    }
+    const target = Option.getOrElse(storeOf(ctx.id), () => store.value)
     let lock = checkpointLocks.get(ctx)
     if (lock === undefined) {
       lock = Semaphore.makeUnsafe(1)
@@ -273,11 +327,13 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     return lock.withPermit(
       Effect.gen(function*() {
         const capturedAt = DateTime.formatIso(yield* DateTime.now)
-        yield* store.value.save(toSnapshot(ctx, capturedAt))
+        yield* target.save(toSnapshot(ctx, capturedAt))
       })
     ).pipe(
       Effect.catchCause((cause) =>
-        Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
+        // A save refused because the lease was taken over interrupts the run (see
+        // withLease); only ordinary failures are logged and swallowed.
+        leasedRuns.has(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
           Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
         )
       )
@@ -324,12 +380,108 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     Option.isNone(store)
       ? Effect.succeedNone
       : Effect.map(
-        store.value.load(executionId),
+        Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
       )
 
-  const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> =>
-    Option.isNone(ledgerService) ? Effect.succeedNone : Effect.asSome(ledgerService.value.open(executionId))
+  const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
+    const ledgers = leasedRuns.get(executionId)?.ledger ?? Option.getOrUndefined(ledgerService)
+    return ledgers === undefined ? Effect.succeedNone : Effect.asSome(ledgers.open(executionId))
+  }
+
+  // ---------------------------------------------------------------------------
+  // Execution leases (DESIGN 16): only with `options.lease` on a durable harness
+  // ---------------------------------------------------------------------------
+
+  /** The store of an execution this harness holds the lease of: its writes are fenced. */
+  const storeOf = (executionId: string): Option.Option<CheckpointStoreShape> =>
+    Option.fromUndefinedOr(leasedRuns.get(executionId)?.store)
+
+  /**
+   * Runs `body` holding the lease of `executionId`, with a checkpoint store and a
+   * ledger over storage fenced by the lease's token, renewing it every third of its
+   * ttl and releasing it at the end. A fenced write that is refused, or a renewal
+   * that finds the token gone, means another host took the execution over: the write
+   * interrupts its own fiber (so no catch-and-log lets the run go on), the run is
+   * interrupted, and `body` fails with `ExecutionLeaseLost`. A harness running the
+   * execution already fails with `ExecutionLeaseHeld` (`mode: "exclusive"`, execute
+   * and resume) or joins that run (`"join"`, a checkpoint outside a run).
+   */
+  const withLease = <A, E, R>(
+    executionId: string,
+    body: Effect.Effect<A, E, R>,
+    mode: "exclusive" | "join"
+  ): Effect.Effect<A, E | ExecutionLeaseError | StorageError, R> =>
+    Effect.suspend(() => {
+      if (lease === undefined || Option.isNone(store) || Option.isNone(ledgerService)) return body
+      if (leasedRuns.has(executionId)) {
+        return mode === "join"
+          ? body
+          : Effect.flatMap(lease.service.current(executionId), (current) =>
+            Effect.fail(
+              new ExecutionLeaseHeld({
+                executionId,
+                owner: lease.owner,
+                expiresAt: Option.isSome(current) ? current.value.expiresAt : 0
+              })
+            ))
+      }
+      const storage = store.value.storage
+      if (!supportsLeases(storage)) return Effect.fail(new ExecutionLeaseUnsupported({ executionId }))
+      const ledgerRetention = ledgerService.value.retention
+      const hold = Effect.gen(function*() {
+        const held = yield* Effect.acquireRelease(
+          lease.service.acquire(executionId, { owner: lease.owner, ttl: lease.ttl }),
+          (held) =>
+            Effect.catchCause(
+              lease.service.release(held),
+              (cause) => Effect.logWarning("execution lease release failed", cause)
+            )
+        )
+        const lost = yield* Deferred.make<never, ExecutionLeaseLost>()
+        const lostError = new ExecutionLeaseLost({ executionId, owner: held.owner, token: held.token })
+        const fenced = fencedStorage(storage, held)
+        const stopIfTakenOver = (error: StorageError) =>
+          error.reason._tag === "Conflict"
+            ? Effect.andThen(Deferred.fail(lost, lostError), Effect.interrupt)
+            : Effect.fail(error)
+        const guarded: StorageAdapterShape = {
+          ...fenced,
+          set: (key, value) => Effect.catch(fenced.set(key, value), stopIfTakenOver),
+          delete: (key) => Effect.catch(fenced.delete(key), stopIfTakenOver)
+        }
+        const runStore = yield* makeCheckpointStore(guarded)
+        // The retention was validated when the harness's ledger was built.
+        const runLedger = yield* Effect.orDie(makeStepLedger(runStore, { retention: ledgerRetention }))
+        leasedRuns.set(executionId, { store: runStore, ledger: runLedger })
+        yield* Effect.addFinalizer(() => Effect.sync(() => leasedRuns.delete(executionId)))
+        const keepRenewing: Effect.Effect<void> = Effect.suspend(() =>
+          Effect.sleep(lease.renewEvery).pipe(
+            // Uninterruptible so a renewal that landed is not mistaken for a takeover.
+            Effect.andThen(Effect.uninterruptible(lease.service.renew(held, lease.ttl))),
+            Effect.matchEffect({
+              onSuccess: () => keepRenewing,
+              onFailure: (error) =>
+                error._tag === "ExecutionLeaseLost"
+                  ? Deferred.fail(lost, error)
+                  : Effect.andThen(Effect.logWarning("execution lease renewal failed; retrying", error), keepRenewing)
+            })
+          )
+        )
+        yield* Effect.forkScoped(keepRenewing)
+        return lost
+      })
+      return Effect.gen(function*() {
+        const runScope = yield* Scope.make()
+        return yield* Effect.gen(function*() {
+          const lost = yield* Scope.provide(hold, runScope)
+          const exit = yield* Effect.exit(Effect.raceFirst(body, Deferred.await(lost)))
+          // A run cut short once the lease was lost failed because of the loss.
+          if (Exit.isFailure(exit) && (yield* Deferred.isDone(lost))) return yield* Deferred.await(lost)
+          return yield* exit
+        }).pipe(Effect.onExit((exit) => Scope.close(runScope, exit)))
+      })
+    })
 
   // ---------------------------------------------------------------------------
   // Dispatch: replay from the ledger, or run and record
@@ -493,22 +645,40 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const execute = (input: unknown, executeOptions: ExecuteOptions = {}) =>
     Effect.gen(function*() {
       const root = yield* requireGraph
-      const restored = executeOptions.executionId === undefined
-        ? Option.none<AgentContext>()
-        : yield* restore(executeOptions.executionId, { state: executeOptions.state })
-      const ctx = Option.isSome(restored) ? restored.value : yield* createContext({
-        ...(executeOptions.executionId === undefined ? {} : { id: executeOptions.executionId }),
-        ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
-        ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
-        ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
-        state: executeOptions.state
-      })
-      return yield* runRoot(root, ctx, input)
+      const executionId = executeOptions.executionId ?? (yield* randomId)
+      // Under a lease the restore happens after it is taken, so it reads what the
+      // previous holder last wrote.
+      return yield* withLease(
+        executionId,
+        Effect.gen(function*() {
+          const restored = executeOptions.executionId === undefined
+            ? Option.none<AgentContext>()
+            : yield* restore(executionId, { state: executeOptions.state })
+          const ctx = Option.isSome(restored) ? restored.value : yield* createContext({
+            id: executionId,
+            ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
+            ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
+            ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
+            state: executeOptions.state
+          })
+          return yield* runRoot(root, ctx, input)
+        }),
+        "exclusive"
+      )
     })
 
   const resume = (executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
       const root = yield* requireGraph
+      // An execution with nothing recorded gets no lease record either.
+      if (lease !== undefined && Option.isSome(store)) {
+        if (Option.isNone(yield* store.value.storage.get(snapshotKey(executionId)))) return Option.none()
+      }
+      return yield* withLease(executionId, resumeRestored(root, executionId, restoreOptions), "exclusive")
+    })
+
+  const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
+    Effect.gen(function*() {
       const restored = yield* restore(executionId, restoreOptions)
       if (Option.isNone(restored)) return Option.none()
       const ctx = restored.value
