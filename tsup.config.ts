@@ -10,7 +10,8 @@ export default defineConfig({
     subprocessChild: "src/layers/subprocessChild.ts"
   },
   format: ["esm", "cjs"],
-  dts: true,
+  // The child bootstrap is run, never imported: it needs no declarations.
+  dts: { entry: { index: "src/index.ts", promise: "src/promise/index.ts", testing: "src/testing/index.ts", cli: "src/cli/main.ts" } },
   clean: true,
   sourcemap: true,
   target: "node22",

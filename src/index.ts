@@ -78,3 +78,22 @@ export * as IpcServer from "./layers/IpcServer.ts"
 
 /** A reconnecting IPC client that resumes from its acked watermark. */
 export * as IpcClient from "./layers/IpcClient.ts"
+
+// The shapes and failures the namespaces above define, by name, so declaration files
+// built against this package can refer to them.
+export type { CheckpointStoreShape } from "./services/CheckpointStore.ts"
+export type { StorageAdapterShape } from "./services/StorageAdapter.ts"
+export type { SubprocessAdapterShape } from "./services/SubprocessAdapter.ts"
+export type { ClientFrame, Hello, V1ServerFrame } from "./schema/IpcFrame.ts"
+export {
+  ChildExited,
+  ChildFailed,
+  SpawnFailed,
+  StepUnavailable,
+  Stopped,
+  SubprocessError,
+  UnknownHandle
+} from "./services/SubprocessAdapter.ts"
+export type { IpcError as IpcErrorClass } from "./IpcError.ts"
+export type { StorageAdapter as StorageAdapterService } from "./services/StorageAdapter.ts"
+export type { SubprocessAdapter as SubprocessAdapterService } from "./services/SubprocessAdapter.ts"

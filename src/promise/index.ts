@@ -55,3 +55,21 @@ export {
   type SubprocessHandle
 } from "./subprocess.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
+
+// Engine types that the facade's signatures mention, so declaration files that use
+// the facade can name them.
+export type { ConfigErrorCode } from "../Errors.ts"
+export type { AgentContext as EngineAgentContext } from "../harness/AgentContext.ts"
+export type { ExecuteOptions } from "../harness/AgentHarness.ts"
+export type {
+  ModelTurn,
+  ParallelMode,
+  Step,
+  StepContext as EngineStepContext,
+  StepOptions
+} from "../harness/Step.ts"
+export type { LocalSubprocessAdapterOptions as EngineLocalSubprocessAdapterOptions } from "../layers/LocalSubprocessAdapter.ts"
+export type { GenerateRequest } from "../layers/ScriptedModel.ts"
+export type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
+export type { ClientFrame, ServerFrame } from "../schema/IpcFrame.ts"
+export type { HandleStatus } from "../services/SubprocessAdapter.ts"
