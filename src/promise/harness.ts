@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { AiError, LanguageModel } from "effect/ai"
 import { EmptyStepId } from "../Errors.ts"
@@ -289,6 +289,13 @@ export interface AgentHarnessOptions<I = any, O = any> {
     readonly storage?: {
       readonly checkpointStore?: CheckpointStore
       readonly stepLedgerRetention?: Partial<StepLedgerRetention>
+      /**
+       * Several hosts sharing the storage: each execution runs under a lease of this
+       * owner (a host incarnation), renewed every third of `ttlMs` (default 30 s). A
+       * second host resuming it rejects with `EXECUTION_LEASE_HELD`; a host whose
+       * lease was taken over stops with `EXECUTION_LEASE_LOST`.
+       */
+      readonly lease?: { readonly owner: string; readonly ttlMs?: number }
     }
   }
 }
@@ -440,7 +447,13 @@ export class AgentHarness<I = any, O = any> {
         agentGraph: options.agentGraph as Step.AnyStep | undefined,
         params: options.params,
         tools,
-        ...(options.context === undefined ? {} : { context: options.context })
+        ...(options.context === undefined ? {} : { context: options.context }),
+        ...(storage?.lease === undefined ? {} : {
+          lease: {
+            owner: storage.lease.owner,
+            ...(storage.lease.ttlMs === undefined ? {} : { ttl: Duration.millis(storage.lease.ttlMs) })
+          }
+        })
       }))
     ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model))))
     this.#runtime = ManagedRuntime.make(Layer.merge(engine, modelLayer(options.model)) as Layer.Layer<Engine>)
