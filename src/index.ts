@@ -35,6 +35,9 @@ export * as CheckpointStore from "./services/CheckpointStore.ts"
 /** The step-completion ledger: recorded outputs replayed on resume, with retention caps. */
 export * as StepLedger from "./services/StepLedger.ts"
 
+/** Execution leases with fencing tokens: one host at a time writes an execution. */
+export * as ExecutionLease from "./services/ExecutionLease.ts"
+
 /** The agent harness: execute, checkpoint, restore, resume, detached spawns. */
 export * as AgentHarness from "./harness/AgentHarness.ts"
 
@@ -97,3 +100,6 @@ export {
 export type { IpcError as IpcErrorClass } from "./IpcError.ts"
 export type { StorageAdapter as StorageAdapterService } from "./services/StorageAdapter.ts"
 export type { SubprocessAdapter as SubprocessAdapterService } from "./services/SubprocessAdapter.ts"
+export { ExecutionLeaseHeld, ExecutionLeaseLost, ExecutionLeaseUnsupported } from "./services/ExecutionLease.ts"
+export type { ExecutionLeaseShape } from "./services/ExecutionLease.ts"
+export type { Fence } from "./services/StorageAdapter.ts"
