@@ -237,7 +237,7 @@ export class AgentContext {
    */
   askUser(input: unknown, options: { readonly id?: string } = {}): Effect.Effect<unknown, AskUserCancelled> {
     return Effect.gen({ self: this }, function*() {
-      const id = options.id ?? (yield* randomId)
+      const id = options.id !== undefined ? options.id : yield* randomId
       const existing = this.store.pending.get(id)
       if (existing !== undefined) return yield* Deferred.await(existing.answer)
       const createdAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)

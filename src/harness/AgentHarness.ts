@@ -281,11 +281,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // one with the default retention (which is valid, so building it cannot fail).
   const ledgerService: Option.Option<StepLedgerShape> = Option.isNone(store)
     ? Option.none()
-    : Option.some(Option.getOrUndefined(yield* Effect.serviceOption(StepLedger)) ??
-      (yield* Effect.orDie(makeStepLedger(store.value))))
-  const subprocess = options.subprocess ??
-    Option.getOrUndefined(yield* Effect.serviceOption(SubprocessAdapter)) ??
-    (yield* makeMemorySubprocessAdapter)
+    : Option.some(yield* Effect.serviceOption(StepLedger).pipe(
+      Effect.flatMap(Option.match({
+        onSome: Effect.succeed,
+        onNone: () => Effect.orDie(makeStepLedger(store.value))
+      }))
+    ))
+  const subprocess = options.subprocess !== undefined ? options.subprocess : yield* Effect.serviceOption(
+    SubprocessAdapter
+  ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
   const tools = options.tools ?? {}
   const live = new Map<string, AgentContext>()
@@ -645,7 +649,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const execute = (input: unknown, executeOptions: ExecuteOptions = {}) =>
     Effect.gen(function*() {
       const root = yield* requireGraph
-      const executionId = executeOptions.executionId ?? (yield* randomId)
+      const executionId = executeOptions.executionId !== undefined ? executeOptions.executionId : yield* randomId
       // Under a lease the restore happens after it is taken, so it reads what the
       // previous holder last wrote.
       return yield* withLease(

@@ -52,7 +52,7 @@ export const make = Effect.fnUntraced(function*(
   const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
 
   const spawn = Effect.fn("InMemorySubprocessAdapter.spawn")(function*(request: SpawnRequest) {
-    const handleId = request.handleId ?? (yield* randomId)
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     let serializedInput: string
     try {
       serializedInput = JSON.stringify(request.input) ?? "null"

@@ -121,7 +121,7 @@ interface Connection {
 export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
   const socketPath = NodePath.resolve(options.socketPath)
   const durable = options.durable ?? true
-  const maxFrameBytes = options.maxFrameBytes ?? (yield* MaxFrameBytes)
+  const maxFrameBytes = options.maxFrameBytes !== undefined ? options.maxFrameBytes : yield* MaxFrameBytes
   const watermark = options.watermark ?? memoryWatermark(options.ackedThrough ?? 0)
   const fail = (reason: IpcErrorReason) => new IpcError({ socketPath, reason })
 

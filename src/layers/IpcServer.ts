@@ -114,10 +114,12 @@ const probe = (path: string): Effect.Effect<boolean> =>
 /** Starts a server in the current scope. */
 export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOptions<R>) {
   const socketPath = NodePath.resolve(options.socketPath)
-  const maxFrameBytes = options.maxFrameBytes ?? (yield* MaxFrameBytes)
+  const maxFrameBytes = options.maxFrameBytes !== undefined ? options.maxFrameBytes : yield* MaxFrameBytes
   const pageFrames = Math.max(1, options.pageFrames ?? DEFAULT_PAGE_FRAMES)
   const fail = (reason: IpcErrorReason) => new IpcError({ socketPath, reason })
-  const queue = options.queue ?? (yield* makeQueue(yield* makeMemory, { socketId: socketPath }).pipe(Effect.orDie))
+  const queue = options.queue !== undefined
+    ? options.queue
+    : yield* makeQueue(yield* makeMemory, { socketId: socketPath }).pipe(Effect.orDie)
   const onClientFrame = options.onClientFrame
   const services = yield* Effect.context<R>()
 

@@ -325,7 +325,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     })
 
   const spawn = Effect.fn("LocalSubprocessAdapter.spawn")(function*(request: SpawnRequest) {
-    const handleId = request.handleId ?? (yield* randomId)
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
     const module = request.step.module ?? null
     if (module === null && entry === null) {

@@ -191,7 +191,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
   >()
 
   const spawn = Effect.fn("SubprocessAdapter.spawn")(function*(request: SpawnRequest) {
-    const handleId = request.handleId ?? (yield* randomId)
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     const result = yield* Deferred.make<unknown, SubprocessError>()
     let status: HandleStatus = "running"
     const fiber = yield* request.runInProcess.pipe(
