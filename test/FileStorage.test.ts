@@ -92,6 +92,16 @@ describe("FileStorage", () => {
       assert.deepStrictEqual(yield* reopened.get("k"), Option.some(1))
     }))
 
+  it.effect("opening a second storage over a root does not remove a temp file this process is writing", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      yield* FileStorage.make({ root })
+      const ownTemp = Path.join(root, `.tmp-${process.pid}-1-abc`)
+      Fs.writeFileSync(ownTemp, "mid-write")
+      yield* FileStorage.make({ root })
+      assert.isTrue(Fs.existsSync(ownTemp))
+    }))
+
   it.effect("a key that is not well-formed Unicode is refused", () =>
     Effect.gen(function*() {
       const storage = yield* FileStorage.make({ root: freshRoot() })

@@ -94,11 +94,12 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     catch: (cause) => ioError("open", root, cause)
   })
   // Temp names carry the writer's pid: another live process sharing this root may be
-  // mid-write, so only the leftovers of dead writers are removed.
+  // mid-write, so only the leftovers of dead writers are removed. This process counts as
+  // live too: another storage over the same root here may be mid-write.
   yield* Effect.forEach(names, (name) => {
     if (!name.startsWith(TEMP_PREFIX)) return Effect.void
     const pid = Number.parseInt(name.slice(TEMP_PREFIX.length), 10)
-    if (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid)) return Effect.void
+    if (Number.isInteger(pid) && (pid === process.pid || isProcessAlive(pid))) return Effect.void
     return Effect.tryPromise({ try: () => Fs.rm(pathOf(name), { force: true }), catch: (cause) => ioError("open", name, cause) })
   }, { discard: true })
 
