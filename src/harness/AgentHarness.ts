@@ -193,6 +193,11 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     parentCtx: AgentContext,
     options?: DetachedSpawnOptions
   ) => Effect.Effect<SubprocessHandle, SubprocessError | EmptyStepId, R>
+  /**
+   * Watches a child that was started before a restart (one `reattach` returned):
+   * `parentCtx` checkpoints when it settles, as it would have for `detachedSpawn`.
+   */
+  readonly adopt: (handle: SubprocessHandle, parentCtx: AgentContext) => Effect.Effect<void>
   /** Answers a pending ask-user prompt of a live execution of this harness. */
   readonly answerAskUser: (
     executionId: string,
@@ -754,10 +759,13 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           services
         ) as Effect.Effect<unknown, unknown>
       })
-      // Boundary 2: the parent checkpoints once the child settles, success or failure.
-      yield* handle.await.pipe(Effect.exit, Effect.andThen(checkpoint(parentCtx)), Effect.forkIn(scope))
+      yield* adopt(handle, parentCtx)
       return handle
     })
+
+  // Boundary 2: the parent checkpoints once the child settles, success or failure.
+  const adopt = (handle: SubprocessHandle, parentCtx: AgentContext): Effect.Effect<void> =>
+    Effect.asVoid(handle.await.pipe(Effect.exit, Effect.andThen(checkpoint(parentCtx)), Effect.forkIn(scope)))
 
   const answerAskUser = (executionId: string, promptId: string, output: unknown) =>
     Effect.suspend(() => {
@@ -781,6 +789,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     createContext,
     run: run as AgentHarness<G>["run"],
     detachedSpawn: detachedSpawn as unknown as AgentHarness<G>["detachedSpawn"],
+    adopt,
     answerAskUser,
     liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId))
   } satisfies AgentHarness<G>

@@ -24,7 +24,10 @@ import * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore as CheckpointStoreTag } from "../services/CheckpointStore.ts"
 import { makeWith as makeStepLedger, StepLedger } from "../services/StepLedger.ts"
-import { SubprocessAdapter as SubprocessAdapterTag } from "../services/SubprocessAdapter.ts"
+import {
+  reattachLiveChildren as engineReattachLiveChildren,
+  SubprocessAdapter as SubprocessAdapterTag
+} from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, resolveStepLedgerRetention, type StepLedgerRetention, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticConfigError, toFacadeError, unwrapExit } from "./errors.ts"
 import {
@@ -324,6 +327,12 @@ export interface DetachedSpawnOptions {
   readonly metadata?: Readonly<Record<string, unknown>>
 }
 
+/** How functions of this module reach the engine behind a facade harness. */
+const engines = new WeakMap<
+  AgentHarness,
+  <A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>) => Promise<A>
+>()
+
 class Engine extends Context.Service<Engine, EngineHarness.AgentHarness<any>>()("noetic-effect/promise/Engine") {}
 
 const engineService: Effect.Effect<EngineHarness.AgentHarness<any>, never, Engine> = Effect.gen(function*() {
@@ -461,6 +470,7 @@ export class AgentHarness<I = any, O = any> {
     this.subprocess = fromEngineSubprocessAdapter(
       Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
     )
+    engines.set(this, (f) => this.#use(f))
   }
 
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
@@ -577,3 +587,43 @@ export class AgentHarness<I = any, O = any> {
 
 /** The default context layers, for hosts that extend them. */
 export const defaultContextLayers = defaultLayers
+
+/** What `reattachLiveChildren` found. */
+export interface ReattachedChildren {
+  /** Every child still known: running, or finished while the host was down. */
+  readonly handles: ReadonlyArray<SubprocessHandle>
+  /** Each handle's restored parent context, by handle id. */
+  readonly contexts: Map<string, AgentContext>
+  /** Handles whose parent context could not be restored, and why; the others are unaffected. */
+  readonly failures: ReadonlyArray<{ readonly handle: SubprocessHandle; readonly error: Error }>
+}
+
+/**
+ * The recovery step of a host restart: `harness.subprocess.listLive()`, then
+ * `harness.restore(parentExecutionId, opts.restore)` for every handle, in parallel. One
+ * bad snapshot lands in `failures` and does not abort the others. Each restored parent
+ * checkpoints when its child settles.
+ */
+export const reattachLiveChildren = (
+  harness: AgentHarness,
+  options: {
+    readonly restore?: RestoreContextOptions | ((handle: SubprocessHandle) => RestoreContextOptions)
+  } = {}
+): Promise<ReattachedChildren> => {
+  const use = engines.get(harness)
+  if (use === undefined) return Promise.reject(new TypeError("reattachLiveChildren needs an AgentHarness of this library"))
+  const { restore } = options
+  return use((engine) =>
+    Effect.map(
+      engineReattachLiveChildren(engine, {
+        restore: (handle) =>
+          engineRestoreOptions(typeof restore === "function" ? restore(toFacadeHandle(handle)) : restore)
+      }),
+      (found): ReattachedChildren => ({
+        handles: found.handles.map(toFacadeHandle),
+        contexts: new Map(Array.from(found.contexts, ([handleId, ctx]) => [handleId, wrapContext(ctx)])),
+        failures: found.failures.map(({ error, handle }) => ({ handle: toFacadeHandle(handle), error: toFacadeError(error) }))
+      })
+    )
+  )
+}

@@ -37,6 +37,8 @@ export {
   type Item,
   loop,
   type PlainModel,
+  reattachLiveChildren,
+  type ReattachedChildren,
   type RestoreContextOptions,
   runCode,
   scratchpad,
@@ -49,8 +51,6 @@ export {
   createLocalSubprocessAdapter,
   type LocalSubprocessAdapterOptions,
   type OwnedSubprocessAdapter,
-  reattachLiveChildren,
-  type ReattachedChildren,
   type SubprocessAdapter,
   type SubprocessHandle
 } from "./subprocess.ts"

@@ -9,7 +9,6 @@ import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
 import type { HandleStatus, SubprocessAdapterShape, SubprocessHandle as EngineHandle } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticError } from "./errors.ts"
-import type { AgentContext, AgentHarness, RestoreContextOptions } from "./harness.ts"
 import { fileStorageRoot, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 /** A running or settled child, with Promises. */
@@ -150,39 +149,3 @@ export const createInMemorySubprocessAdapter = (
     }).pipe(Scope.provide(scope), Effect.orDie)
   )
 
-/** What `reattachLiveChildren` found. */
-export interface ReattachedChildren {
-  /** Every child still known: running, or finished while the host was down. */
-  readonly handles: ReadonlyArray<SubprocessHandle>
-  /** Each handle's restored parent context, by handle id. */
-  readonly contexts: Map<string, AgentContext>
-  /** Handles whose parent context could not be restored, and why; the others are unaffected. */
-  readonly failures: ReadonlyArray<{ readonly handle: SubprocessHandle; readonly error: unknown }>
-}
-
-/**
- * The recovery step of a host restart: `harness.subprocess.listLive()`, then
- * `harness.restore(parentExecutionId, opts.restore)` for every handle, in parallel. One
- * bad snapshot lands in `failures` and does not abort the others.
- */
-export const reattachLiveChildren = async (
-  harness: AgentHarness,
-  options: {
-    readonly restore?: RestoreContextOptions | ((handle: SubprocessHandle) => RestoreContextOptions)
-  } = {}
-): Promise<ReattachedChildren> => {
-  const handles = await harness.subprocess.listLive()
-  const contexts = new Map<string, AgentContext>()
-  const failures: Array<{ readonly handle: SubprocessHandle; readonly error: unknown }> = []
-  await Promise.all(handles.map(async (handle) => {
-    if (handle.parentExecutionId === undefined) return
-    const wiring = typeof options.restore === "function" ? options.restore(handle) : options.restore
-    try {
-      const restored = await harness.restore(handle.parentExecutionId, wiring)
-      if (restored !== null) contexts.set(handle.handleId, restored)
-    } catch (error) {
-      failures.push({ handle, error })
-    }
-  }))
-  return { handles, contexts, failures }
-}

@@ -280,7 +280,7 @@ export interface ReattachLiveChildrenOptions {
  * durable storage it finds nothing and costs nothing.
  */
 export const reattachLiveChildren = Effect.fnUntraced(function*(
-  harness: Pick<AgentHarness<any>, "subprocess" | "restore">,
+  harness: Pick<AgentHarness<any>, "subprocess" | "restore" | "adopt">,
   options: ReattachLiveChildrenOptions = {}
 ): Effect.fn.Return<ReattachedChildren, StorageError | SubprocessError> {
   const handles = yield* harness.subprocess.listLive
@@ -295,8 +295,13 @@ export const reattachLiveChildren = Effect.fnUntraced(function*(
         onFailure: (error) => void failures.push({ handle, error }),
         onSuccess: (restored) => {
           if (Option.isSome(restored)) contexts.set(handle.handleId, restored.value)
+          return restored
         }
-      })
+      }),
+      // The restored parent checkpoints when its child settles, as after detachedSpawn.
+      Effect.flatMap((restored) =>
+        restored !== undefined && Option.isSome(restored) ? harness.adopt(handle, restored.value) : Effect.void
+      )
     )
   }, { concurrency: options.concurrency ?? "unbounded", discard: true })
   return { handles, contexts, failures }

@@ -85,8 +85,9 @@ describe("Survive a host crash (real processes)", () => {
       assert.deepStrictEqual(found.contexts[0].items.map((item: { id: string }) => item.id), ["u1"])
 
       Fs.writeFileSync(release, "go")
-      const { results } = yield* second.nextLine
+      const { parentsCheckpointedAfterSettle, results } = yield* second.nextLine
       assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "succeeded" }])
+      assert.isTrue(parentsCheckpointedAfterSettle, "the restored parent checkpoints when its child settles")
 
       // Delivered once: a third host finds nothing left to reattach.
       const third = yield* startHost([base, "reattach", release])

@@ -194,7 +194,7 @@ describe("InMemorySubprocessAdapter", () => {
 
       // A second adapter on the same storage (a restarted host) re-runs the recorded child.
       const second = yield* InMemorySubprocessAdapter.make({ storage })
-      const { contexts, handles } = yield* reattachLiveChildren({ subprocess: second, restore: harness.restore })
+      const { contexts, handles } = yield* reattachLiveChildren({ subprocess: second, restore: harness.restore, adopt: harness.adopt })
       assert.deepStrictEqual(handles.map((h) => h.handleId), [running.handleId])
       assert.strictEqual(contexts.size, 0, "a harness without a checkpoint store restores nothing")
       Fs.writeFileSync(release, "go")
