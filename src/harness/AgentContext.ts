@@ -84,6 +84,8 @@ export interface ContextStore {
   cwd: Cwd | null
   readonly pending: Map<string, PendingPrompt>
   readonly inFlight: Map<string, FrontierEntry>
+  /** Whether no step has entered since the restore: the snapshot's frontier still stands. */
+  frontierRestored: boolean
   version: number
 }
 
@@ -132,6 +134,7 @@ export class AgentContext {
       cwd: options.cwd ?? null,
       pending: new Map(),
       inFlight: new Map(),
+      frontierRestored: this.restoredFrontier.length > 0,
       version: 0
     }
     for (const layer of options.layers) {
@@ -174,9 +177,13 @@ export class AgentContext {
     return Array.from(this.store.pending.values(), (pending) => pending.prompt)
   }
 
-  /** The steps in flight right now, outermost first. */
+  /**
+   * The steps in flight right now, outermost first. A restored context reports its
+   * snapshot's frontier until a step enters on it, so a checkpoint taken before the
+   * run resumes (a reattached child settling, an append) does not erase what resume needs.
+   */
   get frontier(): ReadonlyArray<FrontierEntry> {
-    return Array.from(this.store.inFlight.values())
+    return this.store.frontierRestored ? this.restoredFrontier : Array.from(this.store.inFlight.values())
   }
 
   /** The state of one layer. */
@@ -276,6 +283,7 @@ export class AgentContext {
 
   /** @internal Marks a dispatch in flight (its path is the key). */
   enterStep(path: string, entry: FrontierEntry): void {
+    this.store.frontierRestored = false
     this.store.inFlight.set(path, entry)
   }
 

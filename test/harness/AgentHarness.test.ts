@@ -220,6 +220,29 @@ describe("AgentHarness", () => {
         assert.deepStrictEqual(added, [])
       }))
 
+    it.effect("a restored context that checkpoints before it runs keeps the snapshot's frontier, so resume still works", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeMemory
+        let crash = true
+        const graph = runCode("root", (task: string) => crash ? Effect.die("host crashed") : Effect.succeed(`did ${task}`))
+        const first = yield* durableHarness(storage, { agentGraph: graph })
+        yield* Effect.exit(first.execute("the task", { executionId: "parent-1" }))
+
+        // A restarted host restores the parent (reattachLiveChildren does) and it
+        // checkpoints before anything runs on it: a child settles, or the host appends.
+        crash = false
+        const second = yield* durableHarness(storage, { agentGraph: graph })
+        const parent = Option.getOrThrow(yield* second.restore("parent-1"))
+        yield* parent.append([{ type: "note", text: "child done" }])
+        yield* second.checkpoint(parent)
+
+        const third = yield* durableHarness(storage, { agentGraph: graph })
+        const again = Option.getOrThrow(yield* third.restore("parent-1"))
+        assert.deepStrictEqual(again.restoredFrontier.map((entry) => entry.input), ["the task"])
+        const resumed = Option.getOrThrow(yield* third.resume("parent-1"))
+        assert.strictEqual(resumed.output, "did the task")
+      }))
+
     it.effect("returns none when nothing is recorded, and a bad snapshot is CHECKPOINT_SCHEMA_MISMATCH", () =>
       Effect.gen(function*() {
         const storage = yield* makeMemory
