@@ -136,6 +136,15 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual(calls.getMany, 1)
       }))
 
+    it.effect("with no frames cached, every appended frame is still read back", () =>
+      Effect.gen(function*() {
+        const queue = yield* makeWith(yield* makeStorage, { socketId: "q", cachedFrames: 0 })
+        yield* queue.appendAll(frames(3))
+        yield* queue.append(frames(1, 4)[0]!)
+        assert.deepStrictEqual(yield* queue.frameRange(1), frames(4).map((frame, i) => ({ seq: i + 1, frame })))
+        assert.deepStrictEqual((yield* queue.frameRange(4)).map((e) => e.seq), [4])
+      }))
+
     it.effect("awaitHeadAbove and awaitAcked wake on append and ack", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q" })

@@ -156,7 +156,8 @@ export const makeWith = Effect.fnUntraced(function*(
 
   const remember = (first: number, frames: ReadonlyArray<string>) => {
     if (cachedFrames === 0) {
-      cacheLow = committed + 1
+      // Nothing is cached: the whole range up to the new head is read from storage.
+      cacheLow = first + frames.length
       return
     }
     for (let i = 0; i < frames.length; i++) cache.set(first + i, frames[i]!)
