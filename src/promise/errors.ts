@@ -61,10 +61,25 @@ export const toFacadeError = (error: unknown): Error => {
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })
 }
 
+// Objects a host's step body threw. They are not the engine's failures, whatever their
+// shape (an error with a `_tag` of its own), so they are never mapped.
+const thrownByHost = new WeakSet<object>()
+
+/** Marks what a host's step body threw, so `unwrapExit` rethrows it exactly as it was thrown. */
+export const hostThrown = (error: unknown): unknown => {
+  if (typeof error === "object" && error !== null) thrownByHost.add(error)
+  return error
+}
+
 /** Unwraps an exit for a Promise caller: the value, or the facade error thrown. */
 export const unwrapExit = <A, E>(exit: Exit.Exit<A, E>): A => {
   if (Exit.isSuccess(exit)) return exit.value
   const failure = exit.cause.reasons.find(Cause.isFailReason)
-  if (failure !== undefined) throw toFacadeError(failure.error)
+  if (failure !== undefined) {
+    // The engine fails only with tagged objects: anything else is what a body threw.
+    const error = failure.error
+    if (typeof error !== "object" || error === null || thrownByHost.has(error)) throw error
+    throw toFacadeError(error)
+  }
   throw Cause.squash(exit.cause)
 }

@@ -29,7 +29,7 @@ import {
   SubprocessAdapter as SubprocessAdapterTag
 } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, resolveStepLedgerRetention, type StepLedgerRetention, toEngineCheckpointStore } from "./checkpoint.ts"
-import { NoeticConfigError, toFacadeError, unwrapExit } from "./errors.ts"
+import { hostThrown, NoeticConfigError, toFacadeError, unwrapExit } from "./errors.ts"
 import {
   fromEngineSubprocessAdapter,
   type SubprocessAdapter,
@@ -204,7 +204,7 @@ export const runCode = <I, O>(
         try: (signal): Promise<Awaited<O>> =>
           Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
         // What the body threw is what the caller of execute() gets back.
-        catch: (error) => error
+        catch: hostThrown
       })), options)
 }
 

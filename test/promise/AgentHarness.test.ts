@@ -93,6 +93,23 @@ describe("Promise facade: AgentHarness", () => {
     await expect(harness.execute(undefined)).rejects.toBe(boom)
   })
 
+  it("whatever a step body throws passes through unchanged: a string, a plain object, an error with its own _tag", async () => {
+    class NotFound extends Error {
+      readonly _tag = "NotFound"
+    }
+    const thrown: ReadonlyArray<unknown> = ["boom", { status: 404 }, new NotFound("no such user"), { _tag: "Timeout" }]
+    for (const value of thrown) {
+      const harness = track(new AgentHarness({
+        name: "throws-anything",
+        params: {},
+        agentGraph: runCode("root", async () => {
+          throw value
+        })
+      }))
+      await expect(harness.execute(undefined)).rejects.toBe(value)
+    }
+  })
+
   it("the seed's durable harness: a crashed run resumes on a new harness and completed steps replay", async () => {
     const checkpointRoot = tempRoot("checkpoints")
     let crash = true
