@@ -32,7 +32,7 @@ import {
 import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { childFailed, SubprocessError, Stopped, toJsonError } from "../services/SubprocessAdapter.ts"
+import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
 import * as FileStorage from "./FileStorage.ts"
 import * as IpcServer from "./IpcServer.ts"
 
@@ -80,7 +80,15 @@ const streamingStore = (
 
 /** Turns how the step ended into the outcome recorded and sent to the parent. */
 const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): SubprocessOutcome => {
-  if (Exit.isSuccess(exit)) return { _tag: "Success", value: toJsonError(exit.value) }
+  if (Exit.isSuccess(exit)) {
+    // The parent gets the output's JSON form, as `JSON.stringify` gives it (an array stays an array).
+    try {
+      const text = JSON.stringify(exit.value)
+      return { _tag: "Success", value: text === undefined ? null : JSON.parse(text) }
+    } catch (cause) {
+      return { _tag: "Failure", error: childFailed(handleId, new Error(`the output has no JSON form: ${String(cause)}`)).reason }
+    }
+  }
   const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
   if (failure !== undefined) {
     const error = failure.error

@@ -16,7 +16,7 @@ import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
 import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
 import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
 import { askThenModel } from "../fixtures/subprocessModelSteps.ts"
-import { double, failing, waitForRelease } from "../fixtures/subprocessSteps.ts"
+import { double, failing, listAndDate, waitForRelease } from "../fixtures/subprocessSteps.ts"
 
 const tempBase = Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsl-")))
 
@@ -91,6 +91,15 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       assert.deepInclude(reason.error as object, { _tag: "JobFailed", job: "j7" })
       assert.strictEqual(yield* handle.status, "failed")
       assert.deepStrictEqual(yield* adapter.listLive, [])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child's output reaches the parent in its JSON form: an array stays an array, a date becomes its string", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const adapter = yield* LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), pollMs: 20 })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const handle = yield* harness.detachedSpawn(listAndDate, "ab", yield* harness.createContext())
+      assert.deepStrictEqual(yield* handle.await, ["ab", 2, new Date(0).toISOString()])
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
   it.live("a child asks the user through the parent, and calls a model its module provides", () =>
