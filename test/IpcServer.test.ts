@@ -138,6 +138,18 @@ describe("IpcServer delivery", () => {
       assert.deepStrictEqual(yield* client.take, { seq: undefined, frame: { type: "item", item: 3 } })
     }))
 
+  it.live("send on a client whose scope has closed fails with SocketClosed instead of waiting forever", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      yield* IpcServer.make({ socketPath })
+      const scope = yield* Scope.make()
+      const client = yield* Scope.provide(IpcClient.connect({ socketPath }), scope)
+      yield* client.connected
+      yield* Scope.close(scope, Exit.void)
+      const error = yield* Effect.flip(client.send({ type: "getStatus" }))
+      assert.strictEqual(error.reason._tag, "SocketClosed")
+    }))
+
   it.live("application frames reach onClientFrame, which can reply on the connection", () =>
     Effect.gen(function*() {
       const socketPath = socketPathFor()

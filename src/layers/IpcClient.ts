@@ -90,7 +90,7 @@ export interface IpcClientShape {
   readonly take: Effect.Effect<Delivery, IpcError>
   /** Records that frames up to `seq` are handled (persists the watermark, then tells the server). */
   readonly ack: (seq: number) => Effect.Effect<void, StorageError>
-  /** Sends a frame on the current connection, waiting for one if there is none. */
+  /** Sends a frame on the current connection, waiting for one if there is none; fails with `SocketClosed` once the client is closed. */
   readonly send: (frame: Exclude<ClientFrame, { readonly type: "durableResume" | "durableAck" }>) => Effect.Effect<void, IpcError>
   /** Waits for a connection to be open and returns the server's `hello`. */
   readonly connected: Effect.Effect<Hello>
@@ -130,6 +130,8 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
   const inbox = yield* Queue.bounded<Delivery, IpcError>(options.bufferFrames ?? DEFAULT_BUFFER_FRAMES)
   let current: Connection | undefined
   const ready = Latch.makeUnsafe(false)
+  // Done when the client's scope closes: no connection will ever open again.
+  const shut = Deferred.makeUnsafe<void>()
   const ackLock = Semaphore.makeUnsafe(1)
 
   const session = Effect.gen(function*() {
@@ -204,13 +206,22 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
     Effect.catchCause((cause) => Queue.failCause(inbox, cause)),
     Effect.forkScoped
   )
-  yield* Effect.addFinalizer(() => Queue.shutdown(inbox))
+  yield* Effect.addFinalizer(() => Effect.andThen(Deferred.succeed(shut, undefined), Queue.shutdown(inbox)))
 
   const connected: Effect.Effect<Hello> = ready.await.pipe(
     Effect.andThen(Effect.suspend(() =>
       current?.hello !== undefined ? Effect.succeed(current.hello) : connected
     ))
   )
+
+  const whileOpen = <A>(effect: Effect.Effect<A>): Effect.Effect<A, IpcError> =>
+    Effect.raceFirst(
+      effect,
+      Effect.andThen(
+        Deferred.await(shut),
+        Effect.fail(fail(new SocketClosed({ message: "the client is closed", cause: undefined })))
+      )
+    )
 
   const client: IpcClientShape = {
     frames: Stream.fromQueue(inbox),
@@ -233,7 +244,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
       encodeFrame(frame, maxFrameBytes).pipe(
         Effect.mapError(fail),
         Effect.flatMap((line) =>
-          Effect.andThen(connected, Effect.suspend(() =>
+          Effect.andThen(whileOpen(connected), Effect.suspend(() =>
             current === undefined
               ? Effect.fail(fail(new SocketClosed({ message: "the connection closed before the frame was sent", cause: undefined })))
               : current.write(line)

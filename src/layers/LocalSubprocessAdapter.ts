@@ -496,11 +496,14 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.suspend((): Effect.Effect<void, SubprocessError | IpcError> => {
       const child = children.get(handleId)
       if (child === undefined) return Effect.fail(unknownHandle(handleId))
-      if (child.client === undefined) {
+      if (child.client === undefined || child.status !== "running") {
         return Effect.fail(
           new IpcError({
             socketPath: child.manifest.socketPath ?? "",
-            reason: new SocketClosed({ message: "not connected to the child yet", cause: undefined })
+            reason: new SocketClosed({
+              message: child.status !== "running" ? `child ${handleId} has settled` : "not connected to the child yet",
+              cause: undefined
+            })
           })
         )
       }

@@ -91,6 +91,9 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       assert.deepInclude(reason.error as object, { _tag: "JobFailed", job: "j7" })
       assert.strictEqual(yield* handle.status, "failed")
       assert.deepStrictEqual(yield* adapter.listLive, [])
+      // A settled child takes no more answers: a typed failure, not a wait for a connection that never comes.
+      const late = yield* Effect.flip(adapter.answerAskUser(handle.handleId, "q1", "yes"))
+      assert.strictEqual(late.reason._tag, "SocketClosed")
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
   it.live("a child's output reaches the parent in its JSON form: an array stays an array, a date becomes its string", () =>
