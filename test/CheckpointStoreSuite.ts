@@ -196,6 +196,23 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    it.effect("clear removes the snapshots of the execution's in-process child agents too, and nothing else", () =>
+      withStore((store, storage) =>
+        Effect.gen(function*() {
+          // A spawn step's child context checkpoints as `<id><path of the spawn>`.
+          const children = ["run/root#0/sub#0", "run/root#0/sub#0/inner#2/deeper#0", "run/root#0/fan#0[1]/sub#3"]
+          for (const id of ["run", ...children, "run/not-a-child", "runner"]) {
+            yield* store.save(sampleSnapshot(id, ITEM_CHUNK_SIZE + 1))
+          }
+          yield* store.clear("run")
+          assert.deepStrictEqual([...(yield* store.list)].sort(), ["run/not-a-child", "runner"])
+          for (const id of children) {
+            assert.isTrue(Option.isNone(yield* store.load(id)))
+            assert.deepStrictEqual(yield* storage.list(`execution:${id}:`), [])
+          }
+        })
+      ))
+
     describe("item-log chunks", () => {
       /** A storage that records every key it writes. */
       const recording = (storage: StorageAdapterShape) => {

@@ -48,7 +48,10 @@ export interface CheckpointStoreShape {
   ) => Effect.Effect<Option.Option<CheckpointSnapshot>, StorageError | CheckpointSchemaMismatch>
   /** The ids of the executions that have a snapshot; never reads ledger keys. */
   readonly list: Effect.Effect<ReadonlyArray<string>, StorageError>
-  /** Removes an execution's snapshot and every ledger key it has. */
+  /**
+   * Removes an execution's snapshot and every ledger key it has, with the snapshots of
+   * its in-process child agents (`spawn` steps), whose ids are its own plus a path.
+   */
   readonly clear: (executionId: string) => Effect.Effect<void, StorageError>
 }
 
@@ -252,7 +255,7 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
       (keys) => keys.map((key) => key.slice(INDEX_PREFIX.length))
     ).pipe(Effect.withSpan("CheckpointStore.list"))
 
-    const clear = Effect.fn("CheckpointStore.clear")(function*(executionId: string) {
+    const clearOne = Effect.fnUntraced(function*(executionId: string) {
       const ledger = yield* ledgerKeysOf(storage, executionId)
       const chunks = yield* itemChunkKeysOf(storage, executionId)
       yield* Effect.forEach([...ledger.map(({ key }) => key), ...chunks], (key) => storage.delete(key), {
@@ -264,6 +267,18 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
       // The index goes last, so an interrupted clear still lists and can be repeated.
       yield* storage.delete(indexKey(executionId))
       indexed.delete(executionId)
+    })
+
+    // A spawn step's child agent checkpoints as an execution of its own, named by the
+    // parent's id and the spawn's path (so ending in `#<n>`); it is part of the parent's run.
+    const clear = Effect.fn("CheckpointStore.clear")(function*(executionId: string) {
+      const childPrefix = indexKey(`${executionId}/`)
+      const children = (yield* storage.list(childPrefix))
+        .map((key) => key.slice(INDEX_PREFIX.length))
+        .filter((id) => /#\d+$/.test(id))
+      // The children go first, so an interrupted clear still lists the parent and can be repeated.
+      yield* Effect.forEach(children, clearOne, { discard: true })
+      yield* clearOne(executionId)
     })
 
     return CheckpointStore.of({ storage, save, load, list, clear })
