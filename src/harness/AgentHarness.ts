@@ -607,14 +607,27 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       case "spawn":
         return Effect.suspend(() => {
           // An in-process child agent: its own context (parent = the caller's), its steps
-          // recorded below the spawn's path in the same execution ledger.
-          const child = newContext({
-            id: `${frame.ctx.id}${frame.path}`,
-            threadId: frame.ctx.threadId,
-            resourceId: frame.ctx.resourceId,
-            restore: { parent: frame.ctx }
+          // recorded below the spawn's path in the same execution ledger. A child that
+          // ran before a crash gets its context back: its replayed steps do not append
+          // again, so a fresh context would lose what they added to its log and layers.
+          const id = `${frame.ctx.id}${frame.path}`
+          // Like a failed ledger lookup, a child snapshot that cannot be read only costs
+          // the child its earlier log.
+          const restoredChild = Effect.catch(restore(id, { parent: frame.ctx }), (error) =>
+            Effect.as(
+              Effect.logWarning("child agent context could not be restored; it starts fresh", error),
+              Option.none<AgentContext>()
+            ))
+          return Effect.flatMap(restoredChild, (restored) => {
+            const child = Option.getOrElse(restored, () =>
+              newContext({
+                id,
+                threadId: frame.ctx.threadId,
+                resourceId: frame.ctx.resourceId,
+                restore: { parent: frame.ctx }
+              }))
+            return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
           })
-          return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
         })
     }
   }

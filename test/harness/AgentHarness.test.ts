@@ -449,6 +449,30 @@ describe("AgentHarness", () => {
         })
         assert.isTrue((yield* harness.execute(undefined)).output)
       }))
+
+    it.effect("a resumed child agent gets back the item log of its replayed steps", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeMemory
+        let crash = true
+        let notes = 0
+        const note = runCode("note", (_: void, child) =>
+          Effect.andThen(Effect.sync(() => notes++), Effect.as(child.append([{ type: "note", text: "seen" }]), "noted")))
+        const child = runCode("child", (_: void, child) =>
+          Effect.gen(function*() {
+            yield* child.run(note, undefined)
+            if (crash) return yield* Effect.die("crash")
+            return child.items.map((item) => item.text)
+          }))
+        const graph = runCode("root", (_: void, ctx) => ctx.run(spawn("sub", child), undefined))
+        const first = yield* durableHarness(storage, { agentGraph: graph })
+        yield* Effect.exit(first.execute(undefined, { executionId: "spawned" }))
+        crash = false
+        const second = yield* durableHarness(storage, { agentGraph: graph })
+        const resumed = Option.getOrThrow(yield* second.resume("spawned"))
+        // The note step replayed rather than ran; what it appended is still in the child's log.
+        assert.strictEqual(notes, 1)
+        assert.deepStrictEqual(resumed.output, ["seen"])
+      }))
   })
 
   describe("file storage", () => {
