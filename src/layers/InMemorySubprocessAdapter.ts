@@ -13,11 +13,11 @@
  * @since 0.1.0
  */
 import { Deferred, Effect, Layer, Option, Scope } from "effect"
-import type { StorageError } from "../Errors.ts"
+import { Corrupt, StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
 import { loadStep } from "../internal/stepLoader.ts"
-import { clearChild, loadManifest, MANIFEST_PREFIX, saveManifest } from "../schema/SubprocessManifest.ts"
+import { clearChild, loadManifest, MANIFEST_PREFIX, manifestKey, saveManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
@@ -99,8 +99,15 @@ export const make = Effect.fnUntraced(function*(
       const recorded = yield* loadManifest(storage, handleId)
       if (Option.isNone(recorded) || recorded.value.adapter !== "memory") return Option.none<SubprocessHandle>()
       const manifest = recorded.value
+      const input: unknown = yield* Effect.try({
+        try: () => JSON.parse(manifest.serializedInput),
+        catch: (cause) =>
+          new StorageError({
+            operation: "reattach",
+            reason: new Corrupt({ key: manifestKey(handleId), message: `the recorded input is not JSON: ${String(cause)}` })
+          })
+      })
       const { layer, step } = yield* loadStep(handleId, manifest.stepId, manifest.module, null)
-      const input: unknown = JSON.parse(manifest.serializedInput)
       const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
         options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
         Effect.orDie,

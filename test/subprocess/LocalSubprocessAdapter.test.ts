@@ -215,6 +215,22 @@ describe("InMemorySubprocessAdapter", () => {
       assert.deepStrictEqual(yield* storage.list(MANIFEST_PREFIX), [])
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
+  it.effect("a manifest whose input is not JSON is skipped by listLive and a typed Corrupt failure of reattach", () =>
+    Effect.gen(function*() {
+      const storage = yield* StorageAdapter.makeMemory
+      const first = yield* InMemorySubprocessAdapter.make({ storage })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: first })
+      const running = yield* harness.detachedSpawn(waitForRelease, { release: "/nonexistent/never", value: "v" }, yield* harness.createContext())
+      const manifest = Option.getOrThrow(yield* loadManifest(storage, running.handleId))
+      yield* saveManifest(storage, { ...manifest, handleId: "garbled", serializedInput: "{not json" })
+
+      const second = yield* InMemorySubprocessAdapter.make({ storage })
+      assert.deepStrictEqual((yield* second.listLive).map((h) => h.handleId), [running.handleId])
+      const error = yield* Effect.flip(second.reattach("garbled"))
+      assert.strictEqual(error._tag, "StorageError")
+      if (error._tag === "StorageError") assert.strictEqual(error.reason._tag, "Corrupt")
+    }))
+
   it.effect("stop clears the manifest", () =>
     Effect.gen(function*() {
       const storage = yield* StorageAdapter.makeMemory
