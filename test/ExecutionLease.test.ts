@@ -289,6 +289,30 @@ describe("AgentHarness lease option", () => {
       assert.deepStrictEqual(yield* plain.list(""), [])
     }))
 
+  it.effect("harness.run on a context of an execution another host holds is refused and writes no ledger entry", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMemory
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const hostA = yield* host(storage, { agentGraph: gatedGraph(started, gate), lease: { owner: "host-a" } })
+      const hostB = yield* host(storage, { lease: { owner: "host-b" } })
+      const run = yield* Effect.forkChild(hostA.execute(1, { executionId: "held" }))
+      yield* Deferred.await(started)
+      const ledgerBefore = yield* storage.list("execution:held:ledger:")
+
+      const ctx = yield* hostB.createContext({ id: "held" })
+      const exit = yield* Effect.exit(hostB.run(runCode("stray", (n: number) => Effect.succeed(n)), 7, ctx))
+      assert.deepStrictEqual(yield* storage.list("execution:held:ledger:"), ledgerBefore)
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const reason = exit.cause.reasons[0]!
+        assert.strictEqual(reason._tag, "Fail")
+        if (reason._tag === "Fail") assert.strictEqual((reason.error as { _tag: string })._tag, "ExecutionLeaseHeld")
+      }
+      yield* Deferred.succeed(gate, undefined)
+      assert.deepStrictEqual(yield* Fiber.join(run), { executionId: "held", output: 20 })
+    }))
+
   it.effect("one harness running an execution refuses a second concurrent run of it", () =>
     Effect.gen(function*() {
       const storage = yield* makeMemory

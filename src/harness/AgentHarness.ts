@@ -180,12 +180,15 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
   readonly clearCheckpoint: (executionId: string) => Effect.Effect<void, StorageError>
   /** A fresh context with this harness's layers and checkpoint hook. */
   readonly createContext: (options?: CreateContextOptions) => Effect.Effect<AgentContext>
-  /** Runs one step on a context, durably when the harness is (`/stepId#n` paths per context). */
+  /**
+   * Runs one step on a context, durably when the harness is (`/stepId#n` paths per
+   * context); with `lease`, holding the execution's lease while it runs.
+   */
   readonly run: <I, O, E, R>(
     step: Step<I, O, E, R>,
     input: I,
     ctx: AgentContext
-  ) => Effect.Effect<O, E | RunError, R>
+  ) => Effect.Effect<O, E | RunError | LeaseError, R>
   /** Starts a child through a subprocess adapter; the parent context checkpoints when it settles. */
   readonly detachedSpawn: <I, O, E, R>(
     step: Step<I, O, E, R>,
@@ -723,16 +726,22 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       return Option.some(yield* runRoot(root, ctx, inFlight.input))
     })
 
+  // Under a lease the steps run holding it (joining a run of this harness), so their
+  // ledger writes are fenced like those of execute and resume.
   const run = (step: AnyStep, input: unknown, ctx: AgentContext) =>
-    Effect.gen(function*() {
-      let counters = runCounters.get(ctx)
-      if (counters === undefined) {
-        counters = new Map()
-        runCounters.set(ctx, counters)
-      }
-      const ledger = yield* openLedger(ctx.id)
-      return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
-    })
+    withLease(
+      ctx.id,
+      Effect.gen(function*() {
+        let counters = runCounters.get(ctx)
+        if (counters === undefined) {
+          counters = new Map()
+          runCounters.set(ctx, counters)
+        }
+        const ledger = yield* openLedger(ctx.id)
+        return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
+      }),
+      "join"
+    )
 
   const detachedSpawn = (
     step: AnyStep,
