@@ -49,11 +49,13 @@ const signalZero = (pid: number): boolean => {
 /**
  * Whether the process `pid` that started at `startTime` still runs. A different start
  * time means the pid was recycled: that process is not ours. A zombie counts as gone.
+ * Where `/proc` exists, a pid recorded without its start time (the process was gone
+ * before it could be read) cannot be told from a recycled one, so it counts as gone.
  */
 export const isAlive = (pid: number, startTime: number | null): Effect.Effect<boolean> =>
   Effect.flatMap(hasProc, (proc) => {
     if (!proc) return Effect.sync(() => signalZero(pid))
+    if (startTime === null) return Effect.succeed(false)
     return Effect.map(readStat(pid), (stat) =>
-      stat !== undefined && stat.state !== "Z" && stat.state !== "X" &&
-      (startTime === null || stat.startTime === startTime))
+      stat !== undefined && stat.state !== "Z" && stat.state !== "X" && stat.startTime === startTime)
   })

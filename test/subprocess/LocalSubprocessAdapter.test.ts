@@ -21,13 +21,18 @@ import { double, failing, listAndDate, waitForRelease } from "../fixtures/subpro
 const tempBase = Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsl-")))
 
 /** A live process that is not any child of the adapter; SIGKILLed when the scope closes. */
-const bystander = Effect.acquireRelease(
-  Effect.callback<ChildProcess.ChildProcess>((resume) => {
-    const proc = ChildProcess.spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], { stdio: "ignore" })
-    proc.once("spawn", () => resume(Effect.succeed(proc)))
-  }),
-  (proc) => Effect.sync(() => proc.kill("SIGKILL"))
-)
+const bystanderWith = (options: { readonly detached: boolean }) =>
+  Effect.acquireRelease(
+    Effect.callback<ChildProcess.ChildProcess>((resume) => {
+      const proc = ChildProcess.spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], {
+        stdio: "ignore",
+        detached: options.detached
+      })
+      proc.once("spawn", () => resume(Effect.succeed(proc)))
+    }),
+    (proc) => Effect.sync(() => proc.kill("SIGKILL"))
+  )
+const bystander = bystanderWith({ detached: false })
 
 const failureOf = <A>(exit: Exit.Exit<A, SubprocessError>) => {
   assert.isTrue(Exit.isFailure(exit))
@@ -73,6 +78,44 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       // Pruned: the manifest is gone, and stop knows no such child.
       assert.isTrue(Option.isNone(yield* loadManifest(storage, "recycled")))
       const stopped = yield* Effect.exit(adapter.stop("recycled"))
+      assert.strictEqual(failureOf(stopped)._tag, "UnknownHandle")
+      assert.isTrue(yield* isAlive(other.pid!, stat!.startTime), "the bystander was never signalled")
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a recorded pid without a start time (on a machine with /proc) is not adopted, and stop never signals its group", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      // A group leader, so a signal to -pid would reach it.
+      const other = yield* bystanderWith({ detached: true })
+      const stat = yield* readStat(other.pid!)
+      assert.isDefined(stat, "this test needs /proc")
+      const storage = yield* FileStorage.make({ root })
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "unverified",
+        stepId: "waitForRelease",
+        module: null,
+        entry: null,
+        serializedInput: "null",
+        executionId: "exec-unverified",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: other.pid!,
+        // What a spawn records when its child was already gone before /proc could be read.
+        pidStarttime: null,
+        socketPath: Path.join(base, "x.sock"),
+        checkpointRoot: null,
+        lingerMs: 0,
+        metadata: {},
+        createdAt: 0
+      })
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, stopGraceMs: 100 })
+      assert.deepStrictEqual(yield* adapter.listLive, [])
+      const stopped = yield* Effect.exit(adapter.stop("unverified"))
       assert.strictEqual(failureOf(stopped)._tag, "UnknownHandle")
       assert.isTrue(yield* isAlive(other.pid!, stat!.startTime), "the bystander was never signalled")
     }).pipe(Effect.scoped), { timeout: 20_000 })
