@@ -39,7 +39,14 @@ import {
   type SubprocessError,
   type SubprocessHandle
 } from "../services/SubprocessAdapter.ts"
-import { AgentContext, type ContextLayer, defaultLayers, type Item, randomId } from "./AgentContext.ts"
+import {
+  AgentContext,
+  type ContextLayer,
+  type ContextStore,
+  defaultLayers,
+  type Item,
+  randomId
+} from "./AgentContext.ts"
 import { ResumeInputUnavailable, ToolFailed, UnknownAskUserPrompt, UnknownTool } from "./HarnessError.ts"
 import {
   type AnyStep,
@@ -301,7 +308,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const layers = options.context ?? defaultLayers()
   const tools = options.tools ?? {}
   const live = new Map<string, AgentContext>()
-  const checkpointLocks = new WeakMap<AgentContext, Semaphore.Semaphore>()
+  // Keyed by the context's shared state, not the object: every step's view of a
+  // context (parallel branches each have one) must queue on the same lock.
+  const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
   const runCounters = new WeakMap<AgentContext, Map<string, number>>()
   const lease = options.lease === undefined || Option.isNone(store) ? undefined : {
     owner: options.lease.owner,
@@ -330,10 +339,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       )
     }
     const target = Option.getOrElse(storeOf(ctx.id), () => store.value)
-    let lock = checkpointLocks.get(ctx)
+    let lock = checkpointLocks.get(ctx.store)
     if (lock === undefined) {
       lock = Semaphore.makeUnsafe(1)
-      checkpointLocks.set(ctx, lock)
+      checkpointLocks.set(ctx.store, lock)
     }
     // The snapshot is taken inside the lock so a slower, older save never lands last.
     return lock.withPermit(

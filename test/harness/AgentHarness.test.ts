@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, Random } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Random } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -163,6 +163,48 @@ describe("AgentHarness", () => {
         assert.strictEqual(error.reason._tag, "ChildFailed")
         for (let i = 0; i < 10 && snapshotsSaved(writes, "parent") < 2; i++) yield* Effect.yieldNow
         assert.strictEqual(snapshotsSaved(writes, "parent"), 2)
+      }))
+
+    it.effect("saves from parallel branches of one context land in order: a slower, older save never lands last", () =>
+      Effect.gen(function*() {
+        const base = yield* makeMemory
+        const blocked = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        const bAppending = yield* Deferred.make<void>()
+        let armed = false
+        // The snapshot write of branch a stalls (a slow disk) until the gate opens.
+        const storage: StorageAdapterShape = {
+          ...base,
+          set: (key, value) =>
+            key === snapshotKey("race") && armed
+              ? Effect.suspend(() => {
+                armed = false
+                return Effect.andThen(
+                  Effect.andThen(Deferred.succeed(blocked, undefined), Deferred.await(gate)),
+                  base.set(key, value)
+                )
+              })
+              : base.set(key, value)
+        }
+        const a = runCode("a", (_: void, ctx) =>
+          Effect.andThen(Effect.sync(() => (armed = true)), ctx.append([{ type: "note", id: "a" }])))
+        const b = runCode("b", (_: void, ctx) =>
+          Effect.gen(function*() {
+            yield* Deferred.await(blocked)
+            yield* Deferred.succeed(bAppending, undefined)
+            yield* ctx.append([{ type: "note", id: "b" }])
+          }))
+        const harness = yield* durableHarness(storage, {
+          agentGraph: runCode("root", (_: void, ctx) =>
+            Effect.andThen(ctx.run(inParallel("fan", [a, b] as const), undefined), Effect.die("host crashed")))
+        })
+        const run = yield* Effect.forkChild(Effect.exit(harness.execute(undefined, { executionId: "race" })))
+        yield* Deferred.await(bAppending)
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(run)
+        const restored = Option.getOrThrow(yield* harness.restore("race"))
+        assert.deepStrictEqual(restored.items.map((item) => item.id).sort(), ["a", "b"])
       }))
 
     it.effect("a failing save is logged and swallowed: the step still succeeds", () =>
