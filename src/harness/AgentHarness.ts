@@ -311,7 +311,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // Keyed by the context's shared state, not the object: every step's view of a
   // context (parallel branches each have one) must queue on the same lock.
   const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
-  const runCounters = new WeakMap<AgentContext, Map<string, number>>()
+  // By shared state too: harness.run given different views of one context numbers on.
+  const runCounters = new WeakMap<ContextStore, Map<string, number>>()
   const lease = options.lease === undefined || Option.isNone(store) ? undefined : {
     owner: options.lease.owner,
     ttl: options.lease.ttl ?? DEFAULT_LEASE_TTL,
@@ -741,10 +742,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     withLease(
       ctx.id,
       Effect.gen(function*() {
-        let counters = runCounters.get(ctx)
+        let counters = runCounters.get(ctx.store)
         if (counters === undefined) {
           counters = new Map()
-          runCounters.set(ctx, counters)
+          runCounters.set(ctx.store, counters)
         }
         const ledger = yield* openLedger(ctx.id)
         return yield* dispatch(step, input, { ctx, path: "", counters, ledger })

@@ -365,6 +365,22 @@ describe("AgentHarness", () => {
         ])
       }))
 
+    it.effect("harness.run from different step bodies of one context numbers on: no path collides, nothing replays wrongly", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeMemory
+        const square = runCode("square", (n: number) => Effect.succeed(n * n))
+        let run!: AgentHarness.AgentHarness["run"]
+        // Each body hands harness.run its own view of the context.
+        const viaHarness = (id: string, n: number) => runCode(id, (_: void, ctx) => run(square, n, ctx))
+        const harness = yield* durableHarness(storage, {
+          agentGraph: runCode("root", (_: void, ctx) =>
+            Effect.all([ctx.run(viaHarness("first", 2), undefined), ctx.run(viaHarness("second", 3), undefined)]))
+        })
+        run = harness.run
+        const result = yield* harness.execute(undefined)
+        assert.deepStrictEqual(result.output, [4, 9])
+      }))
+
     it.effect("a step whose id or kind changed at a recorded path runs fresh; its old subtree is discarded", () =>
       Effect.gen(function*() {
         const storage = yield* makeMemory
