@@ -313,6 +313,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
   // By shared state too: harness.run given different views of one context numbers on.
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
+  /** The context version the last snapshot that landed was taken at. */
+  const savedVersions = new WeakMap<ContextStore, number>()
   const lease = options.lease === undefined || Option.isNone(store) ? undefined : {
     owner: options.lease.owner,
     ttl: options.lease.ttl ?? DEFAULT_LEASE_TTL,
@@ -349,7 +351,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     return lock.withPermit(
       Effect.gen(function*() {
         const capturedAt = DateTime.formatIso(yield* DateTime.now)
+        const version = ctx.version
         yield* target.save(toSnapshot(ctx, capturedAt))
+        savedVersions.set(ctx.store, version)
       })
     ).pipe(
       Effect.catchCause((cause) =>
@@ -539,11 +543,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const identity = { stepId: step.id, kind: step.kind }
       // The body may be interrupted (a failing sibling branch, a race); once it has
       // completed, its record is not: a completed step interrupted before its record
-      // landed would run again on resume.
+      // landed would run again on resume. A step that replays does not redo what it
+      // changed in the context (cwd, layer state, answered prompts), so a change no
+      // snapshot holds yet is saved before the record that makes the step replay.
       const runAndRecord = Effect.uninterruptibleMask((restore) =>
         Effect.tap(restore(body), (output) =>
-          ledger.record(path, identity, output).pipe(
-            Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
+          Effect.andThen(
+            Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx)),
+            ledger.record(path, identity, output).pipe(
+              Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
+            )
           ))
       )
       return ledger.lookup(path, identity).pipe(

@@ -365,6 +365,34 @@ describe("AgentHarness", () => {
         ])
       }))
 
+    it.effect("a replayed step's changes to cwd and layer state are in the restored context", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeMemory
+        let crash = true
+        let setups = 0
+        const setup = runCode("setup", (_: void, ctx) =>
+          Effect.gen(function*() {
+            setups++
+            yield* ctx.setCwd("/repo")
+            yield* ctx.updateLayer("scratchpad", () => ({ plan: "ship it" }))
+            return "ready"
+          }))
+        const graph = runCode("root", (_: void, ctx) =>
+          Effect.gen(function*() {
+            yield* ctx.run(setup, undefined)
+            if (crash) return yield* Effect.die("host crashed")
+            return { cwd: ctx.cwd?.current, plan: ctx.layerState<{ plan?: string }>("scratchpad")?.plan }
+          }))
+        const first = yield* durableHarness(storage, { agentGraph: graph })
+        yield* Effect.exit(first.execute(undefined, { executionId: "setup-1" }))
+        crash = false
+        const second = yield* durableHarness(storage, { agentGraph: graph })
+        const resumed = Option.getOrThrow(yield* second.resume("setup-1"))
+        // setup replayed rather than ran, so only its snapshot can carry what it changed.
+        assert.strictEqual(setups, 1)
+        assert.deepStrictEqual(resumed.output, { cwd: "/repo", plan: "ship it" })
+      }))
+
     it.effect("harness.run from different step bodies of one context numbers on: no path collides, nothing replays wrongly", () =>
       Effect.gen(function*() {
         const storage = yield* makeMemory
