@@ -8,7 +8,7 @@
 import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { AiError, LanguageModel } from "effect/ai"
-import { EmptyStepId } from "../Errors.ts"
+import { EmptyStepId, type StorageError } from "../Errors.ts"
 import {
   type AgentContext as EngineContext,
   type ContextLayer,
@@ -397,7 +397,7 @@ export class AgentHarness<I = any, O = any> {
   readonly agentGraph: AnyStep<I, O> | undefined
   /** The harness's default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapter
-  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine, never>
+  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine, StorageError>
 
   /**
    * Throws `NoeticConfigError` with code `STEP_LEDGER_RETENTION_INVALID` for a bad
@@ -411,7 +411,7 @@ export class AgentHarness<I = any, O = any> {
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
     if (options.agentGraph !== undefined) checkGraph(options.agentGraph)
 
-    let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, never> = Layer.empty
+    let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, StorageError> = Layer.empty
     if (storage?.checkpointStore !== undefined) {
       const engineStore = toEngineCheckpointStore(storage.checkpointStore)
       if (engineStore === undefined) {
@@ -421,7 +421,9 @@ export class AgentHarness<I = any, O = any> {
           hint: "build it with createCheckpointStore({ storage }); any StorageAdapter can back it"
         })
       }
-      const store = Layer.effect(CheckpointStoreTag, Effect.orDie(engineStore))
+      // A storage that cannot be opened fails each call with a StorageError, which the
+      // facade maps like any other (a defect would escape as the raw engine error).
+      const store = Layer.effect(CheckpointStoreTag, engineStore)
       durability = Layer.provideMerge(
         Layer.effect(
           StepLedger,
@@ -465,7 +467,9 @@ export class AgentHarness<I = any, O = any> {
         })
       }))
     ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model))))
-    this.#runtime = ManagedRuntime.make(Layer.merge(engine, modelLayer(options.model)) as Layer.Layer<Engine>)
+    this.#runtime = ManagedRuntime.make(
+      Layer.merge(engine, modelLayer(options.model)) as Layer.Layer<Engine, StorageError>
+    )
     const runtime = this.#runtime
     this.subprocess = fromEngineSubprocessAdapter(
       Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))

@@ -11,6 +11,7 @@ import {
   DEFAULT_STEP_LEDGER_RETENTION,
   inParallel,
   NoeticConfigError,
+  NoeticError,
   runCode
 } from "../../src/promise/index.ts"
 
@@ -108,6 +109,22 @@ describe("Promise facade: AgentHarness", () => {
       }))
       await expect(harness.execute(undefined)).rejects.toBe(value)
     }
+  })
+
+  it("a checkpoint storage that cannot be opened rejects with NoeticError STORAGE_IO, not an engine error", async () => {
+    const file = Path.join(tempRoot("not-a-dir"), "file")
+    Fs.writeFileSync(file, "")
+    const harness = track(new AgentHarness({
+      name: "unopenable",
+      params: {},
+      agentGraph: runCode("root", () => 1),
+      environment: {
+        storage: { checkpointStore: createCheckpointStore({ storage: createFileStorage({ root: Path.join(file, "sub") }) }) }
+      }
+    }))
+    const error = await harness.execute(undefined).then(() => undefined, (error: unknown) => error)
+    expect(error).toBeInstanceOf(NoeticError)
+    expect((error as NoeticError).code).toBe("STORAGE_IO")
   })
 
   it("the seed's durable harness: a crashed run resumes on a new harness and completed steps replay", async () => {
