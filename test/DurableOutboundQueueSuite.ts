@@ -4,7 +4,7 @@
  * a "restart" is a new queue over the same storage.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Scheduler } from "effect"
 import type { StorageError } from "../src/Errors.ts"
 import { frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
@@ -143,6 +143,24 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         yield* queue.append(frames(1, 4)[0]!)
         assert.deepStrictEqual(yield* queue.frameRange(1), frames(4).map((frame, i) => ({ seq: i + 1, frame })))
         assert.deepStrictEqual((yield* queue.frameRange(4)).map((e) => e.seq), [4])
+      }))
+
+    it.live("an append interrupted at any point does not wedge the appends after it", () =>
+      Effect.gen(function*() {
+        // A scheduler that yields every few operations opens a yield point at every
+        // step of an append, and the interrupt lands in each of them in turn.
+        for (const ops of [2, 3, 4, 5]) {
+          for (let yields = 0; yields < 8; yields++) {
+            const queue = yield* makeWith(yield* makeStorage, { socketId: "q" })
+            const interrupted = yield* Effect.forkChild(
+              queue.append("maybe").pipe(Effect.provideService(Scheduler.MaxOpsBeforeYield, ops))
+            )
+            for (let i = 0; i < yields; i++) yield* Effect.yieldNow
+            yield* Fiber.interrupt(interrupted)
+            const seq = yield* queue.append("after")
+            assert.deepStrictEqual((yield* queue.frameRange(seq)).map((e) => e.frame), ["after"])
+          }
+        }
       }))
 
     it.effect("awaitHeadAbove and awaitAcked wake on append and ack", () =>

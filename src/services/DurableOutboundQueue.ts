@@ -193,31 +193,35 @@ export const makeWith = Effect.fnUntraced(function*(
     })
 
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    Effect.suspend(() => {
-      if (frames.length === 0) return Effect.succeed([])
-      if (closed) return useAfterClose("append")
-      let batch = openBatch
-      const leader = batch === undefined
-      if (batch === undefined) {
-        batch = { frames: [], done: Deferred.makeUnsafe<number, StorageError>() }
-        openBatch = batch
-      }
-      const index = batch.frames.length
-      for (const frame of frames) batch.frames.push(frame)
-      const mine = batch
-      const result = Effect.map(Deferred.await(mine.done), (first) => frames.map((_, i) => first + index + i))
-      if (!leader) return result
-      return writeLock.withPermit(
-        Effect.suspend(() => {
-          if (openBatch === mine) openBatch = undefined
-          return Effect.exit(writeBatch(mine.frames))
-        })
-      ).pipe(
-        Effect.flatMap((exit) => Deferred.done(mine.done, exit)),
-        Effect.uninterruptible,
-        Effect.andThen(result)
-      )
-    })
+    // Uninterruptible from the moment a leader opens a batch until it is written: an
+    // interrupt in between would leave the batch open forever, and every later append
+    // would join it and wait for a write that never comes.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        if (frames.length === 0) return Effect.succeed([])
+        if (closed) return useAfterClose("append")
+        let batch = openBatch
+        const leader = batch === undefined
+        if (batch === undefined) {
+          batch = { frames: [], done: Deferred.makeUnsafe<number, StorageError>() }
+          openBatch = batch
+        }
+        const index = batch.frames.length
+        for (const frame of frames) batch.frames.push(frame)
+        const mine = batch
+        const result = restore(Effect.map(Deferred.await(mine.done), (first) => frames.map((_, i) => first + index + i)))
+        if (!leader) return result
+        return writeLock.withPermit(
+          Effect.suspend(() => {
+            if (openBatch === mine) openBatch = undefined
+            return Effect.exit(writeBatch(mine.frames))
+          })
+        ).pipe(
+          Effect.flatMap((exit) => Deferred.done(mine.done, exit)),
+          Effect.andThen(result)
+        )
+      })
+    )
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
