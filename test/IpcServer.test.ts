@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Schedule, Schema, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Schedule, Schema, Scope, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as NodeNet from "node:net"
 import * as Path from "node:path"
 import * as IpcClient from "../src/layers/IpcClient.ts"
 import * as IpcServer from "../src/layers/IpcServer.ts"
-import { makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
-import { makeMemory } from "../src/services/StorageAdapter.ts"
+import { keyPrefix, makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
+import { getMany, makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import { rawPeer, socketPathFor } from "./ipcHelpers.ts"
 
 const fastReconnect = Schedule.spaced("5 millis")
@@ -73,6 +73,45 @@ describe("IpcServer delivery", () => {
       assert.deepStrictEqual(got.map(itemOf), Array.from({ length: 1300 }, (_, i) => 201 + i))
       // The resume watermark counts as an ack.
       assert.strictEqual(yield* server.queue.ackedSeq, 200)
+    }))
+
+  it.live("an ack that compacts the page a replay is reading does not make the replay skip the frames after it", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const memory = yield* makeMemory
+      // A storage whose next multi-key read waits, once armed, until it is let go.
+      let gate: { readonly entered: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } | undefined
+      const storage: StorageAdapterShape = {
+        ...memory,
+        getMany: (keys) =>
+          Effect.suspend(() => {
+            const held = gate
+            gate = undefined
+            const read = getMany(memory, keys)
+            return held === undefined
+              ? read
+              : Deferred.succeed(held.entered, undefined).pipe(Effect.andThen(Deferred.await(held.release)), Effect.andThen(read))
+          })
+      }
+      // Nothing cached: every replay page is read from storage.
+      const queue = yield* makeQueue(storage, { socketId: "gated", cachedFrames: 0 })
+      const server = yield* IpcServer.make({ socketPath, queue, pageFrames: 4 })
+      yield* server.emitAll(items(1, 12))
+      const held = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+      gate = held
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      yield* Deferred.await(held.entered)
+      // The client acks frames it got on an earlier connection while the first page is read.
+      yield* peer.write(`{"type":"durableAck","throughSeq":4}\n`)
+      yield* server.awaitAcked(4)
+      // awaitAcked wakes once the watermark is written; the compaction follows it.
+      while ((yield* memory.list(`${keyPrefix("gated")}frame:`)).length > 8) yield* Effect.yieldNow
+      yield* Deferred.succeed(held.release, undefined)
+      yield* server.emit({ type: "item", item: 13 })
+      const seqs: Array<number> = []
+      while (seqs[seqs.length - 1] !== 13) seqs.push((yield* peer.nextReply).seq)
+      assert.deepStrictEqual(seqs, [5, 6, 7, 8, 9, 10, 11, 12, 13])
     }))
 
   it.live("acks compact the queue, a dropped connection resumes, and a delivered seq is never delivered twice", () =>

@@ -207,8 +207,11 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
         const head = yield* queue.headSeq
         const entries = yield* queue.frameRange(cursor + 1, { limit: pageFrames })
         if (entries.length === 0) {
-          // Nothing stored in (cursor, head]: acked by another client, or never landed.
-          cursor = Math.max(cursor, head)
+          // The page was compacted while it was read: go on after the watermark, which
+          // may still be below the head (a page is not the whole range).
+          const acked = yield* queue.ackedSeq
+          // Otherwise nothing is stored in (cursor, head]: never landed.
+          cursor = acked > cursor ? acked : Math.max(cursor, head)
           return
         }
         const lines = entries.map((entry) => mode === "durable" ? durableLine(entry.seq, entry.frame) : entry.frame + "\n")
