@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Deferred, Duration, Effect, Exit, Option, Result, Scope, Semaphore } from "effect"
+import { Cause, DateTime, Deferred, Duration, Effect, Exit, Hash, Option, Result, Scope, Semaphore } from "effect"
 import { LanguageModel } from "effect/ai"
 import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
 import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
@@ -574,8 +574,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           const model = yield* LanguageModel.LanguageModel
           const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
           const metadata = response.content.find((part) => part.type === "response-metadata")
-          const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}`
           const text = response.text
+          // Without a provider id, the made-up one also names the text: a turn re-issued
+          // after a crash that returns the same answer is not doubled, and one that
+          // returns another answer is a new turn in the log, as it is downstream.
+          const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
           const turn: Array<Item> = [
             { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
             { type: "message", role: "assistant", responseId, content: text }

@@ -68,7 +68,7 @@ export interface RunCode<I, O, E, R> extends Step<I, O, E, R, "runCode"> {
 
 /** One model turn and what it produced. */
 export interface ModelTurn {
-  /** The provider's response id (or one made from the path when the provider gives none). */
+  /** The provider's response id (or one made from the path and the text when the provider gives none). */
   readonly responseId: string
   readonly text: string
 }

@@ -523,6 +523,38 @@ describe("AgentHarness", () => {
         const resumed = yield* second.resume("model").pipe(Effect.provide(ScriptedModel.layer([])))
         assert.strictEqual(Option.getOrThrow(resumed).output, "first answer")
       }))
+
+    it.effect("a re-issued turn of a provider without response ids: a different answer is a new turn in the log", () =>
+      Effect.gen(function*() {
+        const base = yield* makeMemory
+        // The first host's ledger writes fail (a full disk), so the turn is appended but never recorded.
+        const noLedger: StorageAdapterShape = {
+          ...base,
+          set: (key, value) =>
+            key.includes(":ledger:")
+              ? Effect.fail(new StorageError({ operation: "set", reason: new Io({ key, message: "disk full", cause: null }) }))
+              : base.set(key, value)
+        }
+        let crash = true
+        const graph = runCode("root", (_: void, ctx) =>
+          Effect.gen(function*() {
+            const turn = yield* ctx.run(callModel("ask"), "question")
+            if (crash) return yield* Effect.die("host crashed")
+            return turn.text
+          }))
+        const first = yield* durableHarness(noLedger, { agentGraph: graph })
+        yield* Effect.exit(first.execute(undefined, { executionId: "no-ids" }).pipe(
+          Effect.provide(ScriptedModel.layer([{ text: "first answer" }]))
+        ))
+        crash = false
+        const second = yield* durableHarness(base, { agentGraph: graph })
+        const resumed = yield* second.resume("no-ids").pipe(Effect.provide(ScriptedModel.layer([{ text: "second answer" }])))
+        assert.strictEqual(Option.getOrThrow(resumed).output, "second answer")
+        // What flowed downstream is in the log the next prompt is built from.
+        const ctx = Option.getOrThrow(yield* second.restore("no-ids"))
+        const answers = ctx.items.filter((item) => item.role === "assistant").map((item) => item.content)
+        assert.deepStrictEqual(answers, ["first answer", "second answer"])
+      }))
   })
 
   describe("spawn", () => {
