@@ -321,6 +321,35 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
       ).pipe(capturingWarnings(warnings))
     })
 
+    it.effect("an output JSON would give back altered is dropped, never replayed as something else", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const service = yield* ledgerOver(storage)
+          const ledger = yield* service.open("e")
+          class Money {
+            constructor(readonly cents: number) {}
+          }
+          // Each would replay as a different value: a string, {}, null, a plain object.
+          const altered: ReadonlyArray<unknown> = [
+            new Date(0),
+            new Map([["k", 1]]),
+            Number.NaN,
+            { total: Infinity },
+            new Money(5),
+            [1, undefined]
+          ]
+          for (const [i, output] of altered.entries()) yield* ledger.record(`/alt#${i}`, step, output)
+          yield* ledger.record("/ok#0", step, { at: "1970-01-01", list: [1, null], nested: { n: -1.5 }, gone: undefined })
+          const reloaded = yield* service.open("e")
+          for (const i of altered.keys()) assert.isTrue(Option.isNone(yield* reloaded.lookup(`/alt#${i}`, step)))
+          assert.deepStrictEqual(
+            yield* reloaded.lookup("/ok#0", step),
+            Option.some({ at: "1970-01-01", list: [1, null], nested: { n: -1.5 } })
+          )
+          assert.strictEqual((yield* service.stats).droppedUnserializable, altered.length)
+        })
+      ))
+
     it.effect("past maxEntries the oldest entries are evicted and the newest kept", () =>
       withStorage((storage) =>
         Effect.gen(function*() {

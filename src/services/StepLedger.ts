@@ -73,9 +73,10 @@ export interface ExecutionLedger {
   readonly lookup: (path: string, identity: StepIdentity) => Effect.Effect<Option.Option<unknown>, StorageError>
   /**
    * Records a completed step's output (one storage write, plus the delete of any key
-   * evicted past `maxEntries`, run alongside it). Outputs over the byte cap or
-   * that JSON cannot hold are dropped (counted, first drop of each kind logs a
-   * warning); past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
+   * evicted past `maxEntries`, run alongside it). Outputs over the byte cap or that
+   * JSON cannot give back unchanged (a cycle, a bigint, a Date, a Map, a class
+   * instance, NaN) are dropped (counted, first drop of each kind logs a warning);
+   * past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
   readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
   /** The outputs this ledger would replay, one per path, in seq order. */
@@ -180,6 +181,33 @@ type Measured =
   | { readonly _tag: "Ok"; readonly held: HeldOutput; readonly bytes: number }
   | { readonly _tag: "Unserializable"; readonly message: string }
 
+/**
+ * Whether JSON gives `value` back as it is: a Date would come back a string, a Map or
+ * a class instance a plain object, NaN or Infinity null, `undefined` in an array null.
+ * (An object property holding `undefined` vanishes, which reads back the same.)
+ */
+const survivesJson = (value: unknown): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value)
+    case "object": {
+      if (value === null) return true
+      if (Array.isArray(value)) return value.every((element) => element !== undefined && survivesJson(element))
+      const proto = Object.getPrototypeOf(value)
+      if (proto !== Object.prototype && proto !== null) return false
+      for (const element of Object.values(value)) {
+        if (element !== undefined && !survivesJson(element)) return false
+      }
+      return true
+    }
+    default:
+      return false
+  }
+}
+
 const measure = (output: unknown): Measured => {
   if (output === undefined) return { _tag: "Ok", held: { _tag: "Undefined" }, bytes: 0 }
   let text: string | undefined
@@ -189,6 +217,8 @@ const measure = (output: unknown): Measured => {
     return { _tag: "Unserializable", message: cause instanceof Error ? cause.message : String(cause) }
   }
   if (text === undefined) return { _tag: "Unserializable", message: `a ${typeof output} has no JSON form` }
+  // Replaying a value other than the one the run saw is worse than running the step again.
+  if (!survivesJson(output)) return { _tag: "Unserializable", message: "JSON would not give it back unchanged" }
   return { _tag: "Ok", held: { _tag: "Text", text }, bytes: utf8Length(text) }
 }
 
