@@ -155,8 +155,12 @@ export const make = Effect.fnUntraced(function*(
     const found = yield* Effect.forEach(keys, (key) => {
       const handleId = key.slice(MANIFEST_PREFIX.length)
       return reattach(handleId).pipe(
+        // One child that cannot come back (a corrupt manifest, a step this build no longer
+        // exports) must not keep the others from being reattached; its manifest stays.
         Effect.catchIf(
-          (error): error is StorageError => error._tag === "StorageError" && error.reason._tag === "Corrupt",
+          (error) =>
+            (error._tag === "StorageError" && error.reason._tag === "Corrupt") ||
+            (error._tag === "SubprocessError" && error.reason._tag === "StepUnavailable"),
           (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
         )
       )

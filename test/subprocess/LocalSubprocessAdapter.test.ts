@@ -274,6 +274,23 @@ describe("InMemorySubprocessAdapter", () => {
       if (error._tag === "StorageError") assert.strictEqual(error.reason._tag, "Corrupt")
     }))
 
+  it.effect("a manifest whose step this build no longer exports is skipped by listLive; the others come back", () =>
+    Effect.gen(function*() {
+      const storage = yield* StorageAdapter.makeMemory
+      const first = yield* InMemorySubprocessAdapter.make({ storage })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: first })
+      const running = yield* harness.detachedSpawn(waitForRelease, { release: "/nonexistent/never", value: "v" }, yield* harness.createContext())
+      const manifest = Option.getOrThrow(yield* loadManifest(storage, running.handleId))
+      yield* saveManifest(storage, { ...manifest, handleId: "renamed", stepId: "aStepThatWasRenamed" })
+
+      const second = yield* InMemorySubprocessAdapter.make({ storage })
+      assert.deepStrictEqual((yield* second.listLive).map((h) => h.handleId), [running.handleId])
+      // The skipped manifest stays, for a build that exports the step again.
+      assert.isTrue(Option.isSome(yield* loadManifest(storage, "renamed")))
+      const error = yield* Effect.flip(second.reattach("renamed"))
+      assert.strictEqual(error._tag === "SubprocessError" ? error.reason._tag : error._tag, "StepUnavailable")
+    }))
+
   it.effect("stop clears the manifest", () =>
     Effect.gen(function*() {
       const storage = yield* StorageAdapter.makeMemory
