@@ -214,7 +214,7 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     promptId: string,
     output: unknown
   ) => Effect.Effect<void, UnknownAskUserPrompt>
-  /** The live context of an execution this harness is running, if any. */
+  /** The live context of an execution this harness is running (or of a running spawn step's child agent), if any. */
   readonly liveContext: (executionId: string) => Option.Option<AgentContext>
 }
 
@@ -651,7 +651,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
                 resourceId: frame.ctx.resourceId,
                 restore: { parent: frame.ctx }
               }))
-            return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+            // Live while it runs, so the host can answer its ask-user prompts by its id.
+            live.set(child.id, child)
+            return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }).pipe(
+              Effect.ensuring(Effect.sync(() => live.delete(child.id)))
+            )
           })
         })
     }

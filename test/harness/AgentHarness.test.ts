@@ -568,6 +568,26 @@ describe("AgentHarness", () => {
         assert.isTrue((yield* harness.execute(undefined)).output)
       }))
 
+    it.effect("a child agent's ask-user prompt can be answered through the harness while it runs", () =>
+      Effect.gen(function*() {
+        const harness = yield* AgentHarness.make({
+          name: "asker",
+          agentGraph: runCode("root", (_: void, ctx) =>
+            ctx.run(spawn("sub", runCode("child", (_: void, child) => child.askUser("deploy?"))), undefined))
+        })
+        const run = yield* Effect.forkChild(harness.execute(undefined, { executionId: "ask" }))
+        const childId = "ask/root#0/sub#0"
+        let pending: ReadonlyArray<{ readonly id: string }> = []
+        for (let i = 0; i < 50 && pending.length === 0; i++) {
+          yield* Effect.yieldNow
+          pending = Option.match(harness.liveContext(childId), { onNone: () => [], onSome: (ctx) => ctx.pendingAskUser })
+        }
+        assert.strictEqual(pending.length, 1)
+        yield* harness.answerAskUser(childId, pending[0]!.id, "yes")
+        assert.deepStrictEqual(yield* Fiber.join(run), { executionId: "ask", output: "yes" })
+        assert.isTrue(Option.isNone(harness.liveContext(childId)))
+      }))
+
     it.effect("a resumed child agent gets back the item log of its replayed steps", () =>
       Effect.gen(function*() {
         const storage = yield* makeMemory
