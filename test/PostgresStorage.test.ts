@@ -4,6 +4,8 @@ import { Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
+import * as CheckpointStore from "../src/services/CheckpointStore.ts"
+import * as StepLedger from "../src/services/StepLedger.ts"
 import { getMany, StorageAdapter } from "../src/services/StorageAdapter.ts"
 import { suite } from "./StorageSuite.ts"
 
@@ -94,6 +96,32 @@ describe.skipIf(url === undefined)("PostgresStorage", () => {
         assert.isFalse(found.has("absent"))
         assert.strictEqual(statements.length, 1, statements.join("\n"))
         assert.match(statements[0]!, /^SELECT/)
+      })
+    ))
+
+  it.effect("a step-ledger load is one statement", () =>
+    withTable((_sql, table) =>
+      Effect.gen(function*() {
+        const storage = yield* PostgresStorage.make({ table })
+        const ledger = yield* StepLedger.makeWith(yield* CheckpointStore.makeWith(storage))
+        const writing = yield* ledger.open("exec")
+        for (let i = 0; i < 25; i++) yield* writing.record(`/root#0/step#${i}`, { stepId: "step", kind: "runCode" }, i)
+        yield* storage.set("execution:exec:ledger:not-a-seq", "foreign")
+
+        const statements: Array<string> = []
+        const loaded = yield* ledger.open("exec").pipe(
+          Effect.provideService(Statement.CurrentTransformer, (statement) =>
+            Effect.sync(() => {
+              statements.push(statement.compile()[0])
+              return statement
+            }))
+        )
+        assert.strictEqual(statements.length, 1, statements.join("\n"))
+        assert.strictEqual((yield* loaded.entries).length, 25)
+        assert.deepStrictEqual(
+          yield* loaded.lookup("/root#0/step#24", { stepId: "step", kind: "runCode" }),
+          Option.some(24)
+        )
       })
     ))
 

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type { StorageError } from "../src/Errors.ts"
-import { getMany, StorageAdapter } from "../src/services/StorageAdapter.ts"
+import { getMany, scan, StorageAdapter } from "../src/services/StorageAdapter.ts"
 
 const awkwardKeys = [
   "plain",
@@ -37,7 +37,8 @@ const Op = Schema.Union([
   Schema.TaggedStruct("delete", { key: Schema.Literals(["a", "b", "a:b", "a:c", "ab", "b:a", "é"]) }),
   Schema.TaggedStruct("get", { key: Schema.Literals(["a", "b", "a:b", "a:c", "ab", "b:a", "é", "zz"]) }),
   Schema.TaggedStruct("list", { prefix: Schema.Literals(["", "a", "a:", "b", "é", "zz"]) }),
-  Schema.TaggedStruct("getMany", { keys: Schema.Array(Schema.Literals(["a", "b", "a:b", "zz", "é"])) })
+  Schema.TaggedStruct("getMany", { keys: Schema.Array(Schema.Literals(["a", "b", "a:b", "zz", "é"])) }),
+  Schema.TaggedStruct("scan", { prefix: Schema.Literals(["", "a", "a:", "b", "é", "zz"]) })
 ])
 
 /** Runs the storage conformance suite against a layer that builds a fresh storage. */
@@ -348,6 +349,12 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
                     if (text !== undefined) expected.set(key, JSON.parse(text))
                   }
                   assert.deepStrictEqual(new Map(found), expected)
+                  break
+                }
+                case "scan": {
+                  const expected = [...model.keys()].filter((key) => key.startsWith(op.prefix)).sort()
+                    .map((key): readonly [string, unknown] => [key, JSON.parse(model.get(key)!)])
+                  assert.deepStrictEqual(yield* scan(storage, op.prefix), expected)
                   break
                 }
               }

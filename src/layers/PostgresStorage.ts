@@ -204,6 +204,24 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     return sortKeys(keys)
   })
 
+  // The same range as list, with the values: a ledger load is this one query.
+  const scan = Effect.fnUntraced(function*(prefix: string) {
+    const lower = encodeStoredKey(wellFormedHead(prefix))
+    const upper = prefixUpperBound(lower)
+    const rows = yield* (upper === undefined
+      ? sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table} WHERE key COLLATE "C" >= ${lower}`
+      : sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table}
+          WHERE key COLLATE "C" >= ${lower} AND key COLLATE "C" < ${upper}`)
+      .pipe(Effect.mapError(fromSqlError("scan", prefix)))
+    const values = new Map<string, unknown>()
+    for (const row of rows) {
+      const key = decodeStoredKey(row.key)
+      if (key === undefined) return yield* corrupt("scan", row.key, "the stored key has a malformed escape")
+      if (key.startsWith(prefix)) values.set(key, yield* decodeValue("scan", key, row.value))
+    }
+    return sortKeys([...values.keys()]).map((key) => [key, values.get(key)] as const)
+  })
+
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
     const found = new Map<string, unknown>()
     if (keys.length === 0) return found as ReadonlyMap<string, unknown>
@@ -265,7 +283,7 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     if (rows.length !== 1) return yield* fenceRefused("deleteFenced", key, fence)
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+  return StorageAdapter.of({ get, set, delete: remove, list, scan, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
     StorageAdapterShape
 })
 

@@ -92,6 +92,7 @@ export const createPostgresStorage = (options: {
       delete: (key) => guard("delete", key, storage.delete(key)),
       list: (prefix) => guard("list", prefix, storage.list(prefix)),
       getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys)),
+      scan: (prefix) => guard("scan", prefix, storage.scan!(prefix)),
       compareAndSet: (key, expected, next) => guard("compareAndSet", key, storage.compareAndSet!(key, expected, next)),
       setFenced: (key, value, fence) => guard("setFenced", key, storage.setFenced!(key, value, fence)),
       deleteFenced: (key, fence) => guard("deleteFenced", key, storage.deleteFenced!(key, fence))

@@ -28,7 +28,7 @@ import {
   parseLedgerSeq
 } from "../schema/LedgerEntry.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
-import { getMany, type StorageAdapterShape } from "./StorageAdapter.ts"
+import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 /** What a step is at a path: replay happens only when both match. */
 export interface StepIdentity {
@@ -271,11 +271,25 @@ export const makeWith = (
       )
     })
 
+    /**
+     * Every row under the ledger prefix: one `scan` (one query on Postgres), or, when a
+     * row cannot be decoded and the backend fails the whole scan, a listing read key
+     * by key so only the bad row is lost.
+     */
+    const readLedger = (executionId: string, prefix: string) =>
+      scan(storage, prefix).pipe(
+        Effect.map((rows) => ({ listed: rows.map(([key]) => key), values: new Map(rows) as ReadonlyMap<string, unknown> })),
+        Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
+          Effect.flatMap(storage.list(prefix), (listed) =>
+            Effect.map(readAll(executionId, listed), (values) => ({ listed, values }))))
+      )
+
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
+      const { listed, values } = yield* readLedger(executionId, prefix)
       const keys: Array<{ key: string; seq: number }> = []
       let highest = -1
-      for (const key of yield* storage.list(prefix)) {
+      for (const key of listed) {
         const seq = parseLedgerSeq(prefix, key)
         if (seq === undefined) continue
         keys.push({ key, seq })
@@ -284,7 +298,6 @@ export const makeWith = (
       // Listing order is by code unit, which matches numeric order only while every
       // seq has 16 digits; sort by number so nothing depends on it.
       keys.sort((a, b) => a.seq - b.seq)
-      const values = yield* readAll(executionId, keys.map((entry) => entry.key))
 
       const state = new LedgerState()
       for (const { key, seq } of keys) {

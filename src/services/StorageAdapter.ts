@@ -32,6 +32,11 @@ export interface StorageAdapterShape {
   /** The values of the keys that exist; missing keys are absent from the map. */
   readonly getMany?: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
   /**
+   * Every key that starts with `prefix` with its value, sorted by key, in one round
+   * trip. Optional: {@link scan} falls back to `list` and `getMany`.
+   */
+  readonly scan?: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError>
+  /**
    * Atomically stores `next` at `key` if the key holds `expected` (none: the key is
    * absent); succeeds with whether it did. Values match when their JSON texts are
    * equal. Optional: only what needs compare-and-set (execution leases) requires it.
@@ -81,6 +86,20 @@ export const getMany = (
     return found
   }))
 }
+
+/**
+ * Every key under `prefix` with its value, sorted by key: one call of the backend's
+ * `scan` when it has one (one query on Postgres), otherwise `list` then {@link getMany}.
+ */
+export const scan = (
+  storage: StorageAdapterShape,
+  prefix: string
+): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> =>
+  storage.scan !== undefined
+    ? storage.scan(prefix)
+    : Effect.flatMap(storage.list(prefix), (keys) =>
+      Effect.map(getMany(storage, keys), (found) =>
+        keys.flatMap((key) => (found.has(key) ? [[key, found.get(key)] as const] : []))))
 
 /**
  * Serialises a value for storage, failing with `Unserializable` for what JSON cannot
@@ -191,6 +210,12 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
         const keys: Array<string> = []
         for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
         return sortKeys(keys)
+      }),
+    scan: (prefix) =>
+      Effect.suspend(() => {
+        const keys: Array<string> = []
+        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
+        return Effect.forEach(sortKeys(keys), (key) => Effect.map(decodeJson("scan", key, entries.get(key)!), (value) => [key, value] as const))
       }),
     getMany: (keys) =>
       Effect.suspend(() => {

@@ -37,7 +37,7 @@ export const crashOnTick = (n: number): { readonly tick: Effect.Effect<void>; re
 
 /** One operation the storage was asked for, in order. */
 export interface Operation {
-  readonly op: "get" | "getMany" | "set" | "delete" | "list" | "compareAndSet"
+  readonly op: "get" | "getMany" | "scan" | "set" | "delete" | "list" | "compareAndSet"
   /** The key, the prefix of a `list`, or the keys of a `getMany` joined by commas. */
   readonly key: string
   /** Whether the operation failed by the plan (or by the crash). */
@@ -48,7 +48,7 @@ export interface Operation {
 export interface FaultPlan {
   /** Fails the write with a typed `Io` error when it returns true. */
   readonly failWrite?: (key: string, index: number) => boolean
-  /** Fails the read (`get`, `getMany`, `list`) with a typed `Io` error when it returns true. */
+  /** Fails the read (`get`, `getMany`, `scan`, `list`) with a typed `Io` error when it returns true. */
   readonly failRead?: (key: string) => boolean
   /** After this many successful writes, every operation dies with `HostCrashed`. */
   readonly crashAfterWrites?: number
@@ -109,6 +109,9 @@ export const make = (storage: StorageAdapterShape, plan: FaultPlan = {}): Faulty
     list: (prefix) => guard("list", prefix, false, storage.list(prefix)),
     ...(storage.getMany === undefined ? {} : {
       getMany: (keys: ReadonlyArray<string>) => guard("getMany", keys.join(","), false, storage.getMany!(keys))
+    }),
+    ...(storage.scan === undefined ? {} : {
+      scan: (prefix: string) => guard("scan", prefix, false, storage.scan!(prefix))
     }),
     ...(storage.compareAndSet === undefined ? {} : {
       compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
