@@ -70,6 +70,11 @@ describe("FileStorage", () => {
       // The encoding is injective on the separators older encodings conflated.
       const names = new Set(["a:b", "a__b", "a_b", "a%3Ab", "a~3Ab", "a/b"].map(encodeKey))
       assert.strictEqual(names.size, 6)
+      // ...and under case folding, so a case-insensitive file system keeps every key apart.
+      const cased = ["a", "A", "ab", "aB", "Ab", "AB", "J", "~4a", "key:Z", "key:z", "~", "ü", "Ü"]
+      const folded = new Set(cased.map((key) => encodeKey(key).toLowerCase()))
+      assert.strictEqual(folded.size, cased.length)
+      for (const key of cased) assert.strictEqual(decodeKey(encodeKey(key)), key)
     }))
 
   it.effect("files are 0600 in a 0700 directory, and stray temp files of dead writers are removed on open", () =>

@@ -1,9 +1,11 @@
 /**
  * The file-name encoding of storage keys.
  *
- * A key is kept byte for byte when it is one of `A-Z a-z 0-9 - _`; every other UTF-8
- * byte becomes `~` and two upper-case hex digits. So no name holds `/`, NUL or a dot
- * (no `.`/`..`, no hidden file, no way out of the root), and decoding is exact.
+ * A key is kept byte for byte when it is one of `a-z 0-9 - _`; every other UTF-8 byte
+ * (upper-case letters included) becomes `~` and two upper-case hex digits. So no name
+ * holds `/`, NUL or a dot (no `.`/`..`, no hidden file, no way out of the root),
+ * decoding is exact, and no two names differ only by case: keys `a` and `A` stay two
+ * files on a case-insensitive file system (macOS, Windows).
  * A name whose encoding would pass {@link MAX_PLAIN_NAME} keeps a readable prefix and
  * ends in `~~` plus a SHA-256 of the key; plain names never hold `~~` (an escape is
  * always followed by hex), so the two forms cannot meet. The full key of a long name
@@ -17,8 +19,7 @@ export const MAX_PLAIN_NAME = 200
 const LONG_NAME_PREFIX = 120
 const LONG_NAME_MARK = "~~"
 const isPlainByte = (byte: number): boolean =>
-  (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a) ||
-  byte === 0x2d || byte === 0x5f
+  (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x7a) || byte === 0x2d || byte === 0x5f
 
 const HEX = "0123456789ABCDEF"
 
