@@ -29,7 +29,7 @@ import {
   SubprocessAdapter as SubprocessAdapterTag
 } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, resolveStepLedgerRetention, type StepLedgerRetention, toEngineCheckpointStore } from "./checkpoint.ts"
-import { hostThrown, NoeticConfigError, toFacadeError, unwrapExit } from "./errors.ts"
+import { hostThrown, NoeticError, toFacadeError, unwrapExit } from "./errors.ts"
 import {
   fromEngineSubprocessAdapter,
   type SubprocessAdapter,
@@ -409,16 +409,25 @@ export class AgentHarness<I = any, O = any> {
     this.agentGraph = options.agentGraph
     const storage = options.environment?.storage
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
+    const ttlMs = storage?.lease?.ttlMs
+    if (ttlMs !== undefined && !(ttlMs > 0 && Number.isFinite(ttlMs))) {
+      throw new NoeticError({
+        code: "LEASE_TTL_INVALID",
+        message: `environment.storage.lease.ttlMs must be a positive, finite number of milliseconds, got ${ttlMs}`
+      })
+    }
     if (options.agentGraph !== undefined) checkGraph(options.agentGraph)
 
     let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, StorageError> = Layer.empty
     if (storage?.checkpointStore !== undefined) {
       const engineStore = toEngineCheckpointStore(storage.checkpointStore)
       if (engineStore === undefined) {
-        throw new NoeticConfigError({
-          code: "CHECKPOINT_SCHEMA_MISMATCH",
-          message: "environment.storage.checkpointStore must be made by createCheckpointStore",
-          hint: "build it with createCheckpointStore({ storage }); any StorageAdapter can back it"
+        // None of the documented config codes fits: the store's schema is not the problem.
+        throw new NoeticError({
+          code: "CHECKPOINT_STORE_UNSUPPORTED",
+          message: "environment.storage.checkpointStore must be made by createCheckpointStore " +
+            "(the step ledger lives in its storage); build it with createCheckpointStore({ storage }), " +
+            "which any StorageAdapter can back"
         })
       }
       // A storage that cannot be opened fails each call with a StorageError, which the

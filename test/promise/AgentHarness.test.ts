@@ -78,6 +78,23 @@ describe("Promise facade: AgentHarness", () => {
     expect(DEFAULT_STEP_LEDGER_RETENTION).toEqual({ maxEntryBytes: 128 * 1024, maxEntries: 1000 })
   })
 
+  it("a checkpoint store this library did not make, and a bad lease ttl, throw a NoeticError naming the problem", () => {
+    const handWritten = {
+      save: async () => {},
+      load: async () => null,
+      list: async () => [],
+      clear: async () => {}
+    }
+    expect(() => new AgentHarness({ name: "x", params: {}, environment: { storage: { checkpointStore: handWritten } } }))
+      .toThrow(expect.objectContaining({ name: "NoeticError", code: "CHECKPOINT_STORE_UNSUPPORTED" }))
+    const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
+    for (const ttlMs of [0, -5, Number.NaN, Infinity]) {
+      expect(() =>
+        new AgentHarness({ name: "x", params: {}, environment: { storage: { checkpointStore, lease: { owner: "h", ttlMs } } } })
+      ).toThrow(expect.objectContaining({ name: "NoeticError", code: "LEASE_TTL_INVALID" }))
+    }
+  })
+
   it("an empty step id throws EMPTY_STEP_ID; execute without a graph rejects NO_STEP_CONFIGURED", async () => {
     expect(configError(() => runCode("", () => 1)).code).toBe("EMPTY_STEP_ID")
     const harness = track(new AgentHarness({ name: "no-graph", params: {} }))
