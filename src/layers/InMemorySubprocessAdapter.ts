@@ -12,12 +12,13 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Layer, Option, Scope } from "effect"
+import { Effect, Layer, Option, Scope } from "effect"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
+import { listLiveFrom, runManifestStep, sharedReattach } from "../internal/manifests.ts"
 import { loadStep } from "../internal/stepLoader.ts"
-import { clearChild, loadManifest, MANIFEST_PREFIX, manifestKey, saveManifest } from "../schema/SubprocessManifest.ts"
+import { clearChild, loadManifest, manifestKey, saveManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
@@ -49,7 +50,6 @@ export const make = Effect.fnUntraced(function*(
   const storage = options.storage
   if (storage === undefined) return base
   const scope = yield* Effect.scope
-  const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
 
   const spawn = Effect.fn("InMemorySubprocessAdapter.spawn")(function*(request: SpawnRequest) {
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
@@ -113,14 +113,8 @@ export const make = Effect.fnUntraced(function*(
         Effect.orDie,
         Scope.provide(scope)
       )
-      const run = harness.execute(input, {
-        executionId: manifest.executionId,
-        ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
-        ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-        ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
-      }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
       // The caller that spawned it is gone; the services come from the step's module.
-      const runInProcess = Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
+      const runInProcess = runManifestStep(harness, manifest, input, layer)
       return Option.some(yield* spawn({
         handleId,
         step,
@@ -135,38 +129,11 @@ export const make = Effect.fnUntraced(function*(
       }))
     })
 
-  const reattach = (handleId: string): Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError> =>
-    Effect.suspend(() => {
-      // Concurrent reattaches of one handle share one re-run.
-      const inFlight = attaching.get(handleId)
-      if (inFlight !== undefined) return Deferred.await(inFlight)
-      const done = Deferred.makeUnsafe<Option.Option<SubprocessHandle>, StorageError | SubprocessError>()
-      attaching.set(handleId, done)
-      return adopt(handleId).pipe(
-        Effect.exit,
-        Effect.tap((exit) => Deferred.done(done, exit)),
-        Effect.ensuring(Effect.sync(() => attaching.delete(handleId))),
-        Effect.flatten
-      )
-    }).pipe(Effect.withSpan("InMemorySubprocessAdapter.reattach"))
+  const reattach = sharedReattach((handleId) =>
+    adopt(handleId).pipe(Effect.withSpan("InMemorySubprocessAdapter.reattach"))
+  )
 
-  const listLive = Effect.gen(function*() {
-    const keys = yield* storage.list(MANIFEST_PREFIX)
-    const found = yield* Effect.forEach(keys, (key) => {
-      const handleId = key.slice(MANIFEST_PREFIX.length)
-      return reattach(handleId).pipe(
-        // One child that cannot come back (a corrupt manifest, a step this build no longer
-        // exports) must not keep the others from being reattached; its manifest stays.
-        Effect.catchIf(
-          (error) =>
-            (error._tag === "StorageError" && error.reason._tag === "Corrupt") ||
-            (error._tag === "SubprocessError" && error.reason._tag === "StepUnavailable"),
-          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
-        )
-      )
-    }, { concurrency: 16 })
-    return found.flatMap((handle) => Option.isSome(handle) ? [handle.value] : [])
-  }).pipe(Effect.withSpan("InMemorySubprocessAdapter.listLive"))
+  const listLive = listLiveFrom(storage, reattach).pipe(Effect.withSpan("InMemorySubprocessAdapter.listLive"))
 
   return SubprocessAdapter.of({
     spawn,

@@ -34,6 +34,7 @@ import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
+import { listLiveFrom, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl } from "../internal/moduleUrl.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { toModuleUrl } from "../internal/stepLoader.ts"
@@ -44,7 +45,6 @@ import {
   clearChild,
   loadManifest,
   loadResult,
-  MANIFEST_PREFIX,
   saveManifest,
   type SubprocessManifest,
   SubprocessOutcome,
@@ -161,7 +161,6 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   yield* Effect.promise(() => Fs.promises.mkdir(runDir, { recursive: true, mode: 0o700 }))
   const adapterScope = yield* Effect.scope
   const children = new Map<string, Child>()
-  const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
 
   const socketPathFor = (handleId: string) =>
     NodePath.join(runDir, `${createHash("sha256").update(handleId).digest("hex").slice(0, 16)}.sock`)
@@ -418,35 +417,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       return Option.some(child.handle)
     })
 
-  const reattach = (handleId: string): Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError> =>
-    Effect.suspend(() => {
-      // Concurrent reattaches of one handle share one adoption (one watcher, one client).
-      const inFlight = attaching.get(handleId)
-      if (inFlight !== undefined) return Deferred.await(inFlight)
-      const done = Deferred.makeUnsafe<Option.Option<SubprocessHandle>, StorageError | SubprocessError>()
-      attaching.set(handleId, done)
-      return adopt(handleId).pipe(
-        Effect.exit,
-        Effect.tap((exit) => Deferred.done(done, exit)),
-        Effect.ensuring(Effect.sync(() => attaching.delete(handleId))),
-        Effect.flatten
-      )
-    }).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach"))
+  const reattach = sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))
 
-  const listLive = Effect.gen(function*() {
-    const keys = yield* storage.list(MANIFEST_PREFIX)
-    const found = yield* Effect.forEach(keys, (key) => {
-      const handleId = key.slice(MANIFEST_PREFIX.length)
-      // One corrupt manifest must not hide the others; it stays for an operator, and reattach names it.
-      return reattach(handleId).pipe(
-        Effect.catchIf(
-          (error): error is StorageError => error._tag === "StorageError" && error.reason._tag === "Corrupt",
-          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
-        )
-      )
-    }, { concurrency: 16 })
-    return found.flatMap((handle) => Option.isSome(handle) ? [handle.value] : [])
-  }).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
+  const listLive = listLiveFrom(storage, reattach).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
 
   const waitUntilDead = (manifest: SubprocessManifest, child: Child, ms: number) =>
     Effect.gen(function*() {

@@ -20,6 +20,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Duration, Effect, Exit, Option, Schema } from "effect"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
+import { runManifestStep } from "../internal/manifests.ts"
 import { loadStep } from "../internal/stepLoader.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import {
@@ -116,15 +117,7 @@ const runStep = (
       Effect.provideService(CheckpointStore, store)
     )
     onHarness(harness)
-    const run = harness.execute(input, {
-      executionId: manifest.executionId,
-      ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
-      ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-      ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
-    }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
-    // The services the step's module exports for children (its model provider, say).
-    const result = yield* (layer === undefined ? run : Effect.provide(run, layer))
-    return result.output
+    return yield* runManifestStep(harness, manifest, input, layer)
   })
 
 /** Removes the child's IPC queue once its last frame is acknowledged. */

@@ -1,0 +1,81 @@
+/**
+ * What the subprocess adapters that keep manifests share: one adoption per handle at
+ * a time, a `listLive` that one unrecoverable manifest cannot spoil, and running a
+ * recorded step under a harness as its manifest describes.
+ *
+ * @internal
+ */
+import { Deferred, Effect, type Layer, Option } from "effect"
+import type { StorageError } from "../Errors.ts"
+import type { AgentHarness } from "../harness/AgentHarness.ts"
+import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import type { SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
+
+type Reattached = Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError>
+
+/**
+ * Wraps an adoption so concurrent reattaches of one handle share it (one watcher, one
+ * client, one re-run) instead of each adopting the child again.
+ */
+export const sharedReattach = (adopt: (handleId: string) => Reattached) => {
+  const attaching = new Map<string, Deferred.Deferred<Option.Option<SubprocessHandle>, StorageError | SubprocessError>>()
+  return (handleId: string): Reattached =>
+    Effect.suspend(() => {
+      const inFlight = attaching.get(handleId)
+      if (inFlight !== undefined) return Deferred.await(inFlight)
+      const done = Deferred.makeUnsafe<Option.Option<SubprocessHandle>, StorageError | SubprocessError>()
+      attaching.set(handleId, done)
+      return adopt(handleId).pipe(
+        Effect.exit,
+        Effect.tap((exit) => Deferred.done(done, exit)),
+        Effect.ensuring(Effect.sync(() => attaching.delete(handleId))),
+        Effect.flatten
+      )
+    })
+}
+
+/**
+ * Reattaches every recorded child. One that cannot come back (a corrupt manifest, a
+ * step this build no longer exports) is skipped with a warning and its manifest stays,
+ * for an operator or a later build; it never keeps the others from being reattached.
+ */
+export const listLiveFrom = (
+  storage: StorageAdapterShape,
+  reattach: (handleId: string) => Reattached
+): Effect.Effect<ReadonlyArray<SubprocessHandle>, StorageError | SubprocessError> =>
+  Effect.gen(function*() {
+    const keys = yield* storage.list(MANIFEST_PREFIX)
+    const found = yield* Effect.forEach(keys, (key) => {
+      const handleId = key.slice(MANIFEST_PREFIX.length)
+      return reattach(handleId).pipe(
+        Effect.catchIf(
+          (error) =>
+            (error._tag === "StorageError" && error.reason._tag === "Corrupt") ||
+            (error._tag === "SubprocessError" && error.reason._tag === "StepUnavailable"),
+          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
+        )
+      )
+    }, { concurrency: 16 })
+    return found.flatMap((handle) => (Option.isSome(handle) ? [handle.value] : []))
+  })
+
+/**
+ * Runs the step of `manifest` as the root of `harness` on its recorded input, with
+ * its recorded execution id, thread, resource and cwd, and the services its module
+ * exports (`layer`); resolves with the step's output.
+ */
+export const runManifestStep = (
+  harness: AgentHarness<any>,
+  manifest: SubprocessManifest,
+  input: unknown,
+  layer: Layer.Layer<never> | undefined
+): Effect.Effect<unknown, unknown> => {
+  const run = harness.execute(input, {
+    executionId: manifest.executionId,
+    ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+    ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+    ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+  }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+  return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
+}
