@@ -7,25 +7,12 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Deferred, Duration, Effect, Exit, Hash, Option, Result, Scope, Semaphore } from "effect"
+import { Cause, DateTime, Effect, Hash, Option, Result, Scope, Semaphore } from "effect"
 import { LanguageModel } from "effect/ai"
 import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
 import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
-import {
-  CheckpointStore,
-  type CheckpointStoreShape,
-  makeWith as makeCheckpointStore
-} from "../services/CheckpointStore.ts"
-import {
-  type ExecutionLeaseError,
-  ExecutionLeaseHeld,
-  ExecutionLeaseLost,
-  ExecutionLeaseUnsupported,
-  fencedStorage,
-  makeWith as makeExecutionLease,
-  supportsLeases
-} from "../services/ExecutionLease.ts"
-import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
 import {
   type ExecutionLedger,
   makeWith as makeStepLedger,
@@ -48,6 +35,7 @@ import {
   randomId
 } from "./AgentContext.ts"
 import { ResumeInputUnavailable, ToolFailed, UnknownAskUserPrompt, UnknownTool } from "./HarnessError.ts"
+import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
 import {
   type AnyStep,
   type Error as StepError,
@@ -84,16 +72,7 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   readonly lease?: HarnessLeaseOptions
 }
 
-/** How a harness leases the executions it runs. */
-export interface HarnessLeaseOptions {
-  /** This host incarnation; it may take over its own leases (after a restart) without waiting for expiry. */
-  readonly owner: string
-  /** How long a lease lasts unless renewed; renewed every third of it. Default {@link DEFAULT_LEASE_TTL}. */
-  readonly ttl?: Duration.Input
-}
-
-/** The lease ttl of a harness that names none. */
-export const DEFAULT_LEASE_TTL: Duration.Input = "30 seconds"
+export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions } from "./LeasedRuns.ts"
 
 /** Options of `execute`. */
 export interface ExecuteOptions {
@@ -315,14 +294,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
   /** The context version the last snapshot that landed was taken at. */
   const savedVersions = new WeakMap<ContextStore, number>()
-  const lease = options.lease === undefined || Option.isNone(store) ? undefined : {
-    owner: options.lease.owner,
-    ttl: options.lease.ttl ?? DEFAULT_LEASE_TTL,
-    renewEvery: Duration.divideUnsafe(Duration.fromInputUnsafe(options.lease.ttl ?? DEFAULT_LEASE_TTL), 3),
-    service: yield* makeExecutionLease(store.value.storage)
-  }
-  /** Executions this harness holds the lease of, with their fenced store and ledger. */
-  const leasedRuns = new Map<string, { readonly store: CheckpointStoreShape; readonly ledger: StepLedgerShape }>()
+  // Execution leases (DESIGN 16): only with `options.lease` on a durable harness.
+  const leases = yield* makeLeasedRuns(options.lease, store, ledgerService)
+  const { storeOf, withLease } = leases
 
   // ---------------------------------------------------------------------------
   // Checkpoints
@@ -330,7 +304,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const checkpoint = (ctx: AgentContext): Effect.Effect<void> => {
     if (Option.isNone(store)) return Effect.void
-    if (lease !== undefined && !leasedRuns.has(ctx.id)) {
+    if (leases.enabled && !leases.holds(ctx.id)) {
       // Outside a leased run (a detached child settling after its parent returned, a
       // context of harness.run): the save takes the lease for its own duration.
       return withLease(ctx.id, Effect.suspend(() => checkpoint(ctx)), "join").pipe(
@@ -359,7 +333,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       Effect.catchCause((cause) =>
         // A save refused because the lease was taken over interrupts the run (see
         // withLease); only ordinary failures are logged and swallowed.
-        leasedRuns.has(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
+        leases.holds(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
           Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
         )
       )
@@ -411,103 +385,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       )
 
   const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
-    const ledgers = leasedRuns.get(executionId)?.ledger ?? Option.getOrUndefined(ledgerService)
+    const ledgers = leases.ledgerOf(executionId) ?? Option.getOrUndefined(ledgerService)
     return ledgers === undefined ? Effect.succeedNone : Effect.asSome(ledgers.open(executionId))
   }
-
-  // ---------------------------------------------------------------------------
-  // Execution leases (DESIGN 16): only with `options.lease` on a durable harness
-  // ---------------------------------------------------------------------------
-
-  /** The store of an execution this harness holds the lease of: its writes are fenced. */
-  const storeOf = (executionId: string): Option.Option<CheckpointStoreShape> =>
-    Option.fromUndefinedOr(leasedRuns.get(executionId)?.store)
-
-  /**
-   * Runs `body` holding the lease of `executionId`, with a checkpoint store and a
-   * ledger over storage fenced by the lease's token, renewing it every third of its
-   * ttl and releasing it at the end. A fenced write that is refused, or a renewal
-   * that finds the token gone, means another host took the execution over: the write
-   * interrupts its own fiber (so no catch-and-log lets the run go on), the run is
-   * interrupted, and `body` fails with `ExecutionLeaseLost`. A harness running the
-   * execution already fails with `ExecutionLeaseHeld` (`mode: "exclusive"`, execute
-   * and resume) or joins that run (`"join"`, a checkpoint outside a run).
-   */
-  const withLease = <A, E, R>(
-    executionId: string,
-    body: Effect.Effect<A, E, R>,
-    mode: "exclusive" | "join"
-  ): Effect.Effect<A, E | ExecutionLeaseError | StorageError, R> =>
-    Effect.suspend(() => {
-      if (lease === undefined || Option.isNone(store) || Option.isNone(ledgerService)) return body
-      if (leasedRuns.has(executionId)) {
-        return mode === "join"
-          ? body
-          : Effect.flatMap(lease.service.current(executionId), (current) =>
-            Effect.fail(
-              new ExecutionLeaseHeld({
-                executionId,
-                owner: lease.owner,
-                expiresAt: Option.isSome(current) ? current.value.expiresAt : 0
-              })
-            ))
-      }
-      const storage = store.value.storage
-      if (!supportsLeases(storage)) return Effect.fail(new ExecutionLeaseUnsupported({ executionId }))
-      const ledgerRetention = ledgerService.value.retention
-      const hold = Effect.gen(function*() {
-        const held = yield* Effect.acquireRelease(
-          lease.service.acquire(executionId, { owner: lease.owner, ttl: lease.ttl }),
-          (held) =>
-            Effect.catchCause(
-              lease.service.release(held),
-              (cause) => Effect.logWarning("execution lease release failed", cause)
-            )
-        )
-        const lost = yield* Deferred.make<never, ExecutionLeaseLost>()
-        const lostError = new ExecutionLeaseLost({ executionId, owner: held.owner, token: held.token })
-        const fenced = fencedStorage(storage, held)
-        const stopIfTakenOver = (error: StorageError) =>
-          error.reason._tag === "Conflict"
-            ? Effect.andThen(Deferred.fail(lost, lostError), Effect.interrupt)
-            : Effect.fail(error)
-        const guarded: StorageAdapterShape = {
-          ...fenced,
-          set: (key, value) => Effect.catch(fenced.set(key, value), stopIfTakenOver),
-          delete: (key) => Effect.catch(fenced.delete(key), stopIfTakenOver)
-        }
-        const runStore = yield* makeCheckpointStore(guarded)
-        // The retention was validated when the harness's ledger was built.
-        const runLedger = yield* Effect.orDie(makeStepLedger(runStore, { retention: ledgerRetention }))
-        leasedRuns.set(executionId, { store: runStore, ledger: runLedger })
-        yield* Effect.addFinalizer(() => Effect.sync(() => leasedRuns.delete(executionId)))
-        const keepRenewing: Effect.Effect<void> = Effect.suspend(() =>
-          Effect.sleep(lease.renewEvery).pipe(
-            // Uninterruptible so a renewal that landed is not mistaken for a takeover.
-            Effect.andThen(Effect.uninterruptible(lease.service.renew(held, lease.ttl))),
-            Effect.matchEffect({
-              onSuccess: () => keepRenewing,
-              onFailure: (error) =>
-                error._tag === "ExecutionLeaseLost"
-                  ? Deferred.fail(lost, error)
-                  : Effect.andThen(Effect.logWarning("execution lease renewal failed; retrying", error), keepRenewing)
-            })
-          )
-        )
-        yield* Effect.forkScoped(keepRenewing)
-        return lost
-      })
-      return Effect.gen(function*() {
-        const runScope = yield* Scope.make()
-        return yield* Effect.gen(function*() {
-          const lost = yield* Scope.provide(hold, runScope)
-          const exit = yield* Effect.exit(Effect.raceFirst(body, Deferred.await(lost)))
-          // A run cut short once the lease was lost failed because of the loss.
-          if (Exit.isFailure(exit) && (yield* Deferred.isDone(lost))) return yield* Deferred.await(lost)
-          return yield* exit
-        }).pipe(Effect.onExit((exit) => Scope.close(runScope, exit)))
-      })
-    })
 
   // ---------------------------------------------------------------------------
   // Dispatch: replay from the ledger, or run and record
@@ -722,7 +602,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     Effect.gen(function*() {
       const root = yield* requireGraph
       // An execution with nothing recorded gets no lease record either.
-      if (lease !== undefined && Option.isSome(store)) {
+      if (leases.enabled && Option.isSome(store)) {
         if (Option.isNone(yield* store.value.storage.get(snapshotKey(executionId)))) return Option.none()
       }
       return yield* withLease(executionId, resumeRestored(root, executionId, restoreOptions), "exclusive")
