@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Option, Scope } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Scope } from "effect"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
@@ -81,15 +81,14 @@ export const make = Effect.fnUntraced(function*(
       metadata: { ...request.metadata },
       createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     }).pipe(Effect.mapError((error) => spawnFailed(handleId, `cannot record the manifest: ${error.message}`, error)))
-    const handle = yield* base.spawn({ ...request, handleId })
-    // Settled either way (success, failure, stop): the manifest goes.
-    yield* handle.await.pipe(
-      Effect.exit,
-      Effect.andThen(clearChild(storage, handleId)),
-      Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its manifest was not cleared`, cause)),
-      Effect.forkIn(scope)
-    )
-    return handle
+    // A child that succeeded or failed clears its manifest before its result is seen, so
+    // a host that awaited it and shut down never re-runs it; `stop` clears its own. An
+    // interrupted child (the host's scope closing) keeps it: it is re-run on restart.
+    const clearOnSettle = Effect.onExit(request.runInProcess, (exit) =>
+      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? Effect.void : clearChild(storage, handleId).pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its manifest was not cleared`, cause))
+      ))
+    return yield* base.spawn({ ...request, handleId, runInProcess: clearOnSettle })
   })
 
   const adopt = (handleId: string) =>
