@@ -657,8 +657,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   ) =>
     Effect.gen(function*() {
       yield* validateGraph(step)
-      const adapter = spawnOptions.subprocess ?? (step.subprocess as SubprocessAdapterShape | undefined) ??
-        subprocess
+      const adapter = spawnOptions.subprocess ?? step.subprocess ?? subprocess
       const services = yield* Effect.context<never>()
       const child = yield* createContext({
         parent: parentCtx,

@@ -12,6 +12,7 @@ import type { Effect } from "effect"
 import type { AiError, LanguageModel, Prompt } from "effect/ai"
 import type { EmptyStepId } from "../Errors.ts"
 import { callerModuleUrl } from "../internal/moduleUrl.ts"
+import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext } from "./AgentContext.ts"
 import type { ToolFailed, UnknownTool } from "./HarnessError.ts"
 
@@ -42,7 +43,7 @@ export interface StepOptions {
    */
   readonly module?: string | undefined
   /** A subprocess adapter for every detached dispatch of this step. */
-  readonly subprocess?: unknown
+  readonly subprocess?: SubprocessAdapterShape | undefined
 }
 
 interface Variance<I, O, E, R> {
@@ -58,7 +59,7 @@ export interface Step<I, O, E = never, R = never, K extends StepKind = StepKind>
   readonly id: string
   readonly kind: K
   readonly module: string | undefined
-  readonly subprocess: unknown
+  readonly subprocess: SubprocessAdapterShape | undefined
 }
 
 /** Runs code. Its body may run child steps through `ctx.run`. */

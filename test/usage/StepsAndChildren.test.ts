@@ -4,7 +4,7 @@
  * restart that reattaches them.
  */
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import {
   AgentHarness,
   CheckpointStore,
@@ -121,6 +121,19 @@ describe("usage: detached children", () => {
         }))
       const after = yield* host((harness) => reattachLiveChildren(harness))
       assert.deepStrictEqual(after.handles.map((h) => h.stepId), [])
+    }).pipe(Effect.provide(Storage)))
+
+  it.effect("a step's own subprocess adapter is an adapter, not anything: a layer is refused at compile time", () =>
+    Effect.gen(function*() {
+      const storage = yield* StorageAdapter.StorageAdapter
+      const own = yield* InMemorySubprocessAdapter.make({ storage })
+      const step = runCode("own", (n: number) => Effect.succeed(n + 1), { subprocess: own })
+      // @ts-expect-error a Layer is not an adapter (it used to compile, then die in detachedSpawn)
+      runCode("wrong", (n: number) => Effect.succeed(n), { subprocess: InMemorySubprocessAdapter.layer() })
+      const harness = yield* AgentHarness.make({ name: "own" })
+      const handle = yield* harness.detachedSpawn(step, 1, yield* harness.createContext())
+      assert.isTrue(Option.isSome(yield* own.get(handle.handleId)))
+      assert.strictEqual(yield* handle.await, 2)
     }).pipe(Effect.provide(Storage)))
 
   it.effect("a child still running when its host stopped is re-run by the next host, with its parent restored", () =>
