@@ -328,9 +328,9 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
 })
 
 /** A server over the `DurableOutboundQueue` in context, for the life of the layer. */
-export const layer = (
-  options: Omit<IpcServerOptions, "queue">
-): Layer.Layer<IpcServer, IpcError, DurableOutboundQueue> =>
+export const layer = <R = never>(
+  options: Omit<IpcServerOptions<R>, "queue">
+): Layer.Layer<IpcServer, IpcError, DurableOutboundQueue | R> =>
   Layer.effect(
     IpcServer,
     Effect.gen(function*() {

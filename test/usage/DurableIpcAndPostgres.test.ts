@@ -4,7 +4,7 @@
  * on Postgres (when NOETIC_PG_URL is set).
  */
 import { assert, describe, expectTypeOf, it, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Context, Effect, Layer, Option, Queue, Schedule, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -23,6 +23,9 @@ import {
   StorageAdapter,
   type StorageError
 } from "../../src/index.ts"
+
+/** Where the application's frame handler puts what clients send. */
+class Inbox extends Context.Service<Inbox, Queue.Queue<string>>()("usage/Inbox") {}
 
 const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nu-"))
 
@@ -70,6 +73,28 @@ describe("usage: durable IPC", () => {
       Effect.provide(
         IpcServer.layer({ socketPath: Path.join(tempDir(), "s.sock") }).pipe(
           Layer.provide(DurableOutboundQueue.layer({ socketId: "edge" })),
+          Layer.provide(StorageAdapter.layerMemory)
+        )
+      )
+    ))
+
+  it.live("IpcServer.layer's frame handler may use services the edge provides", () =>
+    Effect.gen(function*() {
+      const server = yield* IpcServer.IpcServer
+      const inbox = yield* Inbox
+      const client = yield* IpcClient.connect({ socketPath: server.socketPath })
+      yield* client.connected
+      yield* client.send({ type: "send", messageId: "m1", text: "hi" })
+      assert.deepStrictEqual(yield* Queue.take(inbox), "m1:hi")
+    }).pipe(
+      Effect.provide(
+        IpcServer.layer({
+          socketPath: Path.join(tempDir(), "s.sock"),
+          onClientFrame: (frame) =>
+            frame.type === "send" ? Effect.flatMap(Inbox, (inbox) => Queue.offer(inbox, `${frame.messageId}:${frame.text}`)) : Effect.void
+        }).pipe(
+          Layer.provideMerge(Layer.effect(Inbox, Queue.unbounded<string>())),
+          Layer.provide(DurableOutboundQueue.layer({ socketId: "handler" })),
           Layer.provide(StorageAdapter.layerMemory)
         )
       )
