@@ -11,6 +11,7 @@ import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import { type AnyStep, isStep } from "../harness/Step.ts"
 import { StepUnavailable, SubprocessError } from "../services/SubprocessAdapter.ts"
+import { ownFileUrl } from "./moduleUrl.ts"
 
 /** A module given as a path or a URL, as a URL `import()` takes. */
 export const toModuleUrl = (module: string): string =>
@@ -37,10 +38,19 @@ export interface LoadedStep {
   readonly layer: Layer.Layer<never> | undefined
 }
 
+/**
+ * `import(url)`. The CJS build rewrites a literal `import()` into `require()`, which
+ * takes no file URL and no ES module with top-level await, so there (this file is a
+ * `.cjs` chunk) a real dynamic import is compiled at run time instead.
+ */
+const importModule: (url: string) => Promise<Record<string, unknown>> = ownFileUrl.endsWith(".cjs")
+  ? new Function("url", "return import(url)") as (url: string) => Promise<Record<string, unknown>>
+  : (url) => import(url)
+
 /** What trying one module found: the step, or why not. */
 const tryModule = (url: string, stepId: string): Effect.Effect<LoadedStep | string> =>
   Effect.promise(() =>
-    import(url).then(
+    importModule(url).then(
       (exports: Record<string, unknown>) => {
         const step = findExported(exports, stepId)
         if (step === undefined) return `${url} exports no step with id ${JSON.stringify(stepId)}`
