@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Scope } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Scope } from "effect"
 import * as NodeChildProcess from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
@@ -494,6 +494,20 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   } satisfies LocalSubprocessAdapterShape
 })
 
-/** The local adapter as the `SubprocessAdapter` service, for the life of the layer. */
-export const layer = (options: LocalSubprocessAdapterOptions = {}): Layer.Layer<SubprocessAdapter, StorageError> =>
-  Layer.effect(SubprocessAdapter, make(options))
+/** The local adapter with what only it has (`answerAskUser`, `root`), provided by {@link layer}. */
+export class LocalSubprocessAdapter extends Context.Service<LocalSubprocessAdapter, LocalSubprocessAdapterShape>()(
+  "noetic-effect/LocalSubprocessAdapter"
+) {}
+
+/**
+ * The local adapter for the life of the layer: as the `SubprocessAdapter` service, and
+ * as `LocalSubprocessAdapter` (the same adapter) so the host can answer its children's
+ * ask-user prompts.
+ */
+export const layer = (
+  options: LocalSubprocessAdapterOptions = {}
+): Layer.Layer<SubprocessAdapter | LocalSubprocessAdapter, StorageError> =>
+  Layer.effectContext(
+    Effect.map(make(options), (adapter) =>
+      Context.make(SubprocessAdapter, adapter).pipe(Context.add(LocalSubprocessAdapter, adapter)))
+  )
