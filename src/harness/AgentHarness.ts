@@ -670,6 +670,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           ? {}
           : { resourceId: (spawnOptions.resourceId ?? parentCtx.resourceId)! }
       })
+      // The parent is recorded before its child exists, so a host that dies while the
+      // child runs leaves a context for reattachLiveChildren to rebuild.
+      yield* checkpoint(parentCtx)
       const handle = yield* adapter.spawn({
         handleId: spawnOptions.handleId,
         step,

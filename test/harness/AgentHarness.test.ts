@@ -154,15 +154,16 @@ describe("AgentHarness", () => {
         const { storage, writes } = counting(yield* makeMemory)
         const harness = yield* durableHarness(storage, {})
         const parent = yield* harness.createContext({ id: "parent" })
+        // Each spawn also records the parent before the child starts (a crash then leaves it restorable).
         const ok = yield* harness.detachedSpawn(runCode("child", (n: number) => Effect.succeed(n * 2)), 21, parent)
         assert.strictEqual(yield* ok.await, 42)
-        for (let i = 0; i < 10 && snapshotsSaved(writes, "parent") < 1; i++) yield* Effect.yieldNow
-        assert.strictEqual(snapshotsSaved(writes, "parent"), 1)
+        for (let i = 0; i < 10 && snapshotsSaved(writes, "parent") < 2; i++) yield* Effect.yieldNow
+        assert.strictEqual(snapshotsSaved(writes, "parent"), 2)
         const failing = yield* harness.detachedSpawn(runCode("boom", () => Effect.fail("no")), undefined, parent)
         const error = yield* Effect.flip(failing.await)
         assert.strictEqual(error.reason._tag, "ChildFailed")
-        for (let i = 0; i < 10 && snapshotsSaved(writes, "parent") < 2; i++) yield* Effect.yieldNow
-        assert.strictEqual(snapshotsSaved(writes, "parent"), 2)
+        for (let i = 0; i < 10 && snapshotsSaved(writes, "parent") < 4; i++) yield* Effect.yieldNow
+        assert.strictEqual(snapshotsSaved(writes, "parent"), 4)
       }))
 
     it.effect("saves from parallel branches of one context land in order: a slower, older save never lands last", () =>

@@ -8,12 +8,15 @@ import {
   createCheckpointStore,
   createFileStorage,
   createInMemoryStorage,
+  createInMemorySubprocessAdapter,
   DEFAULT_STEP_LEDGER_RETENTION,
   inParallel,
   NoeticConfigError,
   NoeticError,
+  reattachLiveChildren,
   runCode
 } from "../../src/promise/index.ts"
+import { waitForRelease } from "../fixtures/subprocessSteps.ts"
 
 const harnesses: Array<AgentHarness> = []
 const track = <H extends AgentHarness>(harness: H): H => {
@@ -234,5 +237,29 @@ describe("Promise facade: AgentHarness", () => {
     expect(typeof handle.handleId).toBe("string")
     expect(await handle.await()).toBe(2)
     expect(await handle.status()).toBe("succeeded")
+  })
+
+  it("the seed's host crash: the next boot gets a running child back with its parent context, never checkpointed by hand", async () => {
+    const storage = createInMemoryStorage()
+    const checkpointStore = createCheckpointStore({ storage })
+    const release = Path.join(tempRoot("release"), "go")
+    const boot = () => {
+      const subprocess = createInMemorySubprocessAdapter({ storage, checkpointStore })
+      return track(new AgentHarness({ name: "crash-proof", params: {}, environment: { subprocess, storage: { checkpointStore } } }))
+    }
+    try {
+      const first = boot()
+      const parentCtx = await first.createContext({ id: "parent-ctx" })
+      const handle = first.detachedSpawn(waitForRelease, { release, value: "job" }, parentCtx)
+      expect(await handle.status()).toBe("running")
+
+      // The first host is gone without shutting down; the next boot builds the same harness.
+      const { contexts, failures, handles } = await reattachLiveChildren(boot())
+      expect(handles.map((h) => h.handleId)).toEqual([handle.handleId])
+      expect(contexts.get(handle.handleId)?.id).toBe("parent-ctx")
+      expect(failures).toEqual([])
+    } finally {
+      Fs.writeFileSync(release, "")
+    }
   })
 })
