@@ -83,6 +83,8 @@ export interface ContextStore {
   readonly layerState: Map<string, unknown>
   cwd: Cwd | null
   readonly pending: Map<string, PendingPrompt>
+  /** Restored prompts settled before their step asked again: that step takes the answer. */
+  readonly settledRestored: Map<string, PendingPrompt["answer"]>
   readonly inFlight: Map<string, FrontierEntry>
   /** Whether no step has entered since the restore: the snapshot's frontier still stands. */
   frontierRestored: boolean
@@ -92,6 +94,8 @@ export interface ContextStore {
 interface PendingPrompt {
   readonly prompt: AskUserPrompt
   readonly answer: Deferred.Deferred<unknown, AskUserCancelled>
+  /** Restored from a snapshot, and no step has asked it since. */
+  restored: boolean
 }
 
 const itemOf = (value: unknown): Item =>
@@ -133,6 +137,7 @@ export class AgentContext {
       layerState: new Map(),
       cwd: options.cwd ?? null,
       pending: new Map(),
+      settledRestored: new Map(),
       inFlight: new Map(),
       frontierRestored: this.restoredFrontier.length > 0,
       version: 0
@@ -148,7 +153,7 @@ export class AgentContext {
     }
     for (const item of options.items ?? []) this.push(itemOf(item))
     for (const prompt of options.askUser ?? []) {
-      this.store.pending.set(prompt.id, { prompt, answer: Deferred.makeUnsafe() })
+      this.store.pending.set(prompt.id, { prompt, answer: Deferred.makeUnsafe(), restored: true })
     }
   }
 
@@ -245,10 +250,18 @@ export class AgentContext {
   askUser(input: unknown, options: { readonly id?: string } = {}): Effect.Effect<unknown, AskUserCancelled> {
     return Effect.gen({ self: this }, function*() {
       const id = options.id !== undefined ? options.id : yield* randomId
+      const settled = this.store.settledRestored.get(id)
+      if (settled !== undefined) {
+        this.store.settledRestored.delete(id)
+        return yield* Deferred.await(settled)
+      }
       const existing = this.store.pending.get(id)
-      if (existing !== undefined) return yield* Deferred.await(existing.answer)
+      if (existing !== undefined) {
+        existing.restored = false
+        return yield* Deferred.await(existing.answer)
+      }
       const createdAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-      const pending: PendingPrompt = { prompt: { id, input, createdAt }, answer: Deferred.makeUnsafe() }
+      const pending: PendingPrompt = { prompt: { id, input, createdAt }, answer: Deferred.makeUnsafe(), restored: false }
       this.store.pending.set(id, pending)
       this.store.version++
       yield* this.checkpoint()
@@ -276,6 +289,8 @@ export class AgentContext {
         return Effect.fail(new UnknownAskUserPrompt({ executionId: this.id, promptId }))
       }
       this.store.pending.delete(promptId)
+      // Its step has not asked again since the restore (it may be re-running earlier work): keep the answer for it.
+      if (pending.restored) this.store.settledRestored.set(promptId, pending.answer)
       this.store.version++
       return Deferred.complete(pending.answer, outcome)
     })

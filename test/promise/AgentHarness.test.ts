@@ -239,6 +239,36 @@ describe("Promise facade: AgentHarness", () => {
     expect(await handle.status()).toBe("succeeded")
   })
 
+  it("an ask-user prompt restored from a snapshot and answered before its step asks again is not lost", async () => {
+    const storage = createInMemoryStorage()
+    let gate: () => void = () => {}
+    const opened = new Promise<void>((resolve) => gate = resolve)
+    let resumed = false
+    const agent = runCode("agent", async (_: string, ctx) => {
+      // Not recorded before the crash, so on resume it runs again while the prompt is already restored.
+      if (resumed) await opened
+      return ctx.askUser({ question: "approve?" })
+    })
+    const boot = () =>
+      track(new AgentHarness({ name: "asker", agentGraph: agent, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } }))
+    const first = boot()
+    void first.execute("x", { executionId: "ask-exec" }).catch(() => {})
+    let restored = await first.restore("ask-exec")
+    while (restored === null || restored.pendingAskUser.length === 0) restored = await first.restore("ask-exec")
+    const promptId = restored.pendingAskUser[0]!.id
+
+    resumed = true
+    const second = boot()
+    const result = second.resume("ask-exec")
+    let answered = false
+    while (!answered) {
+      answered = await second.answerAskUser("ask-exec", promptId, "yes").then(() => true, () => false)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    gate()
+    expect(await result).toEqual({ executionId: "ask-exec", output: "yes" })
+  })
+
   it("the seed's host crash: the next boot gets a running child back with its parent context, never checkpointed by hand", async () => {
     const storage = createInMemoryStorage()
     const checkpointStore = createCheckpointStore({ storage })
