@@ -104,6 +104,8 @@ export interface LocalSubprocessAdapterShape extends SubprocessAdapterShape {
 }
 
 const DEFAULT_STOP_GRACE_MS = 5_000
+/** How long a child may take to boot and record its own pid. */
+const START_GRACE_MS = 30_000
 const DEFAULT_LINGER_MS = 60_000
 const DEFAULT_POLL_MS = 200
 /** Leaves room under the ~104-byte `sun_path` limit (the IPC server adds a private dir beside it). */
@@ -373,8 +375,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     }
     const recordFailed = (cause: StorageError) => spawnFailed(handleId, `cannot record the manifest: ${cause.message}`, cause)
-    // Written before the process starts (the child reads its input from it); a host
-    // that dies before the pid lands leaves a pid-less manifest, which counts as dead.
+    // Written before the process starts (the child reads its input from it). A host that
+    // dies before the pid lands leaves a pid-less manifest; the child then records its
+    // own pid when it boots (see withPid).
     yield* Effect.mapError(saveManifest(storage, starting), recordFailed)
     const proc = yield* startProcess(starting, execArgv).pipe(
       Effect.tapError(() => Effect.ignore(clearChild(storage, handleId)))
@@ -400,7 +403,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       if (existing !== undefined) return Option.some(existing.handle)
       const recorded = yield* loadManifest(storage, handleId)
       if (Option.isNone(recorded) || recorded.value.adapter !== "local") return Option.none()
-      const manifest = recorded.value
+      const manifest = yield* withPid(recorded.value)
       if (yield* alive(manifest)) {
         const child = yield* newChild(manifest)
         yield* watch(child)
@@ -415,6 +418,24 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const child = yield* newChild(manifest)
       yield* settle(child, stored.value)
       return Option.some(child.handle)
+    })
+
+  /**
+   * A manifest without a pid is a child whose host died between starting it and
+   * recording the pid; the child records it itself once it boots. So a young pid-less
+   * manifest is waited on (up to START_GRACE_MS after it was written) before it is
+   * judged dead.
+   */
+  const withPid = (manifest: SubprocessManifest): Effect.Effect<SubprocessManifest, StorageError> =>
+    Effect.gen(function*() {
+      let current = manifest
+      while (current.pid === null && (yield* Clock.currentTimeMillis) < current.createdAt + START_GRACE_MS) {
+        yield* Effect.sleep(Duration.millis(pollMs))
+        const reloaded = yield* loadManifest(storage, current.handleId)
+        if (Option.isNone(reloaded)) return current
+        current = reloaded.value
+      }
+      return current
     })
 
   const reattach = sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))

@@ -21,11 +21,13 @@ import { Cause, Duration, Effect, Exit, Option, Schema } from "effect"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
 import { runManifestStep } from "../internal/manifests.ts"
+import { readStat } from "../internal/procStat.ts"
 import { loadStep } from "../internal/stepLoader.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import {
   loadManifest,
   queueSocketId,
+  saveManifest,
   saveResult,
   type SubprocessManifest,
   SubprocessOutcome
@@ -130,7 +132,14 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   const storage = yield* FileStorage.make({ root })
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
-  const manifest = found.value
+  // The child records its own pid too: a host killed between starting this process and
+  // recording the pid would otherwise leave a manifest that looks dead, and the child
+  // would run on with no host able to reattach it.
+  const stat = yield* readStat(process.pid)
+  const manifest = found.value.pid === process.pid
+    ? found.value
+    : { ...found.value, pid: process.pid, pidStarttime: stat?.startTime ?? null }
+  if (manifest !== found.value) yield* saveManifest(storage, manifest)
   const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
   let harness: AgentHarness<any> | undefined
   const server = yield* IpcServer.make({

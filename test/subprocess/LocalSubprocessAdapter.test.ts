@@ -4,6 +4,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { pathToFileURL } from "node:url"
 import * as AgentHarness from "../../src/harness/AgentHarness.ts"
 import { runCode } from "../../src/harness/Step.ts"
 import { isAlive, readStat } from "../../src/internal/procStat.ts"
@@ -119,6 +120,49 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       assert.strictEqual(failureOf(stopped)._tag, "UnknownHandle")
       assert.isTrue(yield* isAlive(other.pid!, stat!.startTime), "the bystander was never signalled")
     }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child whose host died before recording its pid records it itself and is reattached", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const storage = yield* FileStorage.make({ root })
+      const fixture = Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+      // What a host writes before it starts the child, and nothing after: it died.
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "orphan",
+        stepId: "double",
+        module: pathToFileURL(fixture).href,
+        entry: null,
+        serializedInput: "21",
+        executionId: "exec-orphan",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: null,
+        pidStarttime: null,
+        socketPath: Path.join(base, "o.sock"),
+        checkpointRoot: Path.join(base, "checkpoints"),
+        lingerMs: 10_000,
+        metadata: {},
+        createdAt: Date.now()
+      })
+      const bootstrap = Path.join(import.meta.dirname, "..", "..", "src", "layers", "subprocessChild.ts")
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(process.execPath, ["--import", "tsx", bootstrap, "--noetic-subprocess-child", "--root", root, "--handle", "orphan"], {
+            detached: true,
+            stdio: "ignore"
+          })
+        ),
+        (proc) => Effect.sync(() => proc.exitCode === null && proc.kill("SIGKILL"))
+      )
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20 })
+      const handle = Option.getOrThrow(yield* adapter.reattach("orphan"))
+      assert.strictEqual(yield* handle.await, 42)
+    }).pipe(Effect.scoped), { timeout: 30_000 })
 
   it.live("a failing child settles the handle failed with its typed error", () =>
     Effect.gen(function*() {
