@@ -3,8 +3,10 @@
  * its watermark in storage, execution leases used directly, and a durable harness
  * on Postgres (when NOETIC_PG_URL is set).
  */
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, expectTypeOf, it, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Context, Effect, Layer, Option, Queue, Redacted, Schedule, Stream } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -130,9 +132,15 @@ const pgUrl = process.env.NOETIC_PG_URL
 
 describe.runIf(pgUrl !== undefined)("usage: Postgres", () => {
   const table = `usage_${process.pid}_${Date.now()}`
+  // The test's own table goes when the layer is released.
+  const dropTable = Layer.effectDiscard(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
+  })).pipe(Layer.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(pgUrl ?? "") }))))
   const Durable = StepLedger.layer({ retention: { maxEntries: 50 } }).pipe(
     Layer.provideMerge(CheckpointStore.layer),
-    Layer.provideMerge(PostgresStorage.layerFromUrl(pgUrl ?? "", { table }))
+    Layer.provideMerge(PostgresStorage.layerFromUrl(pgUrl ?? "", { table })),
+    Layer.provideMerge(dropTable)
   )
   expectTypeOf(Durable).toEqualTypeOf<
     Layer.Layer<
