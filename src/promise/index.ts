@@ -49,6 +49,7 @@ export {
 export {
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
+  type LocalSubprocessAdapterFacade,
   type LocalSubprocessAdapterOptions,
   type OwnedSubprocessAdapter,
   type SubprocessAdapter,

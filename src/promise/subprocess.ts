@@ -6,6 +6,7 @@
 import { Effect, Exit, Option, Scope } from "effect"
 import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
+import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import type { HandleStatus, SubprocessAdapterShape, SubprocessHandle as EngineHandle } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticError } from "./errors.ts"
@@ -93,6 +94,11 @@ const owned = (
 export interface LocalSubprocessAdapterOptions
   extends Omit<LocalSubprocessAdapter.LocalSubprocessAdapterOptions, "root" | "checkpointRoot" | "onFrame">
 {
+  /**
+   * Sees every frame a child streams (items, events, `askUserRequest`, `askUserCleared`);
+   * answer a prompt with the adapter's `answerAskUser`. What it throws is logged.
+   */
+  readonly onFrame?: (handle: SubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
   /** The subprocess storage: must come from `createFileStorage`, since the children open its directory too. */
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */
@@ -119,17 +125,35 @@ const rootOf = (storage: StorageAdapter | undefined, what: string): string | und
  * boot. Steps must be exported by modules without top-level side effects (the child
  * imports them), or give `entry`.
  */
-export const createLocalSubprocessAdapter = (options: LocalSubprocessAdapterOptions = {}): OwnedSubprocessAdapter => {
-  const { storage, checkpointStorage, root, ...rest } = options
+export const createLocalSubprocessAdapter = (
+  options: LocalSubprocessAdapterOptions = {}
+): LocalSubprocessAdapterFacade => {
+  const { checkpointStorage, onFrame, root, storage, ...rest } = options
   const subprocessRoot = rootOf(storage, "storage") ?? root
   const checkpointRoot = rootOf(checkpointStorage, "checkpointStorage")
-  return owned((scope) =>
+  let local: LocalSubprocessAdapter.LocalSubprocessAdapterShape | undefined
+  const adapter = owned((scope) =>
     LocalSubprocessAdapter.make({
       ...rest,
       ...(subprocessRoot === undefined ? {} : { root: subprocessRoot }),
-      ...(checkpointRoot === undefined ? {} : { checkpointRoot })
-    }).pipe(Scope.provide(scope), Effect.orDie)
+      ...(checkpointRoot === undefined ? {} : { checkpointRoot }),
+      ...(onFrame === undefined ? {} : {
+        onFrame: (handle, frame) => Effect.tryPromise(() => Promise.resolve(onFrame(toFacadeHandle(handle), frame))).pipe(Effect.ignore)
+      })
+    }).pipe(Scope.provide(scope), Effect.orDie, Effect.tap((built) => Effect.sync(() => void (local = built))))
   )
+  // The engine adapter is built lazily, once; `local` is set when it is.
+  const built = toEngineSubprocessAdapter(adapter)!
+  return Object.assign(adapter, {
+    answerAskUser: (handleId: string, promptId: string, output: unknown) =>
+      runForFacade(Effect.flatMap(built, () => local!.answerAskUser(handleId, promptId, output)))
+  })
+}
+
+/** The local adapter of the facade: an owned adapter that also answers its children's prompts. */
+export interface LocalSubprocessAdapterFacade extends OwnedSubprocessAdapter {
+  /** Answers a child's pending ask-user prompt; the child's `askUser` resolves with `output`. */
+  answerAskUser(handleId: string, promptId: string, output: unknown): Promise<void>
 }
 
 /**

@@ -1,0 +1,33 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { describe, expect, it } from "vitest"
+import { AgentHarness, createFileStorage, createLocalSubprocessAdapter } from "../../src/promise/index.ts"
+import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
+import { askThenModel } from "../fixtures/subprocessModelSteps.ts"
+
+describe("Promise facade: local children", () => {
+  it("a host sees a child's ask-user prompt through onFrame and answers it through the adapter", async () => {
+    const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "nfl-"))
+    const frames: Array<V1ServerFrame> = []
+    const adapter = createLocalSubprocessAdapter({
+      storage: createFileStorage({ root: Path.join(base, "subprocess") }),
+      pollMs: 20,
+      onFrame: async (handle, frame) => {
+        frames.push(frame)
+        if (frame.type === "askUserRequest") await adapter.answerAskUser(handle.handleId, frame.id, "approved")
+      }
+    })
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    try {
+      const parent = await harness.createContext()
+      const handle = harness.detachedSpawn(askThenModel, "bandits", parent)
+      expect(await handle.await()).toEqual({ approval: "approved", text: "answer from the child's model" })
+      expect(frames.some((frame) => frame.type === "askUserRequest")).toBe(true)
+      await expect(adapter.answerAskUser("no-such-handle", "p", 1)).rejects.toMatchObject({ name: "NoeticError" })
+    } finally {
+      await harness.close()
+      await adapter.close()
+    }
+  }, 30_000)
+})
