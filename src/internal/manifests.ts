@@ -10,7 +10,7 @@ import type { StorageError } from "../Errors.ts"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import type { SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
+import type { SpawnRequest, SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
 
 type Reattached = Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError>
 
@@ -79,3 +79,33 @@ export const runManifestStep = (
   }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
   return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
 }
+
+/** What an adapter records of a spawn besides the request: where and how the child runs. */
+export type ManifestPlacement = Pick<
+  SubprocessManifest,
+  "adapter" | "module" | "entry" | "socketPath" | "checkpointRoot" | "lingerMs"
+>
+
+/** The manifest of a spawn request, before the child has a pid. */
+export const manifestOf = (
+  request: SpawnRequest,
+  handleId: string,
+  serializedInput: string,
+  placement: ManifestPlacement
+): Effect.Effect<SubprocessManifest> =>
+  Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (createdAt) => ({
+    version: 1,
+    handleId,
+    stepId: request.step.id,
+    serializedInput,
+    executionId: request.executionId,
+    parentExecutionId: request.parentExecutionId ?? null,
+    threadId: request.threadId ?? null,
+    resourceId: request.resourceId ?? null,
+    cwdInit: request.cwdInit ?? null,
+    pid: null,
+    pidStarttime: null,
+    metadata: { ...request.metadata },
+    createdAt,
+    ...placement
+  }))

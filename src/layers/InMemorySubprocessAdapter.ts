@@ -16,7 +16,7 @@ import { Cause, Effect, Exit, Layer, Option, Scope } from "effect"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
-import { listLiveFrom, runManifestStep, sharedReattach } from "../internal/manifests.ts"
+import { listLiveFrom, manifestOf, runManifestStep, sharedReattach } from "../internal/manifests.ts"
 import { loadStep } from "../internal/stepLoader.ts"
 import { clearChild, loadManifest, manifestKey, saveManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
@@ -60,27 +60,15 @@ export const make = Effect.fnUntraced(function*(
       // Without its input a recorded child could never be re-run: refuse rather than record a lie.
       return yield* spawnFailed(handleId, `the input of step ${request.step.id} has no JSON form`, cause)
     }
-    yield* saveManifest(storage, {
-      version: 1,
+    const manifest = yield* manifestOf(request, handleId, serializedInput, {
       adapter: "memory",
-      handleId,
-      stepId: request.step.id,
       module: request.step.module ?? null,
       entry: null,
-      serializedInput,
-      executionId: request.executionId,
-      parentExecutionId: request.parentExecutionId ?? null,
-      threadId: request.threadId ?? null,
-      resourceId: request.resourceId ?? null,
-      cwdInit: request.cwdInit ?? null,
-      pid: null,
-      pidStarttime: null,
       socketPath: null,
       checkpointRoot: null,
-      lingerMs: 0,
-      metadata: { ...request.metadata },
-      createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-    }).pipe(Effect.mapError((error) => spawnFailed(handleId, `cannot record the manifest: ${error.message}`, error)))
+      lingerMs: 0
+    })
+    yield* saveManifest(storage, manifest).pipe(Effect.mapError((error) => spawnFailed(handleId, `cannot record the manifest: ${error.message}`, error)))
     // A child that succeeded or failed clears its manifest before its result is seen, so
     // a host that awaited it and shut down never re-runs it; `stop` clears its own. An
     // interrupted child (the host's scope closing) keeps it: it is re-run on restart.

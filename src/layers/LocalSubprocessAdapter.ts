@@ -34,7 +34,7 @@ import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
-import { listLiveFrom, sharedReattach } from "../internal/manifests.ts"
+import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl } from "../internal/moduleUrl.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { toModuleUrl } from "../internal/stepLoader.ts"
@@ -353,27 +353,14 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         catch: (cause) => spawnFailed(handleId, `cannot create cwdInit ${request.cwdInit}`, cause)
       })
     }
-    const starting: SubprocessManifest = {
-      version: 1,
+    const starting = yield* manifestOf(request, handleId, serializedInput, {
       adapter: "local",
-      handleId,
-      stepId: request.step.id,
       module,
       entry,
-      serializedInput,
-      executionId: request.executionId,
-      parentExecutionId: request.parentExecutionId ?? null,
-      threadId: request.threadId ?? null,
-      resourceId: request.resourceId ?? null,
-      cwdInit: request.cwdInit ?? null,
-      pid: null,
-      pidStarttime: null,
       socketPath: socketPathFor(handleId),
       checkpointRoot,
-      lingerMs,
-      metadata: { ...request.metadata },
-      createdAt: yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-    }
+      lingerMs
+    })
     const recordFailed = (cause: StorageError) => spawnFailed(handleId, `cannot record the manifest: ${cause.message}`, cause)
     // Written before the process starts (the child reads its input from it). A host that
     // dies before the pid lands leaves a pid-less manifest; the child then records its
