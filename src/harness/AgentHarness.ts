@@ -187,7 +187,10 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
    * `parentCtx` checkpoints when it settles, as it would have for `detachedSpawn`.
    */
   readonly adopt: (handle: SubprocessHandle, parentCtx: AgentContext) => Effect.Effect<void>
-  /** Answers a pending ask-user prompt of a live execution of this harness. */
+  /**
+   * Answers a pending ask-user prompt of an execution: at once when this harness runs
+   * it, else (a restored prompt, before `resume`) when its run goes live here.
+   */
   readonly answerAskUser: (
     executionId: string,
     promptId: string,
@@ -553,6 +556,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const rootPath = `/${root.id}#0`
       const before = ctx.version
       live.set(ctx.id, ctx)
+      yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
       ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
       yield* checkpoint(ctx)
@@ -697,12 +701,41 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const adopt = (handle: SubprocessHandle, parentCtx: AgentContext): Effect.Effect<void> =>
     Effect.asVoid(handle.await.pipe(Effect.exit, Effect.andThen(checkpoint(parentCtx)), Effect.forkIn(scope)))
 
+  // A host that restarts may get an answer to a restored prompt before it has resumed
+  // that execution: the answer is kept and handed over when the run goes live.
+  const earlyAnswers = new Map<string, Map<string, unknown>>()
+
   const answerAskUser = (executionId: string, promptId: string, output: unknown) =>
     Effect.suspend(() => {
       const ctx = live.get(executionId)
-      return ctx === undefined
-        ? Effect.fail(new UnknownAskUserPrompt({ executionId, promptId }))
-        : ctx.resolveAskUser(promptId, output)
+      if (ctx !== undefined) return ctx.resolveAskUser(promptId, output)
+      const unknown = new UnknownAskUserPrompt({ executionId, promptId })
+      if (Option.isNone(store)) return Effect.fail(unknown)
+      return store.value.load(executionId).pipe(
+        Effect.catchCause((cause) =>
+          Effect.as(Effect.logWarning("ask-user answer: the execution's snapshot could not be read", cause), Option.none())
+        ),
+        Effect.flatMap((snapshot) => {
+          if (Option.isNone(snapshot) || !snapshot.value.askUser.some((prompt) => prompt.id === promptId)) {
+            return Effect.fail(unknown)
+          }
+          const answers = earlyAnswers.get(executionId) ?? new Map<string, unknown>()
+          answers.set(promptId, output)
+          earlyAnswers.set(executionId, answers)
+          return Effect.void
+        })
+      )
+    })
+
+  /** Hands the answers given before `ctx`'s execution went live to its restored prompts. */
+  const deliverEarlyAnswers = (ctx: AgentContext) =>
+    Effect.suspend(() => {
+      const answers = earlyAnswers.get(ctx.id)
+      if (answers === undefined) return Effect.void
+      earlyAnswers.delete(ctx.id)
+      return Effect.forEach(answers, ([promptId, output]) => Effect.ignore(ctx.resolveAskUser(promptId, output)), {
+        discard: true
+      })
     })
 
   return {

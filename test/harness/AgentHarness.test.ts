@@ -302,6 +302,38 @@ describe("AgentHarness", () => {
       }))
   })
 
+  describe("ask-user across a restart", () => {
+    it.effect("an answer given before resume is handed to the restored prompt when the run goes live", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeMemory
+        let asked = 0
+        const graph = runCode("root", (_: void, ctx) =>
+          Effect.gen(function*() {
+            asked++
+            return yield* ctx.askUser({ question: "ship it?" })
+          }))
+        const first = yield* durableHarness(storage, { agentGraph: graph })
+        const running = yield* Effect.forkChild(first.execute(undefined, { executionId: "early" }))
+        const store = yield* CheckpointStore.makeWith(storage)
+        let promptId: string | undefined
+        while (promptId === undefined) {
+          yield* Effect.yieldNow
+          const snapshot = yield* store.load("early")
+          promptId = Option.isSome(snapshot) ? snapshot.value.askUser[0]?.id : undefined
+        }
+        // The host dies while the prompt waits.
+        yield* Fiber.interrupt(running)
+
+        const second = yield* durableHarness(storage, { agentGraph: graph })
+        const unknownPrompt = yield* Effect.flip(second.answerAskUser("early", "no-such-prompt", "x"))
+        assert.strictEqual(unknownPrompt._tag, "UnknownAskUserPrompt")
+        yield* second.answerAskUser("early", promptId, "yes")
+        const resumed = yield* second.resume("early")
+        assert.strictEqual(Option.getOrThrow(resumed).output, "yes")
+        assert.strictEqual(asked, 2)
+      }))
+  })
+
   describe("step-level replay", () => {
     it.effect("completed steps replay their recorded output; recorded randomness flows downstream", () =>
       Effect.gen(function*() {
