@@ -36,6 +36,7 @@ import type { StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl } from "../internal/moduleUrl.ts"
+import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { toModuleUrl } from "../internal/stepLoader.ts"
 import { IpcError, SocketClosed } from "../IpcError.ts"
@@ -163,6 +164,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   yield* Effect.promise(() => Fs.promises.mkdir(runDir, { recursive: true, mode: 0o700 }))
   const adapterScope = yield* Effect.scope
   const children = new Map<string, Child>()
+  const forgetSettled = settledRetention(children)
 
   const socketPathFor = (handleId: string) =>
     NodePath.join(runDir, `${createHash("sha256").update(handleId).digest("hex").slice(0, 16)}.sock`)
@@ -190,6 +192,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.suspend(() => {
       if (child.status !== "running") return Effect.void
       const handleId = child.manifest.handleId
+      forgetSettled(handleId)
       const succeeded = outcome._tag === "Success"
       child.status = succeeded ? "succeeded" : outcome.error._tag === "Stopped" ? "stopped" : "failed"
       // A failed child's log is kept for whoever investigates; a successful one's is not.

@@ -12,6 +12,7 @@ import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } 
 import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
 import type { AgentContext } from "../harness/AgentContext.ts"
 import { randomId } from "../harness/AgentContext.ts"
+import { settledRetention } from "../internal/settledHandles.ts"
 import type { AgentHarness, RestoreContextOptions } from "../harness/AgentHarness.ts"
 import type { AnyStep } from "../harness/Step.ts"
 
@@ -189,6 +190,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     string,
     { handle: SubprocessHandle; fiber: Fiber.Fiber<unknown, unknown>; markStopped: Effect.Effect<void> }
   >()
+  const forgetSettled = settledRetention(handles)
 
   const spawn = Effect.fn("SubprocessAdapter.spawn")(function*(request: SpawnRequest) {
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
@@ -196,6 +198,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     let status: HandleStatus = "running"
     const fiber = yield* request.runInProcess.pipe(
       Effect.onExit((exit) => {
+        forgetSettled(handleId)
         if (Exit.isSuccess(exit)) {
           status = "succeeded"
           return Deferred.succeed(result, exit.value)
@@ -222,6 +225,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     // A fiber interrupted before it ever ran never runs its onExit: stop settles it then.
     const markStopped = Effect.suspend(() => {
       if (status !== "running") return Effect.void
+      forgetSettled(handleId)
       status = "stopped"
       return Deferred.fail(result, stopped(handleId))
     })

@@ -1,0 +1,29 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import { runCode } from "../../src/harness/Step.ts"
+import { SETTLED_HANDLES_KEPT } from "../../src/internal/settledHandles.ts"
+import { makeMemory } from "../../src/services/SubprocessAdapter.ts"
+
+describe("SubprocessAdapter.makeMemory", () => {
+  it.effect("keeps answering get for recent settled children and forgets the oldest, so its map stays bounded", () =>
+    Effect.gen(function*() {
+      const adapter = yield* makeMemory
+      const step = runCode("child", (n: number) => Effect.succeed(n))
+      const handles = []
+      for (let i = 0; i < SETTLED_HANDLES_KEPT + 10; i++) {
+        const handle = yield* adapter.spawn({
+          step,
+          input: i,
+          executionId: `exec-${i}`,
+          parentExecutionId: undefined,
+          runInProcess: Effect.succeed(i)
+        })
+        assert.strictEqual(yield* handle.await, i)
+        handles.push(handle)
+      }
+      assert.isTrue(Option.isNone(yield* adapter.get(handles[0]!.handleId)))
+      assert.isTrue(Option.isNone(yield* adapter.get(handles[9]!.handleId)))
+      assert.isTrue(Option.isSome(yield* adapter.get(handles[10]!.handleId)))
+      assert.isTrue(Option.isSome(yield* adapter.get(handles.at(-1)!.handleId)))
+    }))
+})
