@@ -455,7 +455,12 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           yield* waitUntilDead(manifest, child, 2_000)
         }
       }
-      yield* settle(child, exitedWithoutResult(child))
+      // A child that persisted its result just before the signal finished: that result
+      // is what it produced, and it wins over "stopped".
+      const stored = yield* loadResult(storage, manifest.handleId).pipe(
+        Effect.catchCause(() => Effect.succeed(Option.none<SubprocessOutcome>()))
+      )
+      yield* settle(child, Option.isSome(stored) ? stored.value : exitedWithoutResult(child))
     })
 
   const stop = (handleId: string): Effect.Effect<void, SubprocessError> =>

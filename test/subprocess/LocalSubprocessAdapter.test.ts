@@ -12,7 +12,7 @@ import * as FileStorage from "../../src/layers/FileStorage.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../../src/layers/LocalSubprocessAdapter.ts"
 import * as ScriptedModel from "../../src/layers/ScriptedModel.ts"
-import { loadManifest, MANIFEST_PREFIX, saveManifest } from "../../src/schema/SubprocessManifest.ts"
+import { loadManifest, MANIFEST_PREFIX, saveManifest, saveResult } from "../../src/schema/SubprocessManifest.ts"
 import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
 import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
 import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
@@ -162,6 +162,44 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20 })
       const handle = Option.getOrThrow(yield* adapter.reattach("orphan"))
       assert.strictEqual(yield* handle.await, 42)
+    }).pipe(Effect.scoped), { timeout: 30_000 })
+
+  it.live("stop of a child that persisted its result just before the signal settles with that result", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const storage = yield* FileStorage.make({ root })
+      // A live process in a group of its own stands in for a child that has just
+      // persisted its result and not yet sent it.
+      const child = yield* bystanderWith({ detached: true })
+      const stat = yield* readStat(child.pid!)
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "finished",
+        stepId: "double",
+        module: null,
+        entry: null,
+        serializedInput: "21",
+        executionId: "exec-finished",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: child.pid!,
+        pidStarttime: stat!.startTime,
+        socketPath: Path.join(base, "f.sock"),
+        checkpointRoot: null,
+        lingerMs: 0,
+        metadata: {},
+        createdAt: Date.now()
+      })
+      yield* saveResult(storage, "finished", { _tag: "Success", value: 42 })
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, stopGraceMs: 2_000 })
+      yield* adapter.stop("finished")
+      const handle = Option.getOrThrow(yield* adapter.get("finished"))
+      assert.strictEqual(yield* handle.await, 42)
+      assert.strictEqual(yield* handle.status, "succeeded")
     }).pipe(Effect.scoped), { timeout: 30_000 })
 
   it.live("a failing child settles the handle failed with its typed error", () =>
