@@ -151,6 +151,16 @@ describe("IpcServer delivery", () => {
       assert.deepStrictEqual(got.map((d) => d.seq), [4, 5])
     }))
 
+  it.effect("a persisted watermark that is not a watermark record is a Corrupt error, not a restart from 0", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMemory
+      yield* storage.set("client:wm", { ackedThrough: "three" })
+      const error = yield* Effect.flip(IpcClient.storageWatermark(storage, "client:wm").load)
+      assert.strictEqual(error.reason._tag, "Corrupt")
+      assert.strictEqual(error.reason.key, "client:wm")
+      assert.strictEqual(yield* IpcClient.storageWatermark(storage, "absent").load, 0)
+    }))
+
   it.live("a client that never sends durableResume gets plain v1 frames", () =>
     Effect.gen(function*() {
       const socketPath = socketPathFor()

@@ -13,10 +13,10 @@
  * @since 0.1.0
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import { Deferred, Effect, Exit, Latch, Option, Queue, Schedule, Semaphore, Stream } from "effect"
+import { Deferred, Effect, Exit, Latch, Option, Queue, Schedule, Schema, Semaphore, Stream } from "effect"
 import * as Socket from "effect/socket/Socket"
 import * as NodePath from "node:path"
-import type { StorageError } from "../Errors.ts"
+import { Corrupt, StorageError } from "../Errors.ts"
 import { makeLineSplitter } from "../internal/lineSplitter.ts"
 import { FrameTooLarge, IpcError, type IpcErrorReason, SocketClosed } from "../IpcError.ts"
 import {
@@ -44,19 +44,33 @@ export const memoryWatermark = (initial = 0): WatermarkStore => {
   }
 }
 
+/** The persisted watermark of a client. */
+const WatermarkRecord = Schema.Struct({
+  version: Schema.Literal(1),
+  ackedThrough: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+})
+
 /** A watermark kept at `key` in a storage, so a restarted client resumes where it stopped. */
 export const storageWatermark = (storage: StorageAdapterShape, key: string): WatermarkStore => ({
-  load: Effect.map(storage.get(key), (value) =>
+  load: Effect.flatMap(storage.get(key), (value) =>
     Option.match(value, {
-      onNone: () => 0,
+      onNone: () => Effect.succeed(0),
+      // A record that is not a watermark is reported, not read as 0: a client that
+      // silently restarts from 0 would hand the application frames it already handled.
       onSome: (stored) =>
-        typeof stored === "object" && stored !== null && "ackedThrough" in stored &&
-          typeof stored.ackedThrough === "number"
-          ? stored.ackedThrough
-          : 0
+        Schema.decodeUnknownEffect(WatermarkRecord)(stored).pipe(
+          Effect.map((record) => record.ackedThrough),
+          Effect.mapError((error) =>
+            new StorageError({
+              operation: "load",
+              reason: new Corrupt({ key, message: `not a client watermark record: ${error.message}` })
+            })
+          )
+        )
     })),
   save: (seq) => storage.set(key, { version: 1, ackedThrough: seq })
 })
+
 
 /** One frame handed to the application. */
 export interface Delivery {
