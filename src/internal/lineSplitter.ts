@@ -42,7 +42,8 @@ export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
         const end = bytes.indexOf(NEWLINE, start)
         if (end === -1) {
           const rest = bytes.length - start
-          if (partBytes + rest > maxLineBytes) return { lines, tooLargeBytes: partBytes + rest }
+          // One byte of slack: a line of exactly the limit may still be followed by its CR.
+          if (partBytes + rest > maxLineBytes + 1) return { lines, tooLargeBytes: partBytes + rest }
           if (rest > 0) {
             // Copy: the transport may reuse the chunk's memory.
             parts.push(Buffer.from(bytes.subarray(start)))
@@ -51,7 +52,10 @@ export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
           break
         }
         const length = partBytes + (end - start)
-        const withoutCr = end > start && bytes[end - 1] === CARRIAGE_RETURN ? length - 1 : length
+        // The byte before the newline may sit in an earlier chunk (a CR split from its LF).
+        const lastPart = parts[parts.length - 1]
+        const before = end > start ? bytes[end - 1] : lastPart?.[lastPart.length - 1]
+        const withoutCr = before === CARRIAGE_RETURN ? length - 1 : length
         if (withoutCr > maxLineBytes) return { lines, tooLargeBytes: withoutCr }
         const line = finish(bytes.subarray(start, end))
         if (line.length > 0) lines.push(line)
