@@ -60,7 +60,12 @@ export interface IpcConnection {
 export interface IpcServerOptions<R = never> {
   /** Where the socket file goes; keep it short (unix socket paths stop near 100 bytes). */
   readonly socketPath: string
-  /** The durable outbox behind `emit`. Default: a fresh queue in memory (durable across reconnects only). */
+  /**
+   * The durable outbox behind `emit`. Default: a fresh queue in memory, durable across
+   * reconnects only: a server restarted on a new in-memory queue numbers from 1 again,
+   * and a client that already saw higher seqs drops those frames as repeats. A server
+   * that can restart needs a queue over durable storage.
+   */
   readonly queue?: DurableOutboundQueueShape | undefined
   /** The limit on one frame line, both ways. Default: the `MaxFrameBytes` reference. */
   readonly maxFrameBytes?: number | undefined
