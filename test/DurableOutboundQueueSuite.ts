@@ -55,6 +55,22 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [metaKey("q")])
       }))
 
+    it.effect("startAfter numbers a queue storage knows nothing of; a queue with a record keeps its own numbers", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const fresh = yield* makeWith(storage, { socketId: "late", startAfter: 1_000 })
+        assert.deepStrictEqual(yield* fresh.appendAll(frames(2)), [1_001, 1_002])
+        yield* fresh.ackUpTo(1_001)
+        const reopened = yield* makeWith(storage, { socketId: "late", startAfter: 5 })
+        assert.strictEqual(yield* reopened.headSeq, 1_002)
+        assert.deepStrictEqual(yield* reopened.appendAll(frames(1)), [1_003])
+        // Frames written before any ack (no meta record yet) are not taken for a fresh queue.
+        const unacked = yield* makeWith(storage, { socketId: "early" })
+        yield* unacked.appendAll(frames(3))
+        const again = yield* makeWith(storage, { socketId: "early", startAfter: 1_000 })
+        assert.deepStrictEqual((yield* again.frameRange(1)).map((e) => e.seq), [1, 2, 3])
+      }))
+
     it.effect("seq numbers are never reused, even after the queue is emptied and reopened", () =>
       Effect.gen(function*() {
         const storage = yield* makeStorage

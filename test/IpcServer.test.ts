@@ -56,11 +56,14 @@ describe("IpcServer socket file", () => {
     }))
 })
 
+/** A queue in memory numbered from 1, so a test can name the seqs it expects. */
+const queueFromOne = Effect.flatMap(makeMemory, (storage) => makeQueue(storage, { socketId: "test" }))
+
 describe("IpcServer delivery", () => {
   it.live("durableResume replays every unacked frame then live ones, with no seq skipped or repeated", () =>
     Effect.gen(function*() {
       const socketPath = socketPathFor()
-      const server = yield* IpcServer.make({ socketPath, pageFrames: 7 })
+      const server = yield* IpcServer.make({ socketPath, pageFrames: 7, queue: yield* queueFromOne })
       yield* server.emitAll(items(1, 1000))
       // Live frames keep landing while the replay runs.
       const emitter = yield* Effect.forkChild(
@@ -117,7 +120,7 @@ describe("IpcServer delivery", () => {
   it.live("acks compact the queue, a dropped connection resumes, and a delivered seq is never delivered twice", () =>
     Effect.gen(function*() {
       const socketPath = socketPathFor()
-      const server = yield* IpcServer.make({ socketPath })
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
       const client = yield* IpcClient.connect({ socketPath, reconnect: fastReconnect })
       yield* server.emitAll(items(1, 10))
       const first = yield* client.frames.pipe(Stream.take(10), Stream.runCollect)
@@ -138,7 +141,7 @@ describe("IpcServer delivery", () => {
       const socketPath = socketPathFor()
       const storage = yield* makeMemory
       const watermark = IpcClient.storageWatermark(storage, "client:wm")
-      const server = yield* IpcServer.make({ socketPath })
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
       yield* server.emitAll(items(1, 5))
       yield* Effect.scoped(Effect.gen(function*() {
         const client = yield* IpcClient.connect({ socketPath, watermark })
@@ -149,6 +152,23 @@ describe("IpcServer delivery", () => {
       assert.strictEqual(yield* again.ackedSeq, 3)
       const got = yield* again.frames.pipe(Stream.take(2), Stream.runCollect)
       assert.deepStrictEqual(got.map((d) => d.seq), [4, 5])
+    }))
+
+  it.live("a server restarted on a fresh default queue numbers above what it sent, so a connected client gets the new frames", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const firstLife = yield* Scope.make()
+      const first = yield* Scope.provide(IpcServer.make({ socketPath }), firstLife)
+      const client = yield* IpcClient.connect({ socketPath })
+      yield* first.emitAll(items(1, 3))
+      const before = yield* client.frames.pipe(Stream.take(3), Stream.runCollect)
+      yield* Scope.close(firstLife, Exit.void)
+
+      const second = yield* IpcServer.make({ socketPath })
+      yield* second.emitAll(items(4, 5))
+      const after = yield* client.frames.pipe(Stream.take(2), Stream.runCollect)
+      assert.deepStrictEqual([...before, ...after].map(itemOf), [1, 2, 3, 4, 5])
+      assert.isAbove(after[0]!.seq!, before[2]!.seq!)
     }))
 
   it.effect("a persisted watermark that is not a watermark record is a Corrupt error, not a restart from 0", () =>
@@ -221,12 +241,13 @@ describe("IpcServer delivery", () => {
 
 describe("IpcServer bad input", () => {
   const replyingServer = (socketPath: string, maxFrameBytes?: number) =>
-    IpcServer.make({
+    Effect.flatMap(queueFromOne, (queue) => IpcServer.make({
       socketPath,
+      queue,
       maxFrameBytes,
       onClientFrame: (frame, connection) =>
         frame.type === "getStatus" ? Effect.ignore(connection.send({ type: "status", status: "ok" })) : Effect.void
-    })
+    }))
 
   it.live("an unparseable line or an unknown frame type gets an error frame and the connection stays usable", () =>
     Effect.gen(function*() {

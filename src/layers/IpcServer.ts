@@ -20,7 +20,7 @@
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Context, Deferred, Effect, Exit, Fiber, Latch, Layer, Option, Semaphore } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Latch, Layer, Option, Semaphore } from "effect"
 import * as Socket from "effect/socket/Socket"
 import * as Fs from "node:fs/promises"
 import type * as Net from "node:net"
@@ -62,9 +62,9 @@ export interface IpcServerOptions<R = never> {
   readonly socketPath: string
   /**
    * The durable outbox behind `emit`. Default: a fresh queue in memory, durable across
-   * reconnects only: a server restarted on a new in-memory queue numbers from 1 again,
-   * and a client that already saw higher seqs drops those frames as repeats. A server
-   * that can restart needs a queue over durable storage.
+   * reconnects only (frames not yet acked are lost with the process). It numbers from
+   * the clock, so a server restarted on a new one numbers above what it sent before.
+   * A server whose frames must survive its restart needs a queue over durable storage.
    */
   readonly queue?: DurableOutboundQueueShape | undefined
   /** The limit on one frame line, both ways. Default: the `MaxFrameBytes` reference. */
@@ -124,7 +124,13 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const fail = (reason: IpcErrorReason) => new IpcError({ socketPath, reason })
   const queue = options.queue !== undefined
     ? options.queue
-    : yield* makeQueue(yield* makeMemory, { socketId: socketPath }).pipe(Effect.orDie)
+    // Numbered from the clock in microseconds: a server restarted on a new in-memory queue
+    // numbers above everything the old one sent, so a connected client never takes its
+    // frames for repeats.
+    : yield* makeQueue(yield* makeMemory, {
+      socketId: socketPath,
+      startAfter: Number((yield* Clock.currentTimeNanos) / 1000n)
+    }).pipe(Effect.orDie)
   const onClientFrame = options.onClientFrame
   const services = yield* Effect.context<R>()
 

@@ -70,6 +70,12 @@ export interface DurableOutboundQueueOptions {
   readonly socketId: string
   /** How many recent frames stay in memory so live delivery reads no storage. Default 1024. */
   readonly cachedFrames?: number | undefined
+  /**
+   * Where a queue that storage knows nothing of starts numbering: its first seq is
+   * `startAfter + 1`. Default 0. A queue in memory that may be recreated (a restarted
+   * server) starts after a clock reading, so it numbers above everything it sent before.
+   */
+  readonly startAfter?: number | undefined
 }
 
 /** The key prefix every key of the queue `socketId` starts with. */
@@ -130,6 +136,9 @@ export const makeWith = Effect.fnUntraced(function*(
     if (Number.isSafeInteger(seq) && seq > 0) seqs.push(seq)
   }
   seqs.sort((a, b) => a - b)
+  // Only a queue storage knows nothing of starts after `startAfter`: frames without a
+  // meta record (a crash before the first ack) keep their own numbers.
+  if (Option.isNone(storedMeta) && seqs.length === 0) acked = Math.max(0, options.startAfter ?? 0)
   let head = acked
   const debris: Array<number> = []
   for (const seq of seqs) {
