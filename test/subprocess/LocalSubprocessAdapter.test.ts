@@ -12,7 +12,13 @@ import * as FileStorage from "../../src/layers/FileStorage.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../../src/layers/LocalSubprocessAdapter.ts"
 import * as ScriptedModel from "../../src/layers/ScriptedModel.ts"
-import { loadManifest, MANIFEST_PREFIX, saveManifest, saveResult } from "../../src/schema/SubprocessManifest.ts"
+import {
+  loadManifest,
+  MANIFEST_PREFIX,
+  saveManifest,
+  saveResult,
+  type SubprocessManifest
+} from "../../src/schema/SubprocessManifest.ts"
 import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
 import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
 import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
@@ -340,15 +346,27 @@ describe("InMemorySubprocessAdapter", () => {
       assert.deepStrictEqual(yield* storage.list(MANIFEST_PREFIX), [])
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
-  it.effect("a manifest whose input is not JSON is skipped by listLive and a typed Corrupt failure of reattach", () =>
+  /**
+   * A host that spawned a waiting child through the in-memory adapter with manifests,
+   * and a second manifest made from the child's by `edit` (one that cannot come back).
+   */
+  const recordedBeside = (edit: (manifest: SubprocessManifest) => SubprocessManifest) =>
     Effect.gen(function*() {
       const storage = yield* StorageAdapter.makeMemory
       const first = yield* InMemorySubprocessAdapter.make({ storage })
       const harness = yield* AgentHarness.make({ name: "host", subprocess: first })
       const running = yield* harness.detachedSpawn(waitForRelease, { release: "/nonexistent/never", value: "v" }, yield* harness.createContext())
-      const manifest = Option.getOrThrow(yield* loadManifest(storage, running.handleId))
-      yield* saveManifest(storage, { ...manifest, handleId: "garbled", serializedInput: "{not json" })
+      yield* saveManifest(storage, edit(Option.getOrThrow(yield* loadManifest(storage, running.handleId))))
+      return { storage, running }
+    })
 
+  it.effect("a manifest whose input is not JSON is skipped by listLive and a typed Corrupt failure of reattach", () =>
+    Effect.gen(function*() {
+      const { running, storage } = yield* recordedBeside((manifest) => ({
+        ...manifest,
+        handleId: "garbled",
+        serializedInput: "{not json"
+      }))
       const second = yield* InMemorySubprocessAdapter.make({ storage })
       assert.deepStrictEqual((yield* second.listLive).map((h) => h.handleId), [running.handleId])
       const error = yield* Effect.flip(second.reattach("garbled"))
@@ -358,13 +376,11 @@ describe("InMemorySubprocessAdapter", () => {
 
   it.effect("a manifest whose step this build no longer exports is skipped by listLive; the others come back", () =>
     Effect.gen(function*() {
-      const storage = yield* StorageAdapter.makeMemory
-      const first = yield* InMemorySubprocessAdapter.make({ storage })
-      const harness = yield* AgentHarness.make({ name: "host", subprocess: first })
-      const running = yield* harness.detachedSpawn(waitForRelease, { release: "/nonexistent/never", value: "v" }, yield* harness.createContext())
-      const manifest = Option.getOrThrow(yield* loadManifest(storage, running.handleId))
-      yield* saveManifest(storage, { ...manifest, handleId: "renamed", stepId: "aStepThatWasRenamed" })
-
+      const { running, storage } = yield* recordedBeside((manifest) => ({
+        ...manifest,
+        handleId: "renamed",
+        stepId: "aStepThatWasRenamed"
+      }))
       const second = yield* InMemorySubprocessAdapter.make({ storage })
       assert.deepStrictEqual((yield* second.listLive).map((h) => h.handleId), [running.handleId])
       // The skipped manifest stays, for a build that exports the step again.
