@@ -11,9 +11,13 @@ export const SETTLED_HANDLES_KEPT = 1024
 
 /** Returns `settled(handleId)`: call it once a child settles; the oldest settled ones leave `children`. */
 export const settledRetention = (children: Map<string, unknown>, kept = SETTLED_HANDLES_KEPT) => {
-  const settled: Array<string> = []
+  const settled: Array<{ readonly handleId: string; readonly entry: unknown }> = []
   return (handleId: string): void => {
-    settled.push(handleId)
-    while (settled.length > kept) children.delete(settled.shift()!)
+    settled.push({ handleId, entry: children.get(handleId) })
+    while (settled.length > kept) {
+      const oldest = settled.shift()!
+      // A handle id spawned again since holds a newer child: that one is not the settled one.
+      if (children.get(oldest.handleId) === oldest.entry) children.delete(oldest.handleId)
+    }
   }
 }

@@ -27,3 +27,27 @@ describe("SubprocessAdapter.makeMemory", () => {
       assert.isTrue(Option.isSome(yield* adapter.get(handles.at(-1)!.handleId)))
     }))
 })
+
+describe("SubprocessAdapter.makeMemory handle ids", () => {
+  it.effect("a handle id spawned again after it settled is not forgotten while its new child runs", () =>
+    Effect.gen(function*() {
+      const adapter = yield* makeMemory
+      const step = runCode("child", (n: number) => Effect.succeed(n))
+      const request = (handleId: string, runInProcess: Effect.Effect<unknown>) => ({
+        handleId,
+        step,
+        input: 0,
+        executionId: `exec-${handleId}`,
+        parentExecutionId: undefined,
+        runInProcess
+      })
+      yield* (yield* adapter.spawn(request("reused", Effect.succeed(0)))).await
+      const running = yield* adapter.spawn(request("reused", Effect.never))
+      for (let i = 0; i < SETTLED_HANDLES_KEPT; i++) {
+        yield* (yield* adapter.spawn(request(`other-${i}`, Effect.succeed(i)))).await
+      }
+      assert.isTrue(Option.isSome(yield* adapter.get("reused")))
+      yield* adapter.stop("reused")
+      assert.strictEqual(yield* running.status, "stopped")
+    }))
+})
