@@ -327,3 +327,26 @@ describe("AgentHarness lease option", () => {
       assert.deepStrictEqual(yield* Fiber.join(run), { executionId: "twice", output: 20 })
     }))
 })
+
+describe("AgentHarness lease option, concurrent starts", () => {
+  it.effect("two runs of one execution started together on one harness: one runs, the other fails ExecutionLeaseHeld", () =>
+    Effect.gen(function*() {
+      const memory = yield* makeMemory
+      // Reads yield, as any real storage's I/O does, so both runs are taking the lease at once.
+      const storage: StorageAdapterShape = { ...memory, get: (key) => Effect.andThen(Effect.yieldNow, memory.get(key)) }
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const harness = yield* host(storage, { agentGraph: gatedGraph(started, gate), lease: { owner: "host-a" } })
+      const first = yield* Effect.forkChild(Effect.exit(harness.execute(1, { executionId: "together" })))
+      const second = yield* Effect.forkChild(Effect.exit(harness.execute(1, { executionId: "together" })))
+      yield* Deferred.await(started)
+      yield* Effect.sleep(0)
+      yield* Deferred.succeed(gate, undefined)
+      const exits = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      const outputs = exits.flatMap((exit) => Exit.isSuccess(exit) ? [exit.value.output] : [])
+      const errors = exits.flatMap((exit) =>
+        Exit.isFailure(exit) ? [exit.cause.reasons.map((reason) => reason._tag === "Fail" ? reason.error._tag : reason._tag).join()] : []
+      )
+      assert.deepStrictEqual({ outputs, errors }, { outputs: [20], errors: ["ExecutionLeaseHeld"] })
+    }))
+})

@@ -64,6 +64,8 @@ export const make = Effect.fnUntraced(function*(
   }
   /** Executions this harness holds the lease of, with their fenced store and ledger. */
   const leasedRuns = new Map<string, { readonly store: CheckpointStoreShape; readonly ledger: StepLedgerShape }>()
+  /** Executions whose lease a run of this harness is taking; done once it is held (or could not be). */
+  const taking = new Map<string, Deferred.Deferred<void>>()
 
   /**
    * Runs `body` holding the lease of `executionId`, with a checkpoint store and a
@@ -82,21 +84,31 @@ export const make = Effect.fnUntraced(function*(
   ): Effect.Effect<A, E | ExecutionLeaseError | StorageError, R> =>
     Effect.suspend(() => {
       if (lease === undefined || Option.isNone(store) || Option.isNone(ledgerService)) return body
-      if (leasedRuns.has(executionId)) {
-        return mode === "join"
-          ? body
-          : Effect.flatMap(lease.service.current(executionId), (current) =>
-            Effect.fail(
-              new ExecutionLeaseHeld({
-                executionId,
-                owner: lease.owner,
-                expiresAt: Option.isSome(current) ? current.value.expiresAt : 0
-              })
-            ))
+      const pending = taking.get(executionId)
+      if (leasedRuns.has(executionId) || pending !== undefined) {
+        // A run still taking the lease is joined once it holds it, or taken over if it could not.
+        if (mode === "join") {
+          return pending === undefined ? body : Effect.andThen(Deferred.await(pending), withLease(executionId, body, mode))
+        }
+        return Effect.flatMap(lease.service.current(executionId), (current) =>
+          Effect.fail(
+            new ExecutionLeaseHeld({
+              executionId,
+              owner: lease.owner,
+              expiresAt: Option.isSome(current) ? current.value.expiresAt : 0
+            })
+          ))
       }
       const storage = store.value.storage
       if (!supportsLeases(storage)) return Effect.fail(new ExecutionLeaseUnsupported({ executionId }))
       const ledgerRetention = ledgerService.value.retention
+      // Claimed before the first await, so a second run started meanwhile sees this one.
+      const taken = Deferred.makeUnsafe<void>()
+      taking.set(executionId, taken)
+      const doneTaking = Effect.sync(() => {
+        if (taking.get(executionId) === taken) taking.delete(executionId)
+        Deferred.doneUnsafe(taken, Exit.void)
+      })
       const hold = Effect.gen(function*() {
         const held = yield* Effect.acquireRelease(
           lease.service.acquire(executionId, { owner: lease.owner, ttl: lease.ttl }),
@@ -142,13 +154,13 @@ export const make = Effect.fnUntraced(function*(
       return Effect.gen(function*() {
         const runScope = yield* Scope.make()
         return yield* Effect.gen(function*() {
-          const lost = yield* Scope.provide(hold, runScope)
+          const lost = yield* Scope.provide(hold, runScope).pipe(Effect.ensuring(doneTaking))
           const exit = yield* Effect.exit(Effect.raceFirst(body, Deferred.await(lost)))
           // A run cut short once the lease was lost failed because of the loss.
           if (Exit.isFailure(exit) && (yield* Deferred.isDone(lost))) return yield* Deferred.await(lost)
           return yield* exit
         }).pipe(Effect.onExit((exit) => Scope.close(runScope, exit)))
-      })
+      }).pipe(Effect.ensuring(doneTaking))
     })
 
   return {
