@@ -719,6 +719,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           if (Option.isNone(snapshot) || !snapshot.value.askUser.some((prompt) => prompt.id === promptId)) {
             return Effect.fail(unknown)
           }
+          // The run may have gone live while the snapshot was read: it took its early answers already.
+          const wentLive = live.get(executionId)
+          if (wentLive !== undefined) return wentLive.resolveAskUser(promptId, output)
           const answers = earlyAnswers.get(executionId) ?? new Map<string, unknown>()
           answers.set(promptId, output)
           earlyAnswers.set(executionId, answers)

@@ -303,6 +303,47 @@ describe("AgentHarness", () => {
   })
 
   describe("ask-user across a restart", () => {
+    it.live("an answer whose snapshot read outlasts the run going live still reaches the restored prompt", () =>
+      Effect.gen(function*() {
+        const memory = yield* makeMemory
+        let asked = 0
+        const graph = runCode("root", (_: void, ctx) =>
+          Effect.gen(function*() {
+            asked++
+            return yield* ctx.askUser({ question: "ship it?" })
+          }))
+        const first = yield* durableHarness(memory, { agentGraph: graph })
+        const running = yield* Effect.forkChild(first.execute(undefined, { executionId: "racing" }))
+        const store = yield* CheckpointStore.makeWith(memory)
+        let promptId: string | undefined
+        while (promptId === undefined) {
+          yield* Effect.yieldNow
+          const snapshot = yield* store.load("racing")
+          promptId = Option.isSome(snapshot) ? snapshot.value.askUser[0]?.id : undefined
+        }
+        yield* Fiber.interrupt(running)
+
+        // The answer's snapshot read is slow; resume goes live and asks again meanwhile.
+        const gate = yield* Deferred.make<void>()
+        let holdNextRead = true
+        const storage: StorageAdapterShape = {
+          ...memory,
+          get: (key) => {
+            if (!holdNextRead || key !== snapshotKey("racing")) return memory.get(key)
+            holdNextRead = false
+            return Effect.andThen(Deferred.await(gate), memory.get(key))
+          }
+        }
+        const second = yield* durableHarness(storage, { agentGraph: graph })
+        const answering = yield* Effect.forkChild(second.answerAskUser("racing", promptId, "yes"))
+        const resuming = yield* Effect.forkChild(second.resume("racing"))
+        while (asked < 2) yield* Effect.yieldNow
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(answering)
+        const resumed = yield* Fiber.join(resuming).pipe(Effect.timeout("2 seconds"))
+        assert.strictEqual(Option.getOrThrow(resumed).output, "yes")
+      }))
+
     it.effect("an answer given before resume is handed to the restored prompt when the run goes live", () =>
       Effect.gen(function*() {
         const storage = yield* makeMemory
