@@ -64,6 +64,8 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         const reopened = yield* makeWith(storage, { socketId: "late", startAfter: 5 })
         assert.strictEqual(yield* reopened.headSeq, 1_002)
         assert.deepStrictEqual(yield* reopened.appendAll(frames(1)), [1_003])
+        const fractional = yield* makeWith(storage, { socketId: "fractional", startAfter: 7.9 })
+        assert.deepStrictEqual(yield* fractional.appendAll(frames(1)), [8])
         // Frames written before any ack (no meta record yet) are not taken for a fresh queue.
         const unacked = yield* makeWith(storage, { socketId: "early" })
         yield* unacked.appendAll(frames(3))

@@ -72,7 +72,7 @@ export interface DurableOutboundQueueOptions {
   readonly cachedFrames?: number | undefined
   /**
    * Where a queue that storage knows nothing of starts numbering: its first seq is
-   * `startAfter + 1`. Default 0. A queue in memory that may be recreated (a restarted
+   * `startAfter + 1` (rounded down to an integer). Default 0. A queue in memory that may be recreated (a restarted
    * server) starts after a clock reading, so it numbers above everything it sent before.
    */
   readonly startAfter?: number | undefined
@@ -138,7 +138,7 @@ export const makeWith = Effect.fnUntraced(function*(
   seqs.sort((a, b) => a - b)
   // Only a queue storage knows nothing of starts after `startAfter`: frames without a
   // meta record (a crash before the first ack) keep their own numbers.
-  if (Option.isNone(storedMeta) && seqs.length === 0) acked = Math.max(0, options.startAfter ?? 0)
+  if (Option.isNone(storedMeta) && seqs.length === 0) acked = Math.max(0, Math.floor(options.startAfter ?? 0))
   let head = acked
   const debris: Array<number> = []
   for (const seq of seqs) {
