@@ -92,15 +92,18 @@ export interface ExecuteResult<O> {
   readonly output: O
 }
 
-/** Host wiring handed back to `restore`; snapshot-owned fields are deliberately absent. */
-export interface RestoreContextOptions {
-  readonly parent?: AgentContext
+/**
+ * Host wiring handed back to `restore`; snapshot-owned fields are deliberately absent.
+ * `Ctx` is the context type of the API in use (the Promise facade has its own).
+ */
+export interface RestoreContextOptions<Ctx = AgentContext> {
+  readonly parent?: Ctx
   readonly state?: unknown
   readonly context?: ReadonlyArray<ContextLayer<any>>
 }
 
 /** Options of `createContext`. */
-export interface CreateContextOptions extends RestoreContextOptions {
+export interface CreateContextOptions<Ctx = AgentContext> extends RestoreContextOptions<Ctx> {
   readonly id?: string
   readonly threadId?: string
   readonly resourceId?: string

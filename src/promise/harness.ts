@@ -304,19 +304,10 @@ export interface AgentHarnessOptions<I = any, O = any> {
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
-export interface RestoreContextOptions {
-  readonly parent?: AgentContext
-  readonly state?: unknown
-  readonly context?: ReadonlyArray<ContextLayer<any>>
-}
+export type RestoreContextOptions = EngineHarness.RestoreContextOptions<AgentContext>
 
 /** Options of `createContext`. */
-export interface CreateContextOptions extends RestoreContextOptions {
-  readonly id?: string
-  readonly threadId?: string
-  readonly resourceId?: string
-  readonly cwd?: string
-}
+export type CreateContextOptions = EngineHarness.CreateContextOptions<AgentContext>
 
 /** Options of `detachedSpawn`. */
 export interface DetachedSpawnOptions {
