@@ -90,20 +90,27 @@ export type SubprocessResult = typeof SubprocessResult.Type
 const corrupt = (operation: string, key: string, message: string) =>
   new StorageError({ operation, reason: new Corrupt({ key, message }) })
 
+/** Reads the record at `key`; one that does not decode is a `Corrupt` storage error naming the key. */
+const loadRecord = <A, I>(
+  storage: StorageAdapterShape,
+  key: string,
+  schema: Schema.Codec<A, I>,
+  what: string
+): Effect.Effect<Option.Option<A>, StorageError> =>
+  Effect.flatMap(storage.get(key), (stored) =>
+    Option.isNone(stored)
+      ? Effect.succeedNone
+      : Schema.decodeUnknownEffect(schema)(stored.value).pipe(
+        Effect.mapError((error) => corrupt("reattach", key, `not a subprocess ${what}: ${error.message}`)),
+        Effect.map(Option.some)
+      ))
+
 /** Reads a manifest; a record that does not decode is a `Corrupt` storage error naming its key. */
 export const loadManifest = (
   storage: StorageAdapterShape,
   handleId: string
-): Effect.Effect<Option.Option<SubprocessManifest>, StorageError> => {
-  const key = manifestKey(handleId)
-  return Effect.flatMap(storage.get(key), (stored) =>
-    Option.isNone(stored)
-      ? Effect.succeedNone
-      : Schema.decodeUnknownEffect(SubprocessManifest)(stored.value).pipe(
-        Effect.mapError((error) => corrupt("reattach", key, `not a subprocess manifest: ${error.message}`)),
-        Effect.map(Option.some)
-      ))
-}
+): Effect.Effect<Option.Option<SubprocessManifest>, StorageError> =>
+  loadRecord(storage, manifestKey(handleId), SubprocessManifest, "manifest")
 
 /** Writes a manifest. */
 export const saveManifest = (storage: StorageAdapterShape, manifest: SubprocessManifest): Effect.Effect<void, StorageError> =>
@@ -113,16 +120,8 @@ export const saveManifest = (storage: StorageAdapterShape, manifest: SubprocessM
 export const loadResult = (
   storage: StorageAdapterShape,
   handleId: string
-): Effect.Effect<Option.Option<SubprocessOutcome>, StorageError> => {
-  const key = resultKey(handleId)
-  return Effect.flatMap(storage.get(key), (stored) =>
-    Option.isNone(stored)
-      ? Effect.succeedNone
-      : Schema.decodeUnknownEffect(SubprocessResult)(stored.value).pipe(
-        Effect.mapError((error) => corrupt("reattach", key, `not a subprocess result: ${error.message}`)),
-        Effect.map((record) => Option.some(record.outcome))
-      ))
-}
+): Effect.Effect<Option.Option<SubprocessOutcome>, StorageError> =>
+  Effect.map(loadRecord(storage, resultKey(handleId), SubprocessResult, "result"), Option.map((record) => record.outcome))
 
 /** Persists a child's result (the error encoded to its JSON form). */
 export const saveResult = (
