@@ -15,6 +15,8 @@ export type ConfigErrorCode =
   | "STEP_LEDGER_RETENTION_INVALID"
   | "NO_STEP_CONFIGURED"
   | "EMPTY_STEP_ID"
+  | "SUBPROCESS_ADAPTER_UNSUPPORTED"
+  | "SUBPROCESS_STORAGE_UNSUPPORTED"
 
 /** A persisted snapshot has an unknown `schemaVersion` or does not match the v2 schema. */
 export class CheckpointSchemaMismatch extends Schema.TaggedError<CheckpointSchemaMismatch>(

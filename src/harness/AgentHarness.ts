@@ -539,9 +539,25 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
               }))
             // Live while it runs, so the host can answer its ask-user prompts by its id.
             live.set(child.id, child)
-            return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }).pipe(
+            const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }).pipe(
               Effect.ensuring(Effect.sync(() => live.delete(child.id)))
             )
+            // A spawn step given an adapter dispatches its child through it (noetic's `subprocess`).
+            const adapter = step.subprocess
+            if (adapter === undefined) return run
+            return Effect.flatMap(Effect.context<never>(), (services) =>
+              Effect.flatMap(
+                adapter.spawn({
+                  step: step.child,
+                  input,
+                  executionId: child.id,
+                  parentExecutionId: frame.ctx.id,
+                  threadId: child.threadId,
+                  resourceId: child.resourceId,
+                  runInProcess: Effect.provideContext(run, services as never) as Effect.Effect<unknown, unknown>
+                }),
+                (handle) => handle.await
+              ))
           })
         })
     }

@@ -23,6 +23,8 @@ import { CheckpointStore, type CheckpointStoreShape } from "../services/Checkpoi
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
   makeMemory,
+  type ProcessRequest,
+  processStepId,
   SpawnFailed,
   type SpawnRequest,
   SubprocessAdapter,
@@ -37,6 +39,11 @@ export interface InMemorySubprocessAdapterOptions {
   readonly storage?: StorageAdapterShape | undefined
   /** The checkpoint store a reattached child re-runs under, so its completed steps replay. */
   readonly checkpointStore?: CheckpointStoreShape | undefined
+  /**
+   * Runs a process request in this process (noetic's `run` hook); without it a process
+   * child completes at once. Process children keep no manifest: there is nothing to re-run.
+   */
+  readonly runProcess?: ((request: ProcessRequest, handleId: string) => Effect.Effect<void, unknown>) | undefined
 }
 
 const spawnFailed = (handleId: string, message: string, cause: unknown) =>
@@ -46,7 +53,28 @@ const spawnFailed = (handleId: string, message: string, cause: unknown) =>
 export const make = Effect.fnUntraced(function*(
   options: InMemorySubprocessAdapterOptions = {}
 ): Effect.fn.Return<SubprocessAdapterShape, never, Scope.Scope> {
-  const base = yield* makeMemory
+  const memory = yield* makeMemory
+  const runProcess = options.runProcess ?? (() => Effect.void)
+  const spawnProcess = Effect.fn("InMemorySubprocessAdapter.spawnProcess")(function*(request: ProcessRequest) {
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
+    return yield* memory.spawn({
+      handleId,
+      step: { id: processStepId(request.command), module: undefined },
+      input: null,
+      executionId: handleId,
+      parentExecutionId: undefined,
+      metadata: {
+        ...request.metadata,
+        runtime: "in-memory",
+        command: request.command,
+        args: request.args,
+        cwd: request.cwd,
+        detached: request.detached
+      },
+      runInProcess: runProcess(request, handleId)
+    })
+  })
+  const base: SubprocessAdapterShape = { ...memory, spawnProcess }
   const storage = options.storage
   if (storage === undefined) return base
   const scope = yield* Effect.scope
@@ -111,7 +139,8 @@ export const make = Effect.fnUntraced(function*(
         threadId: manifest.threadId ?? undefined,
         resourceId: manifest.resourceId ?? undefined,
         cwdInit: manifest.cwdInit ?? undefined,
-        metadata: manifest.metadata,
+        // noetic's word for what a reattach of an in-process child is: a re-run.
+        metadata: { ...manifest.metadata, reattachMode: "replay" },
         runInProcess
       }))
     })
@@ -124,6 +153,7 @@ export const make = Effect.fnUntraced(function*(
 
   return SubprocessAdapter.of({
     spawn,
+    spawnProcess,
     get: base.get,
     stop: (handleId) =>
       Effect.andThen(

@@ -31,12 +31,13 @@ import {
 import { type CheckpointStore, resolveStepLedgerRetention, type StepLedgerRetention, toEngineCheckpointStore } from "./checkpoint.ts"
 import { hostThrown, NoeticError, toFacadeError, unwrapExit } from "./errors.ts"
 import {
+  type DetachedSubprocessHandle,
   fromEngineSubprocessAdapter,
+  type LiveSubprocessHandle as SubprocessHandle,
   type SubprocessAdapter,
-  type SubprocessHandle,
-  toEngineSubprocessAdapter,
   toFacadeHandle
 } from "./subprocess.ts"
+import { SpawnsInFlight, toEngineSubprocessShape, withEngineSubprocess } from "./subprocessBridge.ts"
 
 export { history, instructions, scratchpad }
 export type { ContextLayer, Item }
@@ -260,9 +261,14 @@ export const loop = <I>(
 }
 
 /** Runs `child` as a child agent in a context whose parent is the caller's. */
-export const spawn = <I, O>(id: string, child: AnyStep<I, O>, options?: Step.StepOptions): AnyStep<I, O> => {
+export const spawn = <I, O>(
+  id: string,
+  child: AnyStep<I, O>,
+  options?: Omit<Step.StepOptions, "subprocess"> & { readonly subprocess?: SubprocessAdapter | Step.StepOptions["subprocess"] }
+): AnyStep<I, O> => {
   checkId(id, "spawn")
-  return Step.spawn(id, child as Step.AnyStep, options)
+  // A facade adapter (ours or host-written) dispatches the child agent through it.
+  return Step.spawn(id, child as Step.AnyStep, withEngineSubprocess(options, `spawn step ${id}: subprocess`) as Step.StepOptions)
 }
 
 // -----------------------------------------------------------------------------
@@ -389,6 +395,7 @@ export class AgentHarness<I = any, O = any> {
   /** The harness's default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapter
   readonly #runtime: ManagedRuntime.ManagedRuntime<Engine, StorageError>
+  readonly #spawns = new SpawnsInFlight()
 
   /**
    * Throws `NoeticConfigError` with code `STEP_LEDGER_RETENTION_INVALID` for a bad
@@ -435,10 +442,10 @@ export class AgentHarness<I = any, O = any> {
       )
     }
     const subprocessOption = options.environment?.subprocess
-    const engineAdapter = subprocessOption === undefined ? undefined : toEngineSubprocessAdapter(subprocessOption)
-    const subprocess: Layer.Layer<SubprocessAdapterTag> | Layer.Layer<never> = engineAdapter === undefined
+    // A host-written adapter is used, never ignored: one the engine cannot use throws here.
+    const subprocess: Layer.Layer<SubprocessAdapterTag> | Layer.Layer<never> = subprocessOption === undefined
       ? Layer.empty
-      : Layer.effect(SubprocessAdapterTag, engineAdapter)
+      : Layer.succeed(SubprocessAdapterTag, toEngineSubprocessShape(subprocessOption, "environment.subprocess"))
 
     const tools = Object.fromEntries(
       Object.entries(options.tools ?? {}).map(([name, tool]) => [
@@ -471,8 +478,10 @@ export class AgentHarness<I = any, O = any> {
       Layer.merge(engine, modelLayer(options.model)) as Layer.Layer<Engine, StorageError>
     )
     const runtime = this.#runtime
-    this.subprocess = fromEngineSubprocessAdapter(
-      Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
+    this.subprocess = this.#spawns.wrap(
+      subprocessOption ?? fromEngineSubprocessAdapter(
+        Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
+      )
     )
     engines.set(this, (f) => this.#use(f))
   }
@@ -546,9 +555,9 @@ export class AgentHarness<I = any, O = any> {
     input: SI,
     parentCtx: AgentContext,
     options: DetachedSpawnOptions = {}
-  ): SubprocessHandle {
+  ): DetachedSubprocessHandle {
     const { subprocess, ...rest } = options
-    const adapter = subprocess === undefined ? undefined : toEngineSubprocessAdapter(subprocess)
+    const adapter = subprocess === undefined ? undefined : toEngineSubprocessShape(subprocess, "detachedSpawn options.subprocess")
     // The documented API hands the handle back at once, so its ids are made here.
     const handleId = randomUUID()
     const executionId = randomUUID()
@@ -558,7 +567,7 @@ export class AgentHarness<I = any, O = any> {
           ...rest,
           handleId,
           executionId,
-          ...(adapter === undefined ? {} : { subprocess: yield* adapter })
+          ...(adapter === undefined ? {} : { subprocess: adapter })
         }
         return toFacadeHandle(
           yield* engine.detachedSpawn(step as Step.Step<SI, unknown, unknown, never>, input, parentCtx[engineOf], engineOptions)
@@ -567,13 +576,14 @@ export class AgentHarness<I = any, O = any> {
     )
     // A failed start surfaces through status() and await(); never as an unhandled rejection.
     started.catch(() => {})
+    this.#spawns.track(started)
     return {
       handleId,
       stepId: step.id,
       executionId,
       parentExecutionId: parentCtx.id,
       metadata: options.metadata ?? {},
-      status: () => started.then((handle) => handle.status()),
+      status: () => started.then((handle) => handle.engineStatus()),
       await: () => started.then((handle) => handle.await())
     }
   }

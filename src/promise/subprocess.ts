@@ -3,33 +3,152 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option, Scope } from "effect"
+import { Cause, Effect, Exit, Option, Scope } from "effect"
 import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
-import type { HandleStatus, SubprocessAdapterShape, SubprocessHandle as EngineHandle } from "../services/SubprocessAdapter.ts"
+import {
+  type HandleStatus,
+  type ProcessRequest,
+  SpawnFailed,
+  type SpawnRequest,
+  type SubprocessAdapterShape,
+  SubprocessError,
+  type SubprocessHandle as EngineHandle
+} from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
-import { NoeticError } from "./errors.ts"
+import { NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
 import { fileStorageRoot, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
-/** A running or settled child, with Promises. */
+/** noetic's lifecycle states of a subprocess handle. */
+export type SubprocessStatus = "starting" | "running" | "paused" | "completed" | "failed" | "stopped" | "stale"
+
+/** An error as a plain object, carried on `handle.metadata.error`. */
+export interface SerializedError {
+  readonly message: string
+  readonly name?: string | undefined
+  readonly stack?: string | undefined
+  readonly noeticError?: unknown
+}
+
+/** The well-known keys of `SubprocessHandle.metadata`, beside the caller's own. */
+export interface SubprocessHandleMetadata extends Record<string, unknown> {
+  /** The step's output, once it completed. */
+  readonly result?: unknown
+  /** Why it failed or was stopped. */
+  readonly error?: SerializedError | undefined
+  /** The execution id the child runs under. */
+  readonly executionId?: string | undefined
+}
+
+/** noetic's handle: a durable reference to a child. A host-written adapter returns these. */
 export interface SubprocessHandle {
+  readonly id: string
+  readonly status: SubprocessStatus
+  /** ISO-8601. */
+  readonly startedAt: string
+  readonly updatedAt?: string | undefined
+  readonly metadata?: SubprocessHandleMetadata | undefined
+}
+
+/** A handle of an adapter made by this library: noetic's fields, read live, plus the engine's. */
+export interface LiveSubprocessHandle extends SubprocessHandle {
+  readonly metadata: SubprocessHandleMetadata
+  /** The same as `id`. */
+  readonly handleId: string
+  readonly stepId: string
+  readonly executionId: string
+  readonly parentExecutionId: string | undefined
+  /** The child's output; rejects with `NoeticError` when it failed or was stopped. */
+  await(): Promise<unknown>
+  /** The engine's status word (running, succeeded, failed, stopped). */
+  engineStatus(): Promise<HandleStatus>
+}
+
+/** What `harness.detachedSpawn` returns on this branch: the child's ids and its outcome. */
+export interface DetachedSubprocessHandle {
   readonly handleId: string
   readonly stepId: string
   readonly executionId: string
   readonly parentExecutionId: string | undefined
   readonly metadata: Readonly<Record<string, unknown>>
+  /** The engine's status word: running, succeeded, failed or stopped. */
   status(): Promise<HandleStatus>
   /** The child's output; rejects with `NoeticError` when it failed or was stopped. */
   await(): Promise<unknown>
 }
 
-/** The documented adapter surface: spawn happens through the harness; these find children. */
+/** noetic's request to run an operating-system command (`kind` may be omitted). */
+export interface ProcessSubprocessRequest {
+  readonly kind?: "process" | undefined
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  readonly cwd?: string | undefined
+  readonly env?: Record<string, string | undefined> | undefined
+  readonly detached?: boolean | undefined
+  readonly stdin?: string | undefined
+  readonly metadata?: Record<string, unknown> | undefined
+}
+
+/** Child-context overrides of a step request. */
+export interface StepSubprocessOverrides {
+  readonly threadId?: string | undefined
+  readonly resourceId?: string | undefined
+  readonly cwdInit?: string | undefined
+}
+
+/** noetic's request to run a step, as the harness hands it to an adapter. */
+export interface StepSubprocessRequest {
+  readonly kind: "step"
+  readonly stepId: string
+  /** The step's input (JSON-safe). */
+  readonly serializedInput: unknown
+  readonly executionId: string
+  readonly overrides: StepSubprocessOverrides
+  readonly metadata?: Record<string, unknown> | undefined
+  /** Runs the step in this process; an adapter that crosses a process boundary ignores it. */
+  readonly _localExecutor?: (() => Promise<unknown>) | undefined
+}
+
+/** Every request `SubprocessAdapter.spawn` accepts. */
+export type SubprocessRequest = ProcessSubprocessRequest | StepSubprocessRequest
+
+/** What `stop` resolves with. */
+export interface SubprocessStopResult {
+  readonly kind: "stopped" | "not_found"
+  readonly handleId: string
+  readonly handle?: SubprocessHandle | undefined
+}
+
+/** What `pause` and `resume` resolve with. */
+export type SubprocessControlResult =
+  | { readonly kind: "ok"; readonly handle: SubprocessHandle }
+  | { readonly kind: "unsupported"; readonly handle: SubprocessHandle; readonly message: string }
+  | { readonly kind: "not_found"; readonly handleId: string }
+
+/**
+ * noetic's `SubprocessAdapter`. A host may pass its own object with these methods as
+ * `environment.subprocess`, a `detachedSpawn` override or a step's `subprocess`: it is
+ * used for that dispatch (see `subprocessBridge`).
+ */
 export interface SubprocessAdapter {
+  spawn(request: SubprocessRequest): Promise<SubprocessHandle>
   get(handleId: string): Promise<SubprocessHandle | null>
-  stop(handleId: string): Promise<void>
-  listLive(): Promise<ReadonlyArray<SubprocessHandle>>
+  /** Never rejects for an unknown id: resolves `{ kind: 'not_found' }`. */
+  stop(handleId: string, reason?: string): Promise<SubprocessStopResult>
+  pause(handleId: string): Promise<SubprocessControlResult>
+  resume(handleId: string): Promise<SubprocessControlResult>
+  isAlive(handle: SubprocessHandle): Promise<boolean>
   reattach(handleId: string): Promise<SubprocessHandle | null>
+  listLive(): Promise<ReadonlyArray<SubprocessHandle>>
+}
+
+/** An adapter made by this library: its handles are live ones. */
+export interface EngineSubprocessAdapter extends SubprocessAdapter {
+  spawn(request: SubprocessRequest): Promise<LiveSubprocessHandle>
+  get(handleId: string): Promise<LiveSubprocessHandle | null>
+  reattach(handleId: string): Promise<LiveSubprocessHandle | null>
+  listLive(): Promise<ReadonlyArray<LiveSubprocessHandle>>
 }
 
 const engineSubprocessAdapter = Symbol.for("noetic-effect/promise/engineSubprocessAdapter")
@@ -38,33 +157,182 @@ interface EngineBacked {
   readonly [engineSubprocessAdapter]: Effect.Effect<SubprocessAdapterShape>
 }
 
-/** The Promise view of an engine handle. */
-export const toFacadeHandle = (handle: EngineHandle): SubprocessHandle => ({
-  handleId: handle.handleId,
-  stepId: handle.stepId,
-  executionId: handle.executionId,
-  parentExecutionId: handle.parentExecutionId,
-  metadata: handle.metadata,
-  status: () => runForFacade(handle.status),
-  await: () => runForFacade(handle.await)
+const facadeStatus = (status: HandleStatus): SubprocessStatus =>
+  status === "succeeded" ? "completed" : status
+
+const iso = (millis: number) => new Date(millis).toISOString()
+
+/** A failure as noetic carries it on `metadata.error`. */
+export const serializeError = (error: unknown): SerializedError => {
+  if (error instanceof Error) {
+    return { message: error.message, name: error.name, ...(error.stack === undefined ? {} : { stack: error.stack }) }
+  }
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+    const name = "name" in error && typeof error.name === "string" ? error.name : undefined
+    return { message: error.message, ...(name === undefined ? {} : { name }) }
+  }
+  return { message: String(error) }
+}
+
+const views = new WeakMap<EngineHandle, LiveSubprocessHandle>()
+
+/**
+ * The Promise view of an engine handle (one per handle): noetic's fields read live,
+ * `metadata.result` / `metadata.error` once it settled.
+ */
+export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
+  const known = views.get(handle)
+  if (known !== undefined) return known
+  const startedAt = iso(handle.startedAt ?? Date.now())
+  let updatedAt = startedAt
+  let settled: { readonly status: SubprocessStatus; readonly result?: unknown; readonly error?: SerializedError } | undefined
+  // One observer per handle: what await() resolves with is recorded on the view first,
+  // so whoever saw await() settle sees the same outcome in status and metadata.
+  let outcome: Promise<unknown> | undefined
+  const observe = () => {
+    outcome ??= Effect.runPromiseExit(handle.await).then((exit) => {
+      updatedAt = new Date().toISOString()
+      if (Exit.isSuccess(exit)) {
+        settled = { status: "completed", result: exit.value }
+        return exit.value
+      }
+      const error = Cause.findErrorOption(exit.cause)
+      const stoppedChild = Option.isSome(error) && error.value.reason._tag === "Stopped"
+      const facadeError = toFacadeError(Option.isSome(error) ? error.value : Cause.squash(exit.cause))
+      settled = { status: stoppedChild ? "stopped" : "failed", error: serializeError(facadeError) }
+      throw facadeError
+    })
+    return outcome
+  }
+  const currentStatus = (): SubprocessStatus => {
+    if (settled !== undefined) return settled.status
+    const status = facadeStatus(Effect.runSync(handle.status))
+    // Settled in the engine: start the observer so metadata follows.
+    if (status !== "running") observe().catch(() => {})
+    return status
+  }
+  const view: LiveSubprocessHandle = {
+    id: handle.handleId,
+    handleId: handle.handleId,
+    stepId: handle.stepId,
+    executionId: handle.executionId,
+    parentExecutionId: handle.parentExecutionId,
+    startedAt,
+    get status() {
+      return currentStatus()
+    },
+    get updatedAt() {
+      return updatedAt
+    },
+    get metadata(): SubprocessHandleMetadata {
+      return {
+        ...handle.metadata,
+        kind: handle.stepId.startsWith("process:") ? "process" : "step",
+        stepId: handle.stepId,
+        executionId: handle.executionId,
+        ...(settled === undefined ? {} : settled.status === "completed" ? { result: settled.result } : { error: settled.error })
+      }
+    },
+    await: observe,
+    engineStatus: () => runForFacade(handle.status)
+  }
+  views.set(handle, view)
+  return view
+}
+
+const notFound = (handleId: string) => ({ kind: "not_found" as const, handleId })
+
+const isUnknownHandle = (error: unknown) =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "SubprocessError" &&
+  (error as SubprocessError).reason._tag === "UnknownHandle"
+
+/** The engine request of a noetic step request made to one of this library's adapters. */
+const engineStepRequest = (
+  request: StepSubprocessRequest,
+  stepRunner: FacadeSpawnOptions["stepRunner"]
+): SpawnRequest => ({
+  step: { id: request.stepId, module: undefined },
+  input: request.serializedInput,
+  executionId: request.executionId,
+  parentExecutionId: undefined,
+  threadId: request.overrides?.threadId,
+  resourceId: request.overrides?.resourceId,
+  cwdInit: request.overrides?.cwdInit,
+  metadata: request.metadata,
+  runInProcess: request._localExecutor !== undefined
+    ? Effect.tryPromise({ try: request._localExecutor, catch: (error) => error })
+    : stepRunner !== undefined
+    ? Effect.tryPromise({
+      try: () => stepRunner(request, stubHandle(request.executionId, request.metadata)),
+      catch: (error) => error
+    })
+    : Effect.fail(new Error(`step ${request.stepId} has no in-process executor and the adapter no stepRunner`))
 })
 
-/** Wraps an engine adapter (built lazily, once) as a Promise adapter. */
+/** The engine request of a noetic process request. */
+export const engineProcessRequest = (request: ProcessSubprocessRequest): ProcessRequest => ({
+  command: request.command,
+  args: request.args ?? [],
+  cwd: request.cwd,
+  env: request.env,
+  detached: request.detached ?? false,
+  stdin: request.stdin,
+  metadata: request.metadata
+})
+
+/** How `adapter.spawn` runs a step request that carries no in-process executor. */
+interface FacadeSpawnOptions {
+  readonly stepRunner?: ((request: StepSubprocessRequest, handle: SubprocessHandle) => Promise<unknown>) | undefined
+}
+
+/** Wraps an engine adapter (built lazily, once) as noetic's Promise adapter. */
 export const fromEngineSubprocessAdapter = (
-  build: Effect.Effect<SubprocessAdapterShape>
-): SubprocessAdapter & EngineBacked => {
+  build: Effect.Effect<SubprocessAdapterShape>,
+  options: FacadeSpawnOptions = {}
+): EngineSubprocessAdapter & EngineBacked => {
   const engine = Effect.runSync(Effect.cached(build))
   const use = <A, E>(f: (adapter: SubprocessAdapterShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
+  const get = (handleId: string) =>
+    use((a) => Effect.map(a.get(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))
+  const control = (handleId: string, what: string): Promise<SubprocessControlResult> =>
+    get(handleId).then((handle) =>
+      handle === null ? notFound(handleId) : {
+        kind: "unsupported",
+        handle,
+        message: `this adapter cannot ${what} a child: it would stall its durable IPC stream`
+      }
+    )
   return {
     [engineSubprocessAdapter]: engine,
-    get: (handleId) => use((a) => Effect.map(a.get(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle)))),
-    stop: (handleId) => use((a) => a.stop(handleId)),
+    spawn: (request) =>
+      use((a) => {
+        if (request.kind === "step") return a.spawn(engineStepRequest(request, options.stepRunner))
+        if (a.spawnProcess === undefined) {
+          return Effect.fail(spawnFailedError(`this adapter runs steps only; it cannot run ${request.command}`))
+        }
+        return a.spawnProcess(engineProcessRequest(request))
+      }).then(toFacadeHandle),
+    get,
+    stop: (handleId) =>
+      use((a) => a.stop(handleId)).then(
+        () => get(handleId).then((handle) => ({ kind: "stopped" as const, handleId, ...(handle === null ? {} : { handle }) })),
+        (error: unknown) => {
+          if (error instanceof NoeticError && isUnknownHandle(error.cause)) return notFound(handleId)
+          throw error
+        }
+      ),
+    pause: (handleId) => control(handleId, "pause"),
+    resume: (handleId) => control(handleId, "resume"),
+    isAlive: (handle) => get(handle.id).then((live) => live !== null && live.status === "running"),
     listLive: () => use((a) => Effect.map(a.listLive, (handles) => handles.map(toFacadeHandle))),
     reattach: (handleId) =>
       use((a) => Effect.map(a.reattach(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))
   }
 }
+
+const spawnFailedError = (message: string) =>
+  new SubprocessError({ reason: new SpawnFailed({ handleId: "", message, cause: null }) })
 
 /** The engine adapter behind a facade adapter, or undefined for one not made by this library. */
 export const toEngineSubprocessAdapter = (
@@ -77,17 +345,21 @@ export const toEngineSubprocessAdapter = (
 // -----------------------------------------------------------------------------
 
 /** A subprocess adapter made by this facade: `close()` ends the children it owns (see `outliveHost`). */
-export interface OwnedSubprocessAdapter extends SubprocessAdapter {
+export interface OwnedSubprocessAdapter extends EngineSubprocessAdapter {
   /** Closes the adapter's scope: stops its children unless they were spawned to outlive the host. */
   close(): Promise<void>
+  /** The same as `close()`, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>
 }
 
 const owned = (
-  build: (scope: Scope.Scope) => Effect.Effect<SubprocessAdapterShape>
+  build: (scope: Scope.Scope) => Effect.Effect<SubprocessAdapterShape>,
+  options: FacadeSpawnOptions = {}
 ): OwnedSubprocessAdapter => {
   const scope = Scope.makeUnsafe()
-  const adapter = fromEngineSubprocessAdapter(build(scope))
-  return Object.assign(adapter, { close: () => runForFacade(Scope.close(scope, Exit.void)) })
+  const adapter = fromEngineSubprocessAdapter(build(scope), options)
+  const close = () => runForFacade(Scope.close(scope, Exit.void))
+  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
 }
 
 /** Options of `createLocalSubprocessAdapter`; see `LocalSubprocessAdapter` for each default. */
@@ -98,22 +370,31 @@ export interface LocalSubprocessAdapterOptions
    * Sees every frame a child streams (items, events, `askUserRequest`, `askUserCleared`);
    * answer a prompt with the adapter's `answerAskUser`. What it throws is logged.
    */
-  readonly onFrame?: (handle: SubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
-  /** The subprocess storage: must come from `createFileStorage`, since the children open its directory too. */
+  readonly onFrame?: (handle: LiveSubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
+  /**
+   * The subprocess storage. Children open its directory themselves, so it must come
+   * from `createFileStorage`; any other storage is refused with `NoeticConfigError`
+   * `SUBPROCESS_STORAGE_UNSUPPORTED` (give `root` instead).
+   */
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */
   readonly root?: string
   /** Where children checkpoint: a `createFileStorage` storage. Default: `checkpoints/` beside the subprocess root. */
   readonly checkpointStorage?: StorageAdapter
+  /** noetic's name for `entry`: the module (path or URL) that defines the steps children run. */
+  readonly registryEntry?: string
 }
 
 const rootOf = (storage: StorageAdapter | undefined, what: string): string | undefined => {
   if (storage === undefined) return undefined
   const root = fileStorageRoot(storage)
   if (root === undefined) {
-    throw new NoeticError({
-      code: "SUBPROCESS_STORAGE_NOT_FILE",
-      message: `${what} must be made by createFileStorage: child processes open its directory themselves`
+    throw new NoeticConfigError({
+      code: "SUBPROCESS_STORAGE_UNSUPPORTED",
+      message: `createLocalSubprocessAdapter: ${what} is not a createFileStorage storage, and child processes ` +
+        "open the subprocess records themselves, from their own process",
+      hint: `pass ${what} made by createFileStorage({ root }), or give root: a directory; Postgres, memory and ` +
+        "host-written storages cannot be shared with a child process"
     })
   }
   return root
@@ -123,18 +404,21 @@ const rootOf = (storage: StorageAdapter | undefined, what: string): string | und
  * The local adapter: each detached child runs in its own `node` process and process
  * group, survives a host crash, and is reattached by `reattachLiveChildren` on the next
  * boot. Steps must be exported by modules without top-level side effects (the child
- * imports them), or give `entry`.
+ * imports them), or give `entry` (noetic: `registryEntry`). `spawn` also runs noetic's
+ * process requests (an OS command) as durable children.
  */
 export const createLocalSubprocessAdapter = (
   options: LocalSubprocessAdapterOptions = {}
 ): LocalSubprocessAdapterFacade => {
-  const { checkpointStorage, onFrame, root, storage, ...rest } = options
+  const { checkpointStorage, onFrame, registryEntry, root, storage, ...rest } = options
   const subprocessRoot = rootOf(storage, "storage") ?? root
   const checkpointRoot = rootOf(checkpointStorage, "checkpointStorage")
+  const entry = rest.entry ?? registryEntry
   let local: LocalSubprocessAdapter.LocalSubprocessAdapterShape | undefined
   const adapter = owned((scope) =>
     LocalSubprocessAdapter.make({
       ...rest,
+      ...(entry === undefined ? {} : { entry }),
       ...(subprocessRoot === undefined ? {} : { root: subprocessRoot }),
       ...(checkpointRoot === undefined ? {} : { checkpointRoot }),
       ...(onFrame === undefined ? {} : {
@@ -156,20 +440,97 @@ export interface LocalSubprocessAdapterFacade extends OwnedSubprocessAdapter {
   answerAskUser(handleId: string, promptId: string, output: unknown): Promise<void>
 }
 
+/** Options of `createInMemorySubprocessAdapter`: noetic's, plus a checkpoint store for re-runs. */
+export interface InMemorySubprocessAdapterOptions {
+  /** Where manifests go: with it, `reattach` after a restart re-runs a step (`metadata.reattachMode: 'replay'`). */
+  readonly storage?: StorageAdapter
+  /** The checkpoint store a re-run child resumes under, so its completed steps replay. */
+  readonly checkpointStore?: CheckpointStore
+  /** Runs a process request; without it a process handle completes at once. */
+  readonly run?: (request: SubprocessRequest, handle: SubprocessHandle) => Promise<void>
+  /** Runs a step request that carries no in-process executor (one made by `adapter.spawn`). */
+  readonly stepRunner?: (request: StepSubprocessRequest, handle: SubprocessHandle) => Promise<unknown>
+  /** Merged over each handle's metadata at spawn (its keys win). */
+  readonly metadataInjector?: (request: SubprocessRequest) => Partial<SubprocessHandleMetadata>
+}
+
+/** noetic's view of an engine step request, as a `metadataInjector` sees it. */
+const noeticStepRequest = (request: SpawnRequest): StepSubprocessRequest => ({
+  kind: "step",
+  stepId: request.step.id,
+  serializedInput: request.input,
+  executionId: request.executionId,
+  overrides: {
+    ...(request.threadId === undefined ? {} : { threadId: request.threadId }),
+    ...(request.resourceId === undefined ? {} : { resourceId: request.resourceId }),
+    ...(request.cwdInit === undefined ? {} : { cwdInit: request.cwdInit })
+  },
+  ...(request.metadata === undefined ? {} : { metadata: { ...request.metadata } })
+})
+
+const noeticProcessRequest = (request: ProcessRequest): ProcessSubprocessRequest => ({
+  kind: "process",
+  command: request.command,
+  args: request.args,
+  detached: request.detached,
+  ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+  ...(request.env === undefined ? {} : { env: { ...request.env } }),
+  ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+  ...(request.metadata === undefined ? {} : { metadata: { ...request.metadata } })
+})
+
+/** A handle as a host hook sees it at spawn: running, with the request's metadata. */
+const stubHandle = (handleId: string, metadata: Readonly<Record<string, unknown>> | undefined): SubprocessHandle => {
+  const now = new Date().toISOString()
+  return { id: handleId, status: "running", startedAt: now, updatedAt: now, metadata: { ...metadata } }
+}
+
+const injecting = (
+  shape: SubprocessAdapterShape,
+  inject: ((request: SubprocessRequest) => Partial<SubprocessHandleMetadata>) | undefined
+): SubprocessAdapterShape => {
+  if (inject === undefined) return shape
+  const spawnProcess = shape.spawnProcess
+  return {
+    ...shape,
+    spawn: (request) =>
+      Effect.suspend(() => shape.spawn({ ...request, metadata: { ...request.metadata, ...inject(noeticStepRequest(request)) } })),
+    ...(spawnProcess === undefined ? {} : {
+      spawnProcess: (request: ProcessRequest) =>
+        Effect.suspend(() =>
+          spawnProcess({ ...request, metadata: { ...request.metadata, ...inject(noeticProcessRequest(request)) } })
+        )
+    })
+  }
+}
+
 /**
  * The in-memory adapter: children run in this process. With `storage` every spawn
  * writes a manifest, and after a restart `reattach` re-runs the step from its
- * persisted input (its completed steps replay when `checkpointStore` is given).
+ * persisted input (its completed steps replay when `checkpointStore` is given); the
+ * re-run handle's `metadata.reattachMode` is `'replay'`.
  */
-export const createInMemorySubprocessAdapter = (
-  options: { readonly storage?: StorageAdapter; readonly checkpointStore?: CheckpointStore } = {}
-): OwnedSubprocessAdapter =>
-  owned((scope) =>
-    Effect.gen(function*() {
-      const storage = options.storage === undefined ? undefined : yield* toEngineStorage(options.storage)
-      const store = options.checkpointStore === undefined ? undefined : toEngineCheckpointStore(options.checkpointStore)
-      const checkpointStore = store === undefined ? undefined : yield* store
-      return yield* InMemorySubprocessAdapter.make({ storage, checkpointStore })
-    }).pipe(Scope.provide(scope), Effect.orDie)
+export const createInMemorySubprocessAdapter = (options: InMemorySubprocessAdapterOptions = {}): OwnedSubprocessAdapter => {
+  const { run, stepRunner } = options
+  return owned(
+    (scope) =>
+      Effect.gen(function*() {
+        const storage = options.storage === undefined ? undefined : yield* toEngineStorage(options.storage)
+        const store = options.checkpointStore === undefined ? undefined : toEngineCheckpointStore(options.checkpointStore)
+        const checkpointStore = store === undefined ? undefined : yield* store
+        const shape = yield* InMemorySubprocessAdapter.make({
+          storage,
+          checkpointStore,
+          runProcess: (request, handleId) =>
+            run === undefined
+              ? Effect.void
+              : Effect.tryPromise({
+                try: () => run(noeticProcessRequest(request), stubHandle(handleId, request.metadata)),
+                catch: (error) => error
+              })
+        })
+        return injecting(shape, options.metadataInjector)
+      }).pipe(Scope.provide(scope), Effect.orDie),
+    stepRunner === undefined ? {} : { stepRunner }
   )
-
+}

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
 import type { AgentContext } from "../harness/AgentContext.ts"
 import { randomId } from "../harness/AgentContext.ts"
@@ -98,6 +98,8 @@ export interface SubprocessHandle {
   /** The execution that spawned it, whose context `reattachLiveChildren` restores. */
   readonly parentExecutionId: string | undefined
   readonly metadata: Readonly<Record<string, unknown>>
+  /** When the child was spawned (epoch millis), when the adapter knows. */
+  readonly startedAt?: number | undefined
   readonly status: Effect.Effect<HandleStatus>
   /** The child's output, once it settles. */
   readonly await: Effect.Effect<unknown, SubprocessError>
@@ -107,7 +109,8 @@ export interface SubprocessHandle {
 export interface SpawnRequest {
   /** The handle id to use; the adapter makes one when absent. */
   readonly handleId?: string | undefined
-  readonly step: AnyStep
+  /** The step to run: its id, and the module that defines it (what a child process imports). */
+  readonly step: Pick<AnyStep, "id" | "module">
   readonly input: unknown
   /** The execution id the child runs under. */
   readonly executionId: string
@@ -120,13 +123,34 @@ export interface SpawnRequest {
   readonly runInProcess: Effect.Effect<unknown, unknown>
 }
 
+/** An operating-system command to run as a child (noetic's process request). */
+export interface ProcessRequest {
+  /** The handle id to use; the adapter makes one when absent. */
+  readonly handleId?: string | undefined
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd?: string | undefined
+  /** Added to this process's environment. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Whether the command leads its own process group (stop then signals the group). */
+  readonly detached: boolean
+  /** Written to the command's standard input, which is then closed. */
+  readonly stdin?: string | undefined
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined
+}
+
+/** The step id a process child is listed under. */
+export const processStepId = (command: string): string => `process:${command}`
+
 /** The operations of a subprocess adapter. */
 export interface SubprocessAdapterShape {
   readonly spawn: (request: SpawnRequest) => Effect.Effect<SubprocessHandle, SubprocessError>
+  /** Runs an OS command as a child; absent on adapters that only run steps. */
+  readonly spawnProcess?: ((request: ProcessRequest) => Effect.Effect<SubprocessHandle, SubprocessError>) | undefined
   readonly get: (handleId: string) => Effect.Effect<Option.Option<SubprocessHandle>>
   /** Stops a child; stopping a settled child does nothing. */
   readonly stop: (handleId: string) => Effect.Effect<void, SubprocessError>
-  /** The children still running, as recorded in storage (empty without storage). */
+  /** The children still running: those recorded in storage, or the running ones of this process without storage. */
   readonly listLive: Effect.Effect<ReadonlyArray<SubprocessHandle>, StorageError | SubprocessError>
   /** Rebinds a recorded child after a restart; none without storage or when it is gone. */
   readonly reattach: (handleId: string) => Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError>
@@ -182,13 +206,19 @@ export const childFailed = (handleId: string, error: unknown): SubprocessError =
 
 /**
  * An in-process adapter: each child runs as a fiber in the layer's scope (so it ends
- * with the layer). It keeps no manifests: `listLive` is empty and `reattach` none.
+ * with the layer). It keeps no manifests: `listLive` is the children of this process
+ * still running, and `reattach` finds nothing it did not spawn.
  */
 export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> = Effect.gen(function*() {
   const scope = yield* Effect.scope
   const handles = new Map<
     string,
-    { handle: SubprocessHandle; fiber: Fiber.Fiber<unknown, unknown>; markStopped: Effect.Effect<void> }
+    {
+      handle: SubprocessHandle
+      fiber: Fiber.Fiber<unknown, unknown>
+      markStopped: Effect.Effect<void>
+      current: () => HandleStatus
+    }
   >()
   const forgetSettled = settledRetention(handles)
 
@@ -219,6 +249,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
       executionId: request.executionId,
       parentExecutionId: request.parentExecutionId,
       metadata: request.metadata ?? {},
+      startedAt: yield* Clock.currentTimeMillis,
       status: Effect.sync(() => status),
       await: Deferred.await(result)
     }
@@ -229,7 +260,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
       status = "stopped"
       return Deferred.fail(result, stopped(handleId))
     })
-    handles.set(handleId, { handle, fiber, markStopped })
+    handles.set(handleId, { handle, fiber, markStopped, current: () => status })
     return handle
   })
 
@@ -243,8 +274,13 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
           ? Effect.fail(unknownHandle(handleId))
           : Effect.andThen(Fiber.interrupt(entry.fiber), entry.markStopped)
       }),
-    listLive: Effect.succeed([]),
-    reattach: () => Effect.succeedNone
+    listLive: Effect.sync(() =>
+      Array.from(handles.values()).flatMap((entry) =>
+        entry.current() === "running" ? [entry.handle] : []
+      )
+    ),
+    reattach: (handleId) =>
+      Effect.sync(() => Option.map(Option.fromUndefinedOr(handles.get(handleId)), (entry) => entry.handle))
   })
 })
 

@@ -86,7 +86,7 @@ describe("Survive a host crash (real processes)", () => {
 
       Fs.writeFileSync(release, "go")
       const { parentsCheckpointedAfterSettle, results } = yield* second.nextLine
-      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "succeeded" }])
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
       assert.isTrue(parentsCheckpointedAfterSettle, "the restored parent checkpoints when its child settles")
 
       // Delivered once: a third host finds nothing left to reattach.
@@ -111,6 +111,6 @@ describe("Survive a host crash (real processes)", () => {
       const second = yield* startHost([base, "reattach", release])
       assert.deepStrictEqual((yield* second.nextLine).handles.map((h: { handleId: string }) => h.handleId), [handleId])
       const { results } = yield* second.nextLine
-      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "succeeded" }])
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
     }), { timeout: 30_000 })
 })

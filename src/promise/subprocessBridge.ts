@@ -1,0 +1,303 @@
+/**
+ * From facade subprocess adapters to the engine's `SubprocessAdapterShape`: an adapter
+ * made by this library hands back the engine adapter it wraps; one a host wrote
+ * (noetic's interface) is called through its Promises. Each step dispatch becomes
+ * noetic's step request, and the handle's settlement is read back the way noetic's
+ * `DetachedHandle` reads it: by polling `get(handleId)` until a terminal status, then
+ * taking `metadata.result` or `metadata.error`.
+ *
+ * Also: the facade harness's `subprocess`, whose `listLive` waits for the spawns in flight.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Duration, Effect, Option } from "effect"
+import { Io, StorageError } from "../Errors.ts"
+import {
+  ChildFailed,
+  childFailed,
+  type HandleStatus,
+  SpawnFailed,
+  type SpawnRequest,
+  type SubprocessAdapterShape,
+  SubprocessError,
+  type SubprocessHandle as EngineHandle,
+  stopped,
+  UnknownHandle,
+  unknownHandle
+} from "../services/SubprocessAdapter.ts"
+import { NoeticConfigError } from "./errors.ts"
+import { runForFacade } from "./storage.ts"
+import {
+  type SubprocessAdapter,
+  type SubprocessHandle,
+  type SubprocessStatus,
+  toEngineSubprocessAdapter,
+  toFacadeHandle
+} from "./subprocess.ts"
+
+/** The methods the engine calls on an adapter; without one, a host adapter cannot be used. */
+const REQUIRED = ["spawn", "get", "stop", "listLive", "reattach"] as const
+
+/** How the settlement poll paces itself: as noetic's `DetachedHandle`. */
+const MICROTASK_POLLS = 64
+const INITIAL_POLL_MS = 10
+const MAX_POLL_MS = 100
+const RAMP_AFTER_MS = 1_000
+/** How long `get` may answer null before the handle counts as gone. */
+const EVICTED_GRACE_MS = 500
+
+const TERMINAL: ReadonlySet<SubprocessStatus> = new Set(["completed", "failed", "stopped", "stale"])
+
+const engineStatus = (status: SubprocessStatus): HandleStatus =>
+  status === "completed" ? "succeeded" : status === "failed" || status === "stale" ? "failed" : status === "stopped" ? "stopped" : "running"
+
+const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+const hostStorageError = (operation: string, cause: unknown) =>
+  new StorageError({
+    operation,
+    reason: new Io({ key: "subprocess", message: `the host's subprocess adapter rejected ${operation}: ${messageOf(cause)}`, cause })
+  })
+
+/** A handle's outcome as the engine sees it, from a terminal host handle. */
+const settleFrom = (handle: SubprocessHandle): { readonly value: unknown } | { readonly error: SubprocessError } => {
+  const metadata = handle.metadata ?? {}
+  if (handle.status === "completed") return { value: metadata.result }
+  if (handle.status === "stopped") return { error: stopped(handle.id) }
+  const raw = metadata.error
+  const message = typeof raw === "object" && raw !== null && typeof raw.message === "string"
+    ? raw.message
+    : raw === undefined
+    ? `child ${handle.id} ${handle.status} without an error`
+    : String(raw)
+  return {
+    error: new SubprocessError({
+      reason: new ChildFailed({ handleId: handle.id, message, error: raw === undefined ? null : raw })
+    })
+  }
+}
+
+/**
+ * The engine view of a host-written adapter. `where` names the option it came from,
+ * for the `NoeticConfigError` (`SUBPROCESS_ADAPTER_UNSUPPORTED`) thrown when it lacks a
+ * method the engine needs.
+ */
+const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessAdapterShape => {
+  const missing = REQUIRED.filter((method) => typeof (adapter as unknown as Record<string, unknown>)[method] !== "function")
+  if (missing.length > 0) {
+    throw new NoeticConfigError({
+      code: "SUBPROCESS_ADAPTER_UNSUPPORTED",
+      message: `${where} has no ${missing.map((method) => `${method}()`).join(", ")}: the harness cannot dispatch ` +
+        "children through it or see them settle",
+      hint: "implement noetic's SubprocessAdapter (spawn, get, stop, pause, resume, isAlive, reattach, listLive), " +
+        "or use createInMemorySubprocessAdapter / createLocalSubprocessAdapter"
+    })
+  }
+  const known = new Map<string, EngineHandle>()
+
+  /** The engine handle of a host handle: one per id, settled by polling `get`. */
+  const bridge = (initial: SubprocessHandle, request?: SpawnRequest): EngineHandle => {
+    const existing = known.get(initial.id)
+    if (existing !== undefined) return existing
+    let status = engineStatus(initial.status)
+    const result = Deferred.makeUnsafe<unknown, SubprocessError>()
+    const finish = (handle: SubprocessHandle) => {
+      status = engineStatus(handle.status)
+      const outcome = settleFrom(handle)
+      return "value" in outcome ? Deferred.succeed(result, outcome.value) : Deferred.fail(result, outcome.error)
+    }
+    const poll = Effect.gen(function*() {
+      let current = initial
+      let nullSince: number | undefined
+      const startedAt = Date.now()
+      for (let attempt = 0; !TERMINAL.has(current.status); attempt++) {
+        if (attempt >= MICROTASK_POLLS) {
+          yield* Effect.sleep(Duration.millis(Date.now() - startedAt >= RAMP_AFTER_MS ? MAX_POLL_MS : INITIAL_POLL_MS))
+        } else {
+          yield* Effect.yieldNow
+        }
+        const next = yield* Effect.tryPromise(() => adapter.get(initial.id)).pipe(
+          Effect.catchCause((cause) =>
+            Effect.as(Effect.logWarning(`subprocess ${initial.id}: the host adapter's get() rejected`, cause), current)
+          )
+        )
+        if (next === null) {
+          nullSince ??= Date.now()
+          if (Date.now() - nullSince >= EVICTED_GRACE_MS) {
+            status = "failed"
+            return yield* Deferred.fail(
+              result,
+              new SubprocessError({
+                reason: new UnknownHandle({
+                  handleId: initial.id,
+                  message: `the host adapter forgot handle ${initial.id} before it settled`
+                })
+              })
+            )
+          }
+          continue
+        }
+        nullSince = undefined
+        current = next
+        status = engineStatus(current.status)
+      }
+      yield* finish(current)
+    })
+    // Polled from the start, like noetic's handle once awaited: the harness awaits every child.
+    Effect.runFork(poll)
+    const metadata = initial.metadata ?? {}
+    const handle: EngineHandle = {
+      handleId: initial.id,
+      stepId: request?.step.id ?? (typeof metadata.stepId === "string" ? metadata.stepId : "unknown"),
+      executionId: request?.executionId ?? (typeof metadata.executionId === "string" ? metadata.executionId : initial.id),
+      parentExecutionId: request?.parentExecutionId ??
+        (typeof metadata.parentExecutionId === "string" ? metadata.parentExecutionId : undefined),
+      metadata,
+      startedAt: Number.isNaN(Date.parse(initial.startedAt)) ? Date.now() : Date.parse(initial.startedAt),
+      status: Effect.sync(() => status),
+      await: Deferred.await(result)
+    }
+    known.set(initial.id, handle)
+    return handle
+  }
+
+  const found = (handle: SubprocessHandle | null) => (handle === null ? Option.none() : Option.some(bridge(handle)))
+
+  return {
+    spawn: (request) =>
+      Effect.tryPromise({
+        try: () =>
+          adapter.spawn({
+            kind: "step",
+            stepId: request.step.id,
+            serializedInput: request.input,
+            executionId: request.executionId,
+            overrides: {
+              ...(request.threadId === undefined ? {} : { threadId: request.threadId }),
+              ...(request.resourceId === undefined ? {} : { resourceId: request.resourceId }),
+              ...(request.cwdInit === undefined ? {} : { cwdInit: request.cwdInit })
+            },
+            metadata: { ...request.metadata, parentExecutionId: request.parentExecutionId },
+            // An in-process adapter (noetic's own in-memory one) runs the step under this harness.
+            _localExecutor: () => runForFacade(request.runInProcess)
+          }),
+        catch: (cause) =>
+          new SubprocessError({
+            reason: new SpawnFailed({
+              handleId: request.handleId ?? "",
+              message: `the host adapter's spawn() rejected: ${messageOf(cause)}`,
+              cause
+            })
+          })
+      }).pipe(Effect.map((handle) => bridge(handle, request))),
+    get: (handleId) =>
+      Effect.tryPromise(() => adapter.get(handleId)).pipe(
+        Effect.map(found),
+        Effect.catchCause((cause) =>
+          Effect.as(Effect.logWarning(`subprocess ${handleId}: the host adapter's get() rejected`, cause), Option.none())
+        )
+      ),
+    stop: (handleId) =>
+      Effect.tryPromise({
+        try: () => adapter.stop(handleId),
+        catch: (cause) => childFailed(handleId, cause)
+      }).pipe(
+        Effect.flatMap((outcome) => (outcome.kind === "not_found" ? Effect.fail(unknownHandle(handleId)) : Effect.void))
+      ),
+    listLive: Effect.tryPromise({
+      try: () => adapter.listLive(),
+      catch: (cause) => hostStorageError("listLive", cause)
+    }).pipe(Effect.map((handles) => handles.map((handle) => bridge(handle)))),
+    reattach: (handleId) =>
+      Effect.tryPromise({
+        try: () => adapter.reattach(handleId),
+        catch: (cause) => hostStorageError("reattach", cause)
+      }).pipe(Effect.map(found))
+  }
+}
+
+/** The engine view of one of this library's adapters, resolving its lazily built engine adapter per call. */
+const fromEngineBacked = (engine: Effect.Effect<SubprocessAdapterShape>): SubprocessAdapterShape => ({
+  spawn: (request) => Effect.flatMap(engine, (a) => a.spawn(request)),
+  spawnProcess: (request) =>
+    Effect.flatMap(engine, (a) =>
+      a.spawnProcess === undefined
+        ? Effect.fail(
+          new SubprocessError({
+            reason: new SpawnFailed({ handleId: "", message: "this adapter runs steps only", cause: null })
+          })
+        )
+        : a.spawnProcess(request)),
+  get: (handleId) => Effect.flatMap(engine, (a) => a.get(handleId)),
+  stop: (handleId) => Effect.flatMap(engine, (a) => a.stop(handleId)),
+  listLive: Effect.flatMap(engine, (a) => a.listLive),
+  reattach: (handleId) => Effect.flatMap(engine, (a) => a.reattach(handleId))
+})
+
+const shapes = new WeakMap<SubprocessAdapter, SubprocessAdapterShape>()
+
+/**
+ * The engine adapter for a facade adapter given as `where` (`environment.subprocess`,
+ * a `detachedSpawn` override, a step's `subprocess`). Throws `NoeticConfigError`
+ * `SUBPROCESS_ADAPTER_UNSUPPORTED` at once for a host adapter the engine cannot use.
+ */
+export const toEngineSubprocessShape = (adapter: SubprocessAdapter, where: string): SubprocessAdapterShape => {
+  const known = shapes.get(adapter)
+  if (known !== undefined) return known
+  if (typeof adapter !== "object" || adapter === null) {
+    throw new NoeticConfigError({
+      code: "SUBPROCESS_ADAPTER_UNSUPPORTED",
+      message: `${where} is not a subprocess adapter object`,
+      hint: "pass an object implementing noetic's SubprocessAdapter"
+    })
+  }
+  const engine = toEngineSubprocessAdapter(adapter)
+  const shape = engine !== undefined ? fromEngineBacked(engine) : fromHostAdapter(adapter, where)
+  shapes.set(adapter, shape)
+  return shape
+}
+
+/** A step option bag whose `subprocess`, when a facade adapter, is turned into the engine's. */
+export const withEngineSubprocess = <O extends { readonly subprocess?: unknown } | undefined>(
+  options: O,
+  where: string
+): O => {
+  const subprocess = options?.subprocess
+  if (subprocess === undefined || subprocess === null || typeof subprocess !== "object") return options
+  // An engine shape has `listLive` as an Effect, not a function: it is used as is.
+  if (typeof (subprocess as { listLive?: unknown }).listLive !== "function") return options
+  return { ...options, subprocess: toEngineSubprocessShape(subprocess as SubprocessAdapter, where) }
+}
+
+/**
+ * Spawns a facade harness started but has not finished: `listLive` waits for them, so
+ * a child is listed from the moment `detachedSpawn` returned.
+ */
+export class SpawnsInFlight {
+  readonly #pending = new Set<Promise<unknown>>()
+
+  /** Records a spawn until it settles (either way). */
+  track(spawn: Promise<unknown>): void {
+    const settled = spawn.then(() => {}, () => {})
+    this.#pending.add(settled)
+    void settled.then(() => this.#pending.delete(settled))
+  }
+
+  /** Resolves once every spawn tracked so far has settled. */
+  drain(): Promise<void> {
+    return Promise.all(this.#pending).then(() => {})
+  }
+
+  /** `adapter` whose `listLive` (and `get`, `reattach`) first wait for the spawns in flight. */
+  wrap<A extends SubprocessAdapter>(adapter: A): A {
+    const drain = () => this.drain()
+    return Object.assign(Object.create(adapter) as A, {
+      listLive: () => drain().then(() => adapter.listLive()),
+      get: (handleId: string) => drain().then(() => adapter.get(handleId)),
+      reattach: (handleId: string) => drain().then(() => adapter.reattach(handleId))
+    })
+  }
+}
+
+/** The facade view of an engine handle (re-exported for the harness). */
+export { toFacadeHandle }
