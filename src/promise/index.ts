@@ -51,9 +51,22 @@ export {
   createLocalSubprocessAdapter,
   type LocalSubprocessAdapterFacade,
   type LocalSubprocessAdapterOptions,
+  type DetachedSubprocessHandle,
+  type EngineSubprocessAdapter,
+  type InMemorySubprocessAdapterOptions,
+  type LiveSubprocessHandle,
   type OwnedSubprocessAdapter,
+  type ProcessSubprocessRequest,
+  type SerializedError,
+  type StepSubprocessOverrides,
+  type StepSubprocessRequest,
   type SubprocessAdapter,
-  type SubprocessHandle
+  type SubprocessControlResult,
+  type SubprocessHandle,
+  type SubprocessHandleMetadata,
+  type SubprocessRequest,
+  type SubprocessStatus,
+  type SubprocessStopResult
 } from "./subprocess.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
 

@@ -5,10 +5,12 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Option, Scope } from "effect"
+import * as Path from "node:path"
 import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { roots } from "../NoeticHome.ts"
 import { unwrapExit } from "./errors.ts"
 
 /** The documented storage adapter shape; `getMany` is optional. */
@@ -26,8 +28,14 @@ interface EngineBacked {
   readonly [engineAdapter]: Effect.Effect<StorageAdapterShape, StorageError>
 }
 
+/** A storage made by this module: `close()` (and `await using`) releases what it holds. */
+export interface ClosableStorageAdapter extends StorageAdapter {
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
 /** Wraps an engine storage (built lazily, once) as a Promise adapter. */
-const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapter & EngineBacked => {
+const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): ClosableStorageAdapter & EngineBacked => {
   const cached = Effect.runSync(Effect.cached(build))
   const use = <A>(f: (storage: StorageAdapterShape) => Effect.Effect<A, StorageError>) => runForFacade(Effect.flatMap(cached, f))
   return {
@@ -37,17 +45,24 @@ const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): St
     delete: (key) => use((s) => s.delete(key)),
     list: (prefix) => use((s) => s.list(prefix)),
     getMany: <T>(keys: ReadonlyArray<string>) =>
-      use((s) => Effect.map(s.getMany!(keys), (found) => new Map(found) as Map<string, T>))
+      use((s) => Effect.map(s.getMany!(keys), (found) => new Map(found) as Map<string, T>)),
+    // File and memory storages hold nothing between calls; Postgres overrides both.
+    close: () => Promise.resolve(),
+    [Symbol.asyncDispose]: () => Promise.resolve()
   }
 }
 
 /** An in-memory storage: it stores a JSON copy of each value, like a disk would. */
-export const createInMemoryStorage = (): StorageAdapter => fromEngine(makeMemory)
+export const createInMemoryStorage = (): ClosableStorageAdapter => fromEngine(makeMemory)
 
-/** A durable storage under `root`: one fsynced file per key, created 0600 in a 0700 directory. */
-export const createFileStorage = (options: { readonly root: string }): StorageAdapter => {
-  const adapter = fromEngine(FileStorage.make(options))
-  fileRoots.set(adapter, options.root)
+/**
+ * A durable storage under `root`: one fsynced file per key, created 0600 in a 0700
+ * directory. Without `root` it is `$NOETIC_HOME/checkpoints`, else `~/.noetic/checkpoints`.
+ */
+export const createFileStorage = (options: { readonly root?: string | undefined } = {}): ClosableStorageAdapter => {
+  const root = Path.resolve(options.root ?? roots().checkpoints)
+  const adapter = fromEngine(FileStorage.make({ root }))
+  fileRoots.set(adapter, root)
   return adapter
 }
 
@@ -58,7 +73,7 @@ const fileRoots = new WeakMap<StorageAdapter, string>()
 export const fileStorageRoot = (adapter: StorageAdapter): string | undefined => fileRoots.get(adapter)
 
 /** A Postgres storage of the facade; it owns a connection pool that `close()` releases. */
-export interface PostgresStorageAdapter extends StorageAdapter {
+export interface PostgresStorageAdapter extends ClosableStorageAdapter {
   /** Releases the connection pool; later calls reject with a `STORAGE_IO` error. */
   close(): Promise<void>
 }
@@ -99,13 +114,12 @@ export const createPostgresStorage = (options: {
     })
   )
   const adapter = fromEngine(guard("open", options.table ?? PostgresStorage.DEFAULT_TABLE, build))
-  return Object.assign(adapter, {
-    close: () =>
-      runForFacade(Effect.suspend(() => {
-        closed = true
-        return Scope.close(scope, Exit.void)
-      }))
-  })
+  const close = () =>
+    runForFacade(Effect.suspend(() => {
+      closed = true
+      return Scope.close(scope, Exit.void)
+    }))
+  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
 }
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>

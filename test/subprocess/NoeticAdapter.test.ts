@@ -1,0 +1,278 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import {
+  AgentHarness,
+  createFileStorage,
+  createInMemoryStorage,
+  createInMemorySubprocessAdapter,
+  createLocalSubprocessAdapter,
+  NoeticConfigError,
+  runCode,
+  spawn
+} from "../../src/promise/index.ts"
+import type {
+  SubprocessAdapter,
+  SubprocessHandle,
+  SubprocessRequest,
+  SubprocessStatus
+} from "../../src/promise/subprocess.ts"
+import { waitForRelease } from "../fixtures/subprocessSteps.ts"
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+const tempDir = (prefix: string) => {
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
+  cleanups.push(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/**
+ * A host-written adapter as a noetic user writes one: it records every request, runs
+ * steps through the in-process executor a step request carries, and reports the
+ * settlement only through `get` (status and metadata).
+ */
+const recordingAdapter = () => {
+  const requests: Array<SubprocessRequest> = []
+  const handles = new Map<string, SubprocessHandle>()
+  let next = 0
+  const set = (id: string, status: SubprocessStatus, metadata: Record<string, unknown>) => {
+    const previous = handles.get(id)!
+    handles.set(id, { ...previous, status, updatedAt: new Date().toISOString(), metadata: { ...previous.metadata, ...metadata } })
+  }
+  const adapter: SubprocessAdapter = {
+    async spawn(request) {
+      requests.push(request)
+      const id = `host-${next++}`
+      const now = new Date().toISOString()
+      handles.set(id, { id, status: "running", startedAt: now, metadata: { ...request.metadata, runtime: "host" } })
+      if (request.kind === "step") {
+        // Settles a little later, on a timer, so the caller has to poll get().
+        setTimeout(() => {
+          request._localExecutor!().then(
+            (result) => set(id, "completed", { result }),
+            (error: Error) => set(id, "failed", { error: { message: error.message, name: error.name } })
+          )
+        }, 20)
+      }
+      return handles.get(id)!
+    },
+    async get(handleId) {
+      return handles.get(handleId) ?? null
+    },
+    async stop(handleId) {
+      if (!handles.has(handleId)) return { kind: "not_found", handleId }
+      set(handleId, "stopped", {})
+      return { kind: "stopped", handleId, handle: handles.get(handleId)! }
+    },
+    async pause(handleId) {
+      const handle = handles.get(handleId)
+      return handle === undefined ? { kind: "not_found", handleId } : { kind: "unsupported", handle, message: "no" }
+    },
+    async resume(handleId) {
+      const handle = handles.get(handleId)
+      return handle === undefined ? { kind: "not_found", handleId } : { kind: "unsupported", handle, message: "no" }
+    },
+    async isAlive(handle) {
+      return handles.get(handle.id)?.status === "running"
+    },
+    async reattach(handleId) {
+      return handles.get(handleId) ?? null
+    },
+    async listLive() {
+      return [...handles.values()].filter((handle) => handle.status === "running")
+    }
+  }
+  return { adapter, requests }
+}
+
+const double = runCode("double", async (n: number) => n * 2)
+const boom = runCode("boom", async (): Promise<number> => {
+  throw new Error("the child broke")
+})
+
+describe("a host-written SubprocessAdapter", () => {
+  it("receives noetic's step request for a detached spawn, and its settlement through get reaches await()", async () => {
+    const { adapter, requests } = recordingAdapter()
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    const parent = await harness.createContext({ threadId: "t-1" })
+    const handle = harness.detachedSpawn(double, 21, parent)
+    expect(await handle.await()).toBe(42)
+    expect(requests).toHaveLength(1)
+    expect(requests[0]).toMatchObject({
+      kind: "step",
+      stepId: "double",
+      serializedInput: 21,
+      executionId: handle.executionId,
+      overrides: { threadId: "t-1" }
+    })
+    // harness.subprocess is the host's adapter: the handle it made is there.
+    const listed = await harness.subprocess.get("host-0")
+    expect(listed).toMatchObject({ id: "host-0", status: "completed", metadata: { result: 42 } })
+  })
+
+  it("a failure recorded on metadata.error rejects await() with its message", async () => {
+    const { adapter } = recordingAdapter()
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    const handle = harness.detachedSpawn(boom, 1, await harness.createContext())
+    await expect(handle.await()).rejects.toThrow("the child broke")
+  })
+
+  it("a spawn step given the adapter dispatches its child through it, and the output reaches the caller", async () => {
+    const { adapter, requests } = recordingAdapter()
+    const graph = spawn("delegate", double, { subprocess: adapter })
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph })
+    cleanups.push(() => harness.close())
+    const { output } = await harness.execute(5)
+    expect(output).toBe(10)
+    expect(requests).toEqual([expect.objectContaining({ kind: "step", stepId: "double", serializedInput: 5 })])
+  })
+
+  it("a per-call override is used for that dispatch only", async () => {
+    const host = recordingAdapter()
+    const harness = new AgentHarness({ name: "host", params: {} })
+    cleanups.push(() => harness.close())
+    const parent = await harness.createContext()
+    expect(await harness.detachedSpawn(double, 1, parent, { subprocess: host.adapter }).await()).toBe(2)
+    expect(await harness.detachedSpawn(double, 2, parent).await()).toBe(4)
+    expect(host.requests.map((request) => request.kind === "step" && request.serializedInput)).toEqual([1])
+  })
+
+  it("an adapter the engine cannot use is refused at construction with a NoeticConfigError naming what is missing", () => {
+    const { adapter } = recordingAdapter()
+    const { get: _get, listLive: _listLive, ...partial } = adapter
+    let thrown: unknown
+    try {
+      new AgentHarness({ name: "host", params: {}, environment: { subprocess: partial as unknown as SubprocessAdapter } })
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(NoeticConfigError)
+    expect(thrown).toMatchObject({ code: "SUBPROCESS_ADAPTER_UNSUPPORTED" })
+    expect((thrown as Error).message).toContain("environment.subprocess has no get(), listLive()")
+  })
+})
+
+describe("the library's adapters speak noetic's interface", () => {
+  it("local adapter: unknown, running and finished handles", async () => {
+    const base = tempDir("nna-")
+    const adapter = createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), pollMs: 20, stopGraceMs: 2_000 })
+    cleanups.push(() => adapter.close())
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+
+    // Unknown ids: noetic's not_found results, never a rejection.
+    expect(await adapter.get("nope")).toBeNull()
+    expect(await adapter.stop("nope", "why")).toEqual({ kind: "not_found", handleId: "nope" })
+    expect(await adapter.pause("nope")).toEqual({ kind: "not_found", handleId: "nope" })
+    expect(await adapter.resume("nope")).toEqual({ kind: "not_found", handleId: "nope" })
+    expect(await adapter.reattach("nope")).toBeNull()
+
+    const parent = await harness.createContext()
+    const release = Path.join(base, "go")
+    const running = harness.detachedSpawn(waitForRelease, { release, value: "v" }, parent)
+    // Listed from the moment detachedSpawn returned.
+    expect((await harness.subprocess.listLive()).map((h) => h.id)).toContain(running.handleId)
+    const live = await adapter.get(running.handleId)
+    expect(live).toMatchObject({ id: running.handleId, status: "running", metadata: { executionId: running.executionId } })
+    expect(typeof live!.startedAt).toBe("string")
+    expect(await adapter.isAlive(live!)).toBe(true)
+    expect(await adapter.pause(running.handleId)).toMatchObject({ kind: "unsupported", handle: { id: running.handleId } })
+
+    Fs.writeFileSync(release, "")
+    expect(await running.await()).toMatchObject({ echoed: "v" })
+    const finished = await adapter.get(running.handleId)
+    expect(finished).toMatchObject({ status: "completed", metadata: { result: { echoed: "v" } } })
+    expect(await adapter.isAlive(finished!)).toBe(false)
+
+    // Stopping a running child: noetic's stopped result with the stopped handle.
+    const release2 = Path.join(base, "never")
+    const second = harness.detachedSpawn(waitForRelease, { release: release2, value: "w" }, parent)
+    await harness.subprocess.listLive()
+    const stopped = await adapter.stop(second.handleId, "no longer needed")
+    expect(stopped).toMatchObject({ kind: "stopped", handleId: second.handleId, handle: { status: "stopped" } })
+    await expect(second.await()).rejects.toMatchObject({ name: "NoeticError" })
+  }, 60_000)
+
+  it("default harness adapter: listLive lists a child right after detachedSpawn", async () => {
+    const harness = new AgentHarness({ name: "host", params: {} })
+    cleanups.push(() => harness.close())
+    const base = tempDir("nnl-")
+    const handle = harness.detachedSpawn(waitForRelease, { release: Path.join(base, "go"), value: "x" }, await harness.createContext())
+    const live = await harness.subprocess.listLive()
+    expect(live.map((h) => h.id)).toEqual([handle.handleId])
+    expect(live[0]!.status).toBe("running")
+    Fs.writeFileSync(Path.join(base, "go"), "")
+    await handle.await()
+    expect(await harness.subprocess.listLive()).toEqual([])
+  })
+
+  it("in-memory adapter: process requests through run, metadataInjector, stepRunner", async () => {
+    const ran: Array<unknown> = []
+    const adapter = createInMemorySubprocessAdapter({
+      run: async (request, handle) => void ran.push({ request, id: handle.id }),
+      stepRunner: async (request) => ({ ran: request.stepId, input: request.serializedInput }),
+      metadataInjector: (request) => ({ injected: request.kind ?? "process" })
+    })
+    cleanups.push(() => adapter.close())
+    const processHandle = await adapter.spawn({ command: "echo", args: ["hi"], metadata: { mine: 1 } })
+    expect(processHandle.metadata).toMatchObject({ mine: 1, injected: "process", command: "echo", args: ["hi"] })
+    await processHandle.await()
+    expect(ran).toEqual([{ request: expect.objectContaining({ command: "echo", args: ["hi"] }), id: processHandle.id }])
+    expect((await adapter.get(processHandle.id))!.status).toBe("completed")
+
+    const stepHandle = await adapter.spawn({ kind: "step", stepId: "s", serializedInput: 3, executionId: "e-1", overrides: {} })
+    expect(await stepHandle.await()).toEqual({ ran: "s", input: 3 })
+    expect(stepHandle.metadata).toMatchObject({ injected: "step", executionId: "e-1", result: { ran: "s", input: 3 } })
+    expect(await adapter.stop("missing")).toEqual({ kind: "not_found", handleId: "missing" })
+  })
+
+  it("in-memory adapter with storage: a reattached child carries metadata.reattachMode 'replay'", async () => {
+    const storage = createInMemoryStorage()
+    const base = tempDir("nnr-")
+    const release = Path.join(base, "go")
+    const first = createInMemorySubprocessAdapter({ storage })
+    const firstHarness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: first } })
+    const handle = firstHarness.detachedSpawn(waitForRelease, { release, value: "r" }, await firstHarness.createContext())
+    await firstHarness.subprocess.listLive()
+    // The first host goes away without the child settling; its manifest stays.
+    await first.close()
+    await firstHarness.close()
+    const second = createInMemorySubprocessAdapter({ storage })
+    cleanups.push(() => second.close())
+    const again = await second.reattach(handle.handleId)
+    expect(again).toMatchObject({ id: handle.handleId, status: "running", metadata: { reattachMode: "replay" } })
+    Fs.writeFileSync(release, "")
+    expect(await again!.await()).toMatchObject({ echoed: "r" })
+  })
+})
+
+describe("storage for the local adapter, and the default file root", () => {
+  it("a storage children cannot open is refused with a NoeticConfigError; a file storage is used", () => {
+    expect(() => createLocalSubprocessAdapter({ storage: createInMemoryStorage() })).toThrow(NoeticConfigError)
+    expect(() => createLocalSubprocessAdapter({ storage: createInMemoryStorage() })).toThrow(/createFileStorage/)
+    const hostWritten = { get: async () => null, set: async () => {}, delete: async () => {}, list: async () => [] }
+    expect(() => createLocalSubprocessAdapter({ storage: hostWritten })).toThrow(NoeticConfigError)
+    const adapter = createLocalSubprocessAdapter({ storage: createFileStorage({ root: tempDir("nns-") }) })
+    cleanups.push(() => adapter.close())
+  })
+
+  it("createFileStorage() without a root writes under $NOETIC_HOME/checkpoints", async () => {
+    const home = tempDir("nnh-")
+    const before = process.env.NOETIC_HOME
+    process.env.NOETIC_HOME = home
+    cleanups.push(() => {
+      if (before === undefined) delete process.env.NOETIC_HOME
+      else process.env.NOETIC_HOME = before
+    })
+    await using storage = createFileStorage()
+    await storage.set("a:b", { x: 1 })
+    expect(Fs.readdirSync(Path.join(home, "checkpoints")).length).toBeGreaterThan(0)
+    expect(await storage.get("a:b")).toEqual({ x: 1 })
+  })
+})
