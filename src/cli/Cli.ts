@@ -8,6 +8,7 @@ import { Argument, CliError, Command, Flag } from "effect/cli"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { roots } from "../NoeticHome.ts"
+import { importNoeticDirectory } from "../NoeticImport.ts"
 import * as CheckpointStore from "../services/CheckpointStore.ts"
 import { StorageAdapter } from "../services/StorageAdapter.ts"
 
@@ -97,8 +98,36 @@ const paths = Command.make("paths", {}, () =>
     yield* Console.log(`run          ${r.run}`)
   })).pipe(Command.withDescription("Print the state directories"))
 
+const importNoetic = Command.make(
+  "import-noetic",
+  { directory: Argument.String("directory").pipe(Argument.withDescription("A directory noetic's createFileStorage wrote")) },
+  ({ directory }) =>
+    Effect.gen(function*() {
+      const flags = yield* noetic
+      const home = roots(Option.getOrUndefined(flags.home))
+      const checkpoints = Option.isSome(flags.pg)
+        ? PostgresStorage.layerFromUrl(Redacted.make(flags.pg.value), {
+          ...(Option.isSome(flags.table) ? { table: flags.table.value } : {})
+        })
+        : FileStorage.layer({ root: home.checkpoints })
+      const report = yield* Effect.gen(function*() {
+        // Manifests go where the local subprocess adapter reads them: the home's subprocess root.
+        const subprocess = yield* FileStorage.make({ root: home.subprocess })
+        return yield* importNoeticDirectory(directory, { checkpoints: yield* StorageAdapter, subprocess })
+      }).pipe(Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
+      yield* Console.log(
+        `imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s)` +
+          ` from ${directory}`
+      )
+      if (report.skipped.length > 0) yield* Console.log(`skipped ${report.skipped.length} auxiliary key(s)`)
+      for (const failure of report.failures) {
+        yield* Console.log(`could not read ${failure.kind} ${failure.key}: ${failure.message}`)
+      }
+    })
+).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
+
 /** The whole command tree. */
-export const command = noetic.pipe(Command.withSubcommands([executions, paths]))
+export const command = noetic.pipe(Command.withSubcommands([executions, paths, importNoetic]))
 
 /** Runs the CLI on arguments (without the node and script paths). */
 export const run = Command.runWith(command, { version: "0.1.0" })

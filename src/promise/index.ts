@@ -68,6 +68,12 @@ export {
   type SubprocessStatus,
   type SubprocessStopResult
 } from "./subprocess.ts"
+export {
+  type ImportNoeticOptions,
+  importNoeticData,
+  type NoeticImportFailure,
+  type NoeticImportResult
+} from "./noeticImport.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use

@@ -207,7 +207,7 @@ export const childFailed = (handleId: string, error: unknown): SubprocessError =
 /**
  * An in-process adapter: each child runs as a fiber in the layer's scope (so it ends
  * with the layer). It keeps no manifests: `listLive` is the children of this process
- * still running, and `reattach` finds nothing it did not spawn.
+ * still running, and `reattach` is none.
  */
 export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> = Effect.gen(function*() {
   const scope = yield* Effect.scope
@@ -279,8 +279,8 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
         entry.current() === "running" ? [entry.handle] : []
       )
     ),
-    reattach: (handleId) =>
-      Effect.sync(() => Option.map(Option.fromUndefinedOr(handles.get(handleId)), (entry) => entry.handle))
+    // noetic's in-memory adapter without storage: handles are ephemeral, nothing to rebind.
+    reattach: () => Effect.succeedNone
   })
 })
 

@@ -1,0 +1,274 @@
+/**
+ * A way in for noetic's own data: reads a directory that noetic's `createFileStorage`
+ * wrote (a checkpoint directory, a subprocess directory, or one holding both) and
+ * writes every snapshot, step-ledger entry and subprocess manifest it holds into
+ * noetic-effect storages, so `resume` of an imported execution replays its recorded
+ * steps.
+ *
+ * noetic's on-disk format: one file `<encoded key>.json` per key, holding the raw JSON
+ * value, where the encoding is `encodeURIComponent(key)` with every `%` replaced by
+ * `__`. The keys it uses:
+ * - `execution:<id>:snapshot`: the v2 `CheckpointSnapshot` (the same shape as ours);
+ * - `execution:<id>:ledger:<seq, 8 digits>`: `{ path, stepId, kind, output, completedAt }`
+ *   (paths are `/<stepId>#<n>` segments, as ours are);
+ * - `localSubprocess:manifest:<handleId>` and `inMemorySubprocess:manifest:<handleId>`:
+ *   a step child's `{ kind: 'step', handleId, stepId, executionId, serializedInput,
+ *   overrides, startedAt, pid?, pidStarttime? }` (process manifests have `command`).
+ *
+ * A record that cannot be read or converted is reported with its key and why; it never
+ * stops the others. Keys of no kind above (noetic's auxiliary ones) are listed as skipped.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Option, Schema } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import type { StorageError } from "./Errors.ts"
+import { CHECKPOINT_SCHEMA_VERSION, CheckpointSnapshot } from "./schema/CheckpointSnapshot.ts"
+import { LEDGER_ENTRY_VERSION, ledgerKey, type StepRecorded } from "./schema/LedgerEntry.ts"
+import { saveManifest, type SubprocessManifest } from "./schema/SubprocessManifest.ts"
+import { makeWith as makeCheckpointStore } from "./services/CheckpointStore.ts"
+import type { StorageAdapterShape } from "./services/StorageAdapter.ts"
+
+/** What kind of record a key held, as far as the import could tell. */
+export type NoeticRecordKind = "snapshot" | "ledger" | "manifest" | "file"
+
+/** One record the import could not bring over, and why; the others are unaffected. */
+export class NoeticRecordUnreadable extends Schema.TaggedError<NoeticRecordUnreadable>(
+  "noetic-effect/NoeticRecordUnreadable"
+)("NoeticRecordUnreadable", {
+  /** The decoded key, or the file name when the name does not decode. */
+  key: Schema.String,
+  /** The file it came from. */
+  file: Schema.String,
+  kind: Schema.Literals(["snapshot", "ledger", "manifest", "file"]),
+  message: Schema.String
+}) {}
+
+/** The directory could not be listed at all. */
+export class NoeticDirectoryUnreadable extends Schema.TaggedError<NoeticDirectoryUnreadable>(
+  "noetic-effect/NoeticDirectoryUnreadable"
+)("NoeticDirectoryUnreadable", { directory: Schema.String, message: Schema.String }) {}
+
+/** What an import brought over. */
+export interface NoeticImportReport {
+  readonly snapshots: number
+  readonly ledgerEntries: number
+  readonly manifests: number
+  /** The executions whose snapshot was imported. */
+  readonly executionIds: ReadonlyArray<string>
+  /** Keys of no kind the import knows (noetic's auxiliary keys), left behind. */
+  readonly skipped: ReadonlyArray<string>
+  /** The records that could not be read or converted, per key. */
+  readonly failures: ReadonlyArray<NoeticRecordUnreadable>
+}
+
+/** Where imported records go. */
+export interface NoeticImportTargets {
+  /** Snapshots and ledger entries (a checkpoint store's storage). */
+  readonly checkpoints: StorageAdapterShape
+  /** Subprocess manifests; default: `checkpoints`. */
+  readonly subprocess?: StorageAdapterShape | undefined
+}
+
+/** noetic's file name of a key. */
+export const encodeNoeticKey = (key: string): string => encodeURIComponent(key).replace(/%/g, "__")
+
+/** The key of a noetic file name (without `.json`); undefined when it does not decode. */
+export const decodeNoeticKey = (encoded: string): string | undefined => {
+  try {
+    return decodeURIComponent(encoded.replaceAll("__", "%"))
+  } catch {
+    return undefined
+  }
+}
+
+const SNAPSHOT = /^execution:(.+):snapshot$/
+const LEDGER = /^execution:(.+):ledger:(\d+)$/
+const MANIFEST = /^(localSubprocess|inMemorySubprocess):manifest:(.+)$/
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
+
+const decodeSnapshot = Schema.decodeUnknownEffect(CheckpointSnapshot)
+
+const optionalString = (value: unknown): string | null => (typeof value === "string" ? value : null)
+
+/** Our ledger record of a noetic ledger entry, or why not. */
+const ledgerRecord = (value: unknown): StepRecorded | string => {
+  if (!isRecord(value)) return "a ledger entry must be an object"
+  const { kind, path, stepId } = value
+  if (typeof path !== "string" || path === "") return "a ledger entry needs a non-empty path"
+  if (typeof stepId !== "string") return "a ledger entry needs a stepId"
+  if (typeof kind !== "string") return "a ledger entry needs a kind"
+  return {
+    _tag: "StepRecorded",
+    version: LEDGER_ENTRY_VERSION,
+    path,
+    stepId,
+    kind,
+    // JSON drops an `undefined` output's key; ours records it as its own tag.
+    output: "output" in value && value.output !== undefined ? { _tag: "Json", value: value.output } : { _tag: "Undefined" }
+  }
+}
+
+/** Our manifest of a noetic step manifest, or why not. */
+const manifestRecord = (
+  source: "localSubprocess" | "inMemorySubprocess",
+  key: string,
+  value: unknown
+): SubprocessManifest | string => {
+  if (!isRecord(value)) return "a manifest must be an object"
+  if (value.kind === "process") return "a process manifest names an OS process of the old host; it cannot be adopted"
+  const { executionId, handleId, stepId } = value
+  if (value.kind !== "step" || typeof handleId !== "string" || typeof stepId !== "string" || typeof executionId !== "string") {
+    return "a step manifest needs kind 'step', handleId, stepId and executionId"
+  }
+  if (key !== handleId) return `the manifest's handleId ${handleId} does not match its key`
+  const overrides = isRecord(value.overrides) ? value.overrides : {}
+  const startedAt = typeof value.startedAt === "string" ? Date.parse(value.startedAt) : Number.NaN
+  let serializedInput: string
+  try {
+    serializedInput = JSON.stringify(value.serializedInput) ?? "null"
+  } catch {
+    return "the manifest's input has no JSON form"
+  }
+  return {
+    version: 1,
+    // A noetic local child is a process speaking noetic's own protocol: it is recorded
+    // without its pid, so a local adapter judges it gone instead of signalling it.
+    adapter: source === "localSubprocess" ? "local" : "memory",
+    handleId,
+    stepId,
+    module: null,
+    entry: null,
+    serializedInput,
+    executionId,
+    parentExecutionId: null,
+    threadId: optionalString(overrides.threadId),
+    resourceId: optionalString(overrides.resourceId),
+    cwdInit: optionalString(overrides.cwdInit) ?? optionalString(value.cwdInit),
+    pid: null,
+    pidStarttime: null,
+    socketPath: null,
+    checkpointRoot: null,
+    lingerMs: 0,
+    metadata: { importedFrom: "noetic", ...(typeof value.reattachMode === "string" ? { reattachMode: value.reattachMode } : {}) },
+    createdAt: Number.isNaN(startedAt) ? 0 : startedAt
+  }
+}
+
+/**
+ * noetic's frontier frames carry no path; ours mark the root's (`/<rootId>#0`), which
+ * is how `resume` finds the root input of a run that was in flight. The root is the
+ * first frame and always the first dispatch of its id, so its path is known.
+ */
+const withRootPath = (snapshot: CheckpointSnapshot): CheckpointSnapshot => {
+  const [root, ...rest] = snapshot.frontier
+  if (root === undefined) return snapshot
+  const state = root.state
+  if (isRecord(state) && typeof state.path === "string") return snapshot
+  if (state !== undefined && !isRecord(state)) return snapshot
+  return { ...snapshot, frontier: [{ ...root, state: { ...state, path: `/${root.stepId}#0` } }, ...rest] }
+}
+
+/**
+ * Imports the noetic directory `directory` into `targets`. Fails only when the
+ * directory cannot be listed or a target storage rejects a write; unreadable records
+ * are reported, not thrown.
+ */
+export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(function*(
+  directory: string,
+  targets: NoeticImportTargets
+): Effect.fn.Return<NoeticImportReport, NoeticDirectoryUnreadable | StorageError> {
+  const files = yield* Effect.try({
+    try: () => Fs.readdirSync(directory).filter((name) => name.endsWith(".json")).sort(),
+    catch: (cause) =>
+      new NoeticDirectoryUnreadable({
+        directory,
+        message: `cannot list ${directory}: ${cause instanceof Error ? cause.message : String(cause)}`
+      })
+  })
+  const store = yield* makeCheckpointStore(targets.checkpoints)
+  const subprocess = targets.subprocess ?? targets.checkpoints
+  const failures: Array<NoeticRecordUnreadable> = []
+  const skipped: Array<string> = []
+  const executionIds: Array<string> = []
+  let ledgerEntries = 0
+  let manifests = 0
+  const fail = (key: string, file: string, kind: NoeticRecordKind, message: string) =>
+    void failures.push(new NoeticRecordUnreadable({ key, file, kind, message }))
+
+  for (const file of files) {
+    const key = decodeNoeticKey(file.slice(0, -".json".length))
+    if (key === undefined) {
+      fail(file, file, "file", "the file name is not an encoded key")
+      continue
+    }
+    const kind: NoeticRecordKind | undefined = SNAPSHOT.test(key)
+      ? "snapshot"
+      : LEDGER.test(key)
+      ? "ledger"
+      : MANIFEST.test(key)
+      ? "manifest"
+      : undefined
+    if (kind === undefined) {
+      skipped.push(key)
+      continue
+    }
+    let value: unknown
+    try {
+      const text = Fs.readFileSync(Path.join(directory, file), "utf8")
+      if (text.length === 0) {
+        fail(key, file, kind, "the file is empty")
+        continue
+      }
+      value = JSON.parse(text)
+    } catch (cause) {
+      fail(key, file, kind, `unreadable: ${cause instanceof Error ? cause.message : String(cause)}`)
+      continue
+    }
+
+    if (kind === "snapshot") {
+      const executionId = SNAPSHOT.exec(key)![1]!
+      const decoded = yield* Effect.option(decodeSnapshot(value))
+      if (Option.isNone(decoded)) {
+        const seen = isRecord(value) ? value.schemaVersion : undefined
+        fail(
+          key,
+          file,
+          kind,
+          seen !== CHECKPOINT_SCHEMA_VERSION
+            ? `schemaVersion ${JSON.stringify(seen)} is not ${CHECKPOINT_SCHEMA_VERSION}: the snapshot was written by another runtime version`
+            : "the snapshot does not match the v2 CheckpointSnapshot schema"
+        )
+        continue
+      }
+      if (decoded.value.executionId !== executionId) {
+        fail(key, file, kind, `the snapshot's executionId ${decoded.value.executionId} does not match its key`)
+        continue
+      }
+      yield* store.save(withRootPath(decoded.value))
+      executionIds.push(executionId)
+    } else if (kind === "ledger") {
+      const [, executionId, seq] = LEDGER.exec(key)!
+      const record = ledgerRecord(value)
+      if (typeof record === "string") {
+        fail(key, file, kind, record)
+        continue
+      }
+      // The seq carries over, so the entries keep their order.
+      yield* targets.checkpoints.set(ledgerKey(executionId!, Number(seq)), record)
+      ledgerEntries++
+    } else {
+      const [, source, handleId] = MANIFEST.exec(key)!
+      const manifest = manifestRecord(source as "localSubprocess" | "inMemorySubprocess", handleId!, value)
+      if (typeof manifest === "string") {
+        fail(key, file, kind, manifest)
+        continue
+      }
+      yield* saveManifest(subprocess, manifest)
+      manifests++
+    }
+  }
+  return { snapshots: executionIds.length, ledgerEntries, manifests, executionIds, skipped, failures }
+})
