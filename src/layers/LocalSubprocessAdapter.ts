@@ -48,13 +48,17 @@ import {
   loadManifest,
   loadResult,
   saveManifest,
+  saveResult,
   type SubprocessManifest,
   SubprocessOutcome,
   watermarkKey
 } from "../schema/SubprocessManifest.ts"
 import {
   ChildExited,
+  childFailed,
   type HandleStatus,
+  type ProcessRequest,
+  processStepId,
   SpawnFailed,
   type SpawnRequest,
   StepUnavailable,
@@ -121,6 +125,8 @@ interface Child {
   readonly scope: Scope.Closeable
   status: HandleStatus
   stopping: boolean
+  /** Started by this host (so its exit event is seen), not reattached. */
+  spawnedHere: boolean
   client: IpcClient.IpcClientShape | undefined
 }
 
@@ -129,10 +135,12 @@ const spawnFailed = (handleId: string, message: string, cause: unknown) =>
 
 const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
-const signalGroup = (pid: number, signal: NodeJS.Signals) => {
+const signalChild = (manifest: SubprocessManifest, signal: NodeJS.Signals) => {
   try {
-    // The child leads its own group (spawned detached), so -pid reaches it and everything it started.
-    process.kill(-pid, signal)
+    // A step child leads its own group (spawned detached), so -pid reaches it and
+    // everything it started; so does a process child spawned detached. Any other
+    // process child shares the host's group and gets the signal alone.
+    process.kill(manifest.process === undefined || manifest.process.detached ? -manifest.pid! : manifest.pid!, signal)
   } catch {
     // Already gone.
   }
@@ -263,13 +271,17 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         Effect.catchCause((cause) => Effect.andThen(Effect.logWarning(`subprocess ${handleId}: IPC stream ended`, cause), Effect.never))
       )
       const liveness = Effect.gen(function*() {
+        // A command this host started records its exit status before `exited` fires:
+        // waiting for that, not the pid, keeps the status from losing the race.
+        if (child.manifest.process !== undefined && child.spawnedHere) yield* Deferred.await(child.exited)
         while (yield* alive(child.manifest)) {
           yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
         }
         const stored = yield* Effect.orElseSucceed(loadResult(storage, handleId), () => Option.none<SubprocessOutcome>())
         yield* settle(child, Option.getOrElse(stored, () => exitedWithoutResult(child)))
       })
-      yield* Effect.raceFirst(frames, liveness)
+      // An OS command speaks no IPC: its liveness and recorded exit status settle it.
+      yield* (child.manifest.process === undefined ? Effect.raceFirst(frames, liveness) : liveness)
     }).pipe(
       Effect.ensuring(Scope.close(child.scope, Exit.void)),
       Effect.forkIn(adapterScope)
@@ -285,6 +297,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         scope: yield* Scope.fork(adapterScope),
         status: "running",
         stopping: false,
+        spawnedHere: false,
         client: undefined,
         handle: {
           handleId: manifest.handleId,
@@ -292,6 +305,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           executionId: manifest.executionId,
           parentExecutionId: manifest.parentExecutionId ?? undefined,
           metadata: manifest.metadata,
+          startedAt: manifest.createdAt,
           status: Effect.sync(() => child.status),
           await: Deferred.await(result)
         }
@@ -383,6 +397,102 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     return child.handle
   })
 
+  /**
+   * noetic's process request: an OS command run as a durable child. It gets a manifest
+   * (so `listLive`, `reattach` and `stop` find it after a host restart) and a log file
+   * for its output beside the sockets; its exit status settles the handle: `{ exitCode:
+   * 0 }` succeeds, anything else fails. One that ends while no host watches it settles
+   * `ChildExited` on reattach, since nobody saw its status.
+   */
+  const spawnProcess = Effect.fn("LocalSubprocessAdapter.spawnProcess")(function*(request: ProcessRequest) {
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
+    if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
+    const logPath = logPathOf(socketPathFor(handleId))
+    const proc = yield* Effect.callback<NodeChildProcess.ChildProcess, SubprocessError>((resume) => {
+      let log: number | undefined
+      try {
+        log = Fs.openSync(logPath, "a", 0o600)
+        const started = NodeChildProcess.spawn(request.command, [...request.args], {
+          detached: request.detached,
+          stdio: [request.stdin === undefined ? "ignore" : "pipe", log, log],
+          ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+          env: { ...(options.env ?? process.env), ...request.env }
+        })
+        started.once("spawn", () => {
+          if (request.stdin !== undefined) started.stdin!.end(request.stdin)
+          resume(Effect.succeed(started))
+        })
+        started.once("error", (cause) =>
+          resume(Effect.fail(spawnFailed(handleId, `cannot start ${request.command}: ${cause.message}`, cause))))
+      } catch (cause) {
+        resume(Effect.fail(spawnFailed(handleId, `cannot start ${request.command}: ${causeMessage(cause)}`, cause)))
+      } finally {
+        if (log !== undefined) Fs.closeSync(log)
+      }
+    })
+    proc.unref()
+    const pid = proc.pid!
+    const stat = yield* readStat(pid)
+    const manifest: SubprocessManifest = {
+      version: 1,
+      adapter: "local",
+      handleId,
+      stepId: processStepId(request.command),
+      module: null,
+      entry: null,
+      serializedInput: "null",
+      executionId: handleId,
+      parentExecutionId: null,
+      threadId: null,
+      resourceId: null,
+      cwdInit: null,
+      pid,
+      pidStarttime: stat?.startTime ?? null,
+      socketPath: null,
+      checkpointRoot: null,
+      lingerMs,
+      metadata: {
+        ...request.metadata,
+        runtime: "local",
+        pid,
+        command: request.command,
+        args: request.args,
+        cwd: request.cwd,
+        detached: request.detached
+      },
+      createdAt: yield* Clock.currentTimeMillis,
+      process: { command: request.command, args: request.args, cwd: request.cwd ?? null, detached: request.detached }
+    }
+    yield* saveManifest(storage, manifest).pipe(
+      Effect.mapError((cause) => spawnFailed(handleId, `cannot record the manifest: ${cause.message}`, cause)),
+      Effect.tapError(() => Effect.sync(() => signalChild(manifest, "SIGKILL")))
+    )
+    const child = yield* newChild(manifest)
+    child.spawnedHere = true
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+      const outcome: SubprocessOutcome = code === 0
+        ? { _tag: "Success", value: { exitCode: 0 } }
+        : {
+          _tag: "Failure",
+          error: childFailed(handleId, {
+            name: "ProcessExited",
+            message: `${request.command} exited with ${code === null ? `signal ${signal}` : `code ${code}`}`,
+            exitCode: code,
+            signal
+          }).reason
+        }
+      // A command stopped on purpose settles as stopped, whatever its status.
+      const recorded = child.stopping ? Effect.void : Effect.ignore(saveResult(storage, handleId, outcome))
+      Effect.runFork(Effect.ensuring(recorded, Deferred.done(child.exited, Exit.void)))
+    }
+    proc.once("exit", onExit)
+    // A host that let go of the child (its scope closed, outliveHost) records nothing more:
+    // whoever reattached it owns its outcome now.
+    yield* Scope.addFinalizer(child.scope, Effect.sync(() => void proc.removeListener("exit", onExit)))
+    yield* watch(child)
+    return child.handle
+  })
+
   // ---------------------------------------------------------------------------
   // Reattach, listLive, stop
   // ---------------------------------------------------------------------------
@@ -449,9 +559,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const { manifest } = child
       // Signals go only to a process whose pid and start time both match the manifest.
       if (manifest.pid !== null && (yield* alive(manifest))) {
-        signalGroup(manifest.pid, "SIGTERM")
+        signalChild(manifest, "SIGTERM")
         if (!(yield* waitUntilDead(manifest, child, stopGraceMs)) && (yield* alive(manifest))) {
-          signalGroup(manifest.pid, "SIGKILL")
+          signalChild(manifest, "SIGKILL")
           yield* waitUntilDead(manifest, child, 2_000)
         }
       }
@@ -502,6 +612,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   return {
     root,
     spawn,
+    spawnProcess,
     get: (handleId: string) => Effect.sync(() => Option.map(Option.fromUndefinedOr(children.get(handleId)), (c) => c.handle)),
     stop,
     listLive,

@@ -62,7 +62,15 @@ export const SubprocessManifest = Schema.Struct({
   /** How long a finished child waits for its result to be acknowledged before it exits. */
   lingerMs: Schema.Number,
   metadata: Schema.Record(Schema.String, Schema.Unknown),
-  createdAt: Schema.Number
+  createdAt: Schema.Number,
+  /** Set for an OS command run as a child (noetic's process request) instead of a step. */
+  process: Schema.optionalKey(Schema.Struct({
+    command: Schema.String,
+    args: Schema.Array(Schema.String),
+    cwd: NullableString,
+    /** Whether it leads its own process group (signals then go to the group). */
+    detached: Schema.Boolean
+  }))
 })
 
 /** A spawned child, as recorded when it starts. */

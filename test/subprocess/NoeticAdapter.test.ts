@@ -252,6 +252,44 @@ describe("the library's adapters speak noetic's interface", () => {
   })
 })
 
+describe("noetic's process requests on the local adapter", () => {
+  it("runs an OS command as a durable child: listed, reattached by a later adapter, stopped", async () => {
+    const base = tempDir("nnp-")
+    const root = Path.join(base, "subprocess")
+    const first = createLocalSubprocessAdapter({ root, pollMs: 20, outliveHost: true, stopGraceMs: 2_000 })
+    cleanups.push(() => first.close())
+
+    const ok = await first.spawn({ command: process.execPath, args: ["-e", "process.stdout.write('hi')"], metadata: { job: "a" } })
+    expect(ok.metadata).toMatchObject({ job: "a", kind: "process", command: process.execPath })
+    expect(await ok.await()).toEqual({ exitCode: 0 })
+    expect((await first.get(ok.id))!.status).toBe("completed")
+
+    const bad = await first.spawn({ command: process.execPath, args: ["-e", "process.exit(3)"] })
+    await expect(bad.await()).rejects.toThrow(/exited with code 3/)
+    expect((await first.get(bad.id))!.status).toBe("failed")
+
+    const stdin = await first.spawn({
+      command: process.execPath,
+      args: ["-e", "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>process.exit(s==='ping'?0:1))"],
+      stdin: "ping"
+    })
+    expect(await stdin.await()).toEqual({ exitCode: 0 })
+
+    const long = await first.spawn({ command: process.execPath, args: ["-e", "setTimeout(() => {}, 60000)"], detached: true })
+    expect((await first.listLive()).map((h) => h.id)).toEqual([long.id])
+    expect(await first.isAlive(long)).toBe(true)
+    // A later host (another adapter over the same root) finds it through its manifest.
+    await first.close()
+    const second = createLocalSubprocessAdapter({ root, pollMs: 20, stopGraceMs: 2_000 })
+    cleanups.push(() => second.close())
+    const listed = await second.listLive()
+    expect(listed.map((h) => h.id)).toEqual([long.id])
+    expect(listed[0]!.metadata).toMatchObject({ kind: "process", command: process.execPath })
+    expect(await second.stop(long.id)).toMatchObject({ kind: "stopped", handle: { status: "stopped" } })
+    expect(await second.listLive()).toEqual([])
+  }, 60_000)
+})
+
 describe("storage for the local adapter, and the default file root", () => {
   it("a storage children cannot open is refused with a NoeticConfigError; a file storage is used", () => {
     expect(() => createLocalSubprocessAdapter({ storage: createInMemoryStorage() })).toThrow(NoeticConfigError)
