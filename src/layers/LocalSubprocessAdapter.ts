@@ -33,6 +33,7 @@ import * as Os from "node:os"
 import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { CHILD_FLAG } from "../internal/childFlag.ts"
 import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
@@ -47,6 +48,7 @@ import {
   clearChild,
   loadManifest,
   loadResult,
+  manifestKey,
   saveManifest,
   saveResult,
   type SubprocessManifest,
@@ -94,6 +96,12 @@ export interface LocalSubprocessAdapterOptions {
   readonly lingerMs?: number | undefined
   /** How often a child's liveness is checked (and a lost socket reconnected). Default 200 ms. */
   readonly pollMs?: number | undefined
+  /**
+   * Where the host keeps its manifests, when not in the subprocess root: any storage
+   * (Postgres, memory, a host's own). `listLive` and `reattach` read it; each child
+   * still reads its own copy, and writes its result and IPC queue, under `root`.
+   */
+  readonly manifestStorage?: StorageAdapterShape | undefined
   /** Whether children outlive the adapter's scope (see the module doc). Default false. */
   readonly outliveHost?: boolean | undefined
   /** Sees every frame a child streams before the result (items, events, ask-user prompts); it is acked after. */
@@ -169,6 +177,14 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const bootstrap = fileURLToPath(siblingModuleUrl("subprocessChild", "layers"))
 
   const storage = yield* FileStorage.make({ root })
+  const manifests = options.manifestStorage ?? storage
+  const mirrored = options.manifestStorage !== undefined
+  /** Records a manifest where the child reads it (the root) and, when separate, where the host lists it. */
+  const recordManifest = (manifest: SubprocessManifest) =>
+    mirrored ? Effect.andThen(saveManifest(storage, manifest), saveManifest(manifests, manifest)) : saveManifest(storage, manifest)
+  /** Removes every record of a child, the host's manifest copy included. */
+  const forget = (handleId: string) =>
+    mirrored ? Effect.andThen(clearChild(storage, handleId), manifests.delete(manifestKey(handleId))) : clearChild(storage, handleId)
   yield* Effect.promise(() => Fs.promises.mkdir(runDir, { recursive: true, mode: 0o700 }))
   const adapterScope = yield* Effect.scope
   const children = new Map<string, Child>()
@@ -209,7 +225,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       }
       // The records go before the handle settles, so whoever sees the result sees a
       // clean slate (no restart hands the same result out again).
-      return clearChild(storage, handleId).pipe(
+      return forget(handleId).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its records were not cleared`, cause)),
         Effect.andThen(Effect.sync(() =>
           Deferred.doneUnsafe(
@@ -382,15 +398,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     // Written before the process starts (the child reads its input from it). A host that
     // dies before the pid lands leaves a pid-less manifest; the child then records its
     // own pid when it boots (see withPid).
-    yield* Effect.mapError(saveManifest(storage, starting), recordFailed)
+    yield* Effect.mapError(recordManifest(starting), recordFailed)
     const proc = yield* startProcess(starting, execArgv).pipe(
-      Effect.tapError(() => Effect.ignore(clearChild(storage, handleId)))
+      Effect.tapError(() => Effect.ignore(forget(handleId)))
     )
     proc.unref()
     const pid = proc.pid!
     const stat = yield* readStat(pid)
     const manifest: SubprocessManifest = { ...starting, pid, pidStarttime: stat?.startTime ?? null }
-    yield* Effect.mapError(saveManifest(storage, manifest), recordFailed)
+    yield* Effect.mapError(recordManifest(manifest), recordFailed)
     const child = yield* newChild(manifest)
     proc.once("exit", () => Deferred.doneUnsafe(child.exited, Exit.void))
     yield* watch(child)
@@ -463,7 +479,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       createdAt: yield* Clock.currentTimeMillis,
       process: { command: request.command, args: request.args, cwd: request.cwd ?? null, detached: request.detached }
     }
-    yield* saveManifest(storage, manifest).pipe(
+    yield* recordManifest(manifest).pipe(
       Effect.mapError((cause) => spawnFailed(handleId, `cannot record the manifest: ${cause.message}`, cause)),
       Effect.tapError(() => Effect.sync(() => signalChild(manifest, "SIGKILL")))
     )
@@ -501,7 +517,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.gen(function*() {
       const existing = children.get(handleId)
       if (existing !== undefined) return Option.some(existing.handle)
-      const recorded = yield* loadManifest(storage, handleId)
+      const recorded = yield* loadManifest(manifests, handleId)
       if (Option.isNone(recorded) || recorded.value.adapter !== "local") return Option.none()
       const manifest = yield* withPid(recorded.value)
       if (yield* alive(manifest)) {
@@ -512,7 +528,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const stored = yield* loadResult(storage, handleId)
       if (Option.isNone(stored)) {
         // Dead without a result: nothing will ever settle it. Never signalled: the pid may be someone else's now.
-        yield* clearChild(storage, handleId)
+        yield* forget(handleId)
         return Option.none()
       }
       const child = yield* newChild(manifest)
@@ -531,6 +547,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       let current = manifest
       while (current.pid === null && (yield* Clock.currentTimeMillis) < current.createdAt + START_GRACE_MS) {
         yield* Effect.sleep(Duration.millis(pollMs))
+        // The child records its pid in its own copy, under the root.
         const reloaded = yield* loadManifest(storage, current.handleId)
         if (Option.isNone(reloaded)) return current
         current = reloaded.value
@@ -540,7 +557,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
 
   const reattach = sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))
 
-  const listLive = listLiveFrom(storage, reattach).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
+  const listLive = listLiveFrom(manifests, reattach).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
 
   const waitUntilDead = (manifest: SubprocessManifest, child: Child, ms: number) =>
     Effect.gen(function*() {

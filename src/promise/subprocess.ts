@@ -372,9 +372,12 @@ export interface LocalSubprocessAdapterOptions
    */
   readonly onFrame?: (handle: LiveSubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
   /**
-   * The subprocess storage. Children open its directory themselves, so it must come
-   * from `createFileStorage`; any other storage is refused with `NoeticConfigError`
-   * `SUBPROCESS_STORAGE_UNSUPPORTED` (give `root` instead).
+   * Where manifests are kept. A `createFileStorage` storage is the subprocess root
+   * itself (children open its directory); any other storage (Postgres, memory, a
+   * host's own) keeps the host's manifests, which `listLive` and `reattach` read,
+   * while the children exchange their records under `root` (default
+   * `$NOETIC_HOME/subprocess`). One without `get`, `set`, `delete` and `list` is
+   * refused with `NoeticConfigError` `SUBPROCESS_STORAGE_UNSUPPORTED`.
    */
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */
@@ -385,6 +388,17 @@ export interface LocalSubprocessAdapterOptions
   readonly registryEntry?: string
 }
 
+/** A host-written storage must have the four methods manifests need. */
+const checkStorage = (storage: StorageAdapter): void => {
+  const missing = (["get", "set", "delete", "list"] as const).filter((method) => typeof storage[method] !== "function")
+  if (missing.length === 0) return
+  throw new NoeticConfigError({
+    code: "SUBPROCESS_STORAGE_UNSUPPORTED",
+    message: `createLocalSubprocessAdapter: storage has no ${missing.map((method) => `${method}()`).join(", ")}`,
+    hint: "pass a StorageAdapter (get, set, delete, list), e.g. createFileStorage() or createPostgresStorage()"
+  })
+}
+
 const rootOf = (storage: StorageAdapter | undefined, what: string): string | undefined => {
   if (storage === undefined) return undefined
   const root = fileStorageRoot(storage)
@@ -392,9 +406,8 @@ const rootOf = (storage: StorageAdapter | undefined, what: string): string | und
     throw new NoeticConfigError({
       code: "SUBPROCESS_STORAGE_UNSUPPORTED",
       message: `createLocalSubprocessAdapter: ${what} is not a createFileStorage storage, and child processes ` +
-        "open the subprocess records themselves, from their own process",
-      hint: `pass ${what} made by createFileStorage({ root }), or give root: a directory; Postgres, memory and ` +
-        "host-written storages cannot be shared with a child process"
+        "open their checkpoint directory themselves, from their own process",
+      hint: `pass ${what} made by createFileStorage({ root }), or leave it out (checkpoints/ beside the subprocess root)`
     })
   }
   return root
@@ -411,20 +424,27 @@ export const createLocalSubprocessAdapter = (
   options: LocalSubprocessAdapterOptions = {}
 ): LocalSubprocessAdapterFacade => {
   const { checkpointStorage, onFrame, registryEntry, root, storage, ...rest } = options
-  const subprocessRoot = rootOf(storage, "storage") ?? root
+  const storageRoot = storage === undefined ? undefined : fileStorageRoot(storage)
+  if (storage !== undefined && storageRoot === undefined) checkStorage(storage)
+  const manifestStorage = storage !== undefined && storageRoot === undefined ? storage : undefined
+  const subprocessRoot = storageRoot ?? root
   const checkpointRoot = rootOf(checkpointStorage, "checkpointStorage")
   const entry = rest.entry ?? registryEntry
   let local: LocalSubprocessAdapter.LocalSubprocessAdapterShape | undefined
   const adapter = owned((scope) =>
+    Effect.flatMap(
+      manifestStorage === undefined ? Effect.succeed(undefined) : toEngineStorage(manifestStorage),
+      (manifests) =>
     LocalSubprocessAdapter.make({
       ...rest,
+      ...(manifests === undefined ? {} : { manifestStorage: manifests }),
       ...(entry === undefined ? {} : { entry }),
       ...(subprocessRoot === undefined ? {} : { root: subprocessRoot }),
       ...(checkpointRoot === undefined ? {} : { checkpointRoot }),
       ...(onFrame === undefined ? {} : {
         onFrame: (handle, frame) => Effect.tryPromise(() => Promise.resolve(onFrame(toFacadeHandle(handle), frame))).pipe(Effect.ignore)
       })
-    }).pipe(Scope.provide(scope), Effect.orDie, Effect.tap((built) => Effect.sync(() => void (local = built))))
+    })).pipe(Scope.provide(scope), Effect.orDie, Effect.tap((built) => Effect.sync(() => void (local = built))))
   )
   // The engine adapter is built lazily, once; `local` is set when it is.
   const built = toEngineSubprocessAdapter(adapter)!

@@ -8,10 +8,12 @@ import {
   createInMemoryStorage,
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
+  createPostgresStorage,
   NoeticConfigError,
   runCode,
   spawn
 } from "../../src/promise/index.ts"
+import type { StorageAdapter } from "../../src/promise/storage.ts"
 import type {
   SubprocessAdapter,
   SubprocessHandle,
@@ -291,11 +293,50 @@ describe("noetic's process requests on the local adapter", () => {
 })
 
 describe("storage for the local adapter, and the default file root", () => {
-  it("a storage children cannot open is refused with a NoeticConfigError; a file storage is used", () => {
-    expect(() => createLocalSubprocessAdapter({ storage: createInMemoryStorage() })).toThrow(NoeticConfigError)
-    expect(() => createLocalSubprocessAdapter({ storage: createInMemoryStorage() })).toThrow(/createFileStorage/)
-    const hostWritten = { get: async () => null, set: async () => {}, delete: async () => {}, list: async () => [] }
-    expect(() => createLocalSubprocessAdapter({ storage: hostWritten })).toThrow(NoeticConfigError)
+  const manifestsIn = async (storage: StorageAdapter) => {
+    const base = tempDir("nnm-")
+    const adapter = createLocalSubprocessAdapter({ storage, root: Path.join(base, "subprocess"), pollMs: 20 })
+    cleanups.push(() => adapter.close())
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    const release = Path.join(base, "go")
+    const handle = harness.detachedSpawn(waitForRelease, { release, value: "m" }, await harness.createContext())
+    expect((await harness.subprocess.listLive()).map((h) => h.id)).toEqual([handle.handleId])
+    // The host's manifest is in the given storage.
+    expect(await storage.get(`subprocess:manifest:${handle.handleId}`)).toMatchObject({ handleId: handle.handleId, stepId: "waitForRelease" })
+    // A second adapter over the same storage and root reattaches the child from it.
+    const second = createLocalSubprocessAdapter({ storage, root: Path.join(base, "subprocess"), pollMs: 20 })
+    cleanups.push(() => second.close())
+    expect((await second.listLive()).map((h) => h.id)).toEqual([handle.handleId])
+    Fs.writeFileSync(release, "")
+    expect(await handle.await()).toMatchObject({ echoed: "m" })
+    expect(await storage.get(`subprocess:manifest:${handle.handleId}`)).toBeNull()
+  }
+
+  it("any storage keeps the local adapter's manifests: memory", () => manifestsIn(createInMemoryStorage()), 60_000)
+
+  it("any storage keeps the local adapter's manifests: host-written", async () => {
+    const map = new Map<string, unknown>()
+    await manifestsIn({
+      get: async <T,>(key: string) => (map.has(key) ? structuredClone(map.get(key)) as T : null),
+      set: async (key, value) => void map.set(key, structuredClone(value)),
+      delete: async (key) => void map.delete(key),
+      list: async (prefix) => [...map.keys()].filter((key) => key.startsWith(prefix)).sort()
+    })
+  }, 60_000)
+
+  it.skipIf(process.env.NOETIC_PG_URL === undefined)("any storage keeps the local adapter's manifests: Postgres", async () => {
+    const storage = createPostgresStorage({ url: process.env.NOETIC_PG_URL!, table: `dropin2_manifests_${Date.now()}` })
+    cleanups.push(() => storage.close())
+    await manifestsIn(storage)
+  }, 60_000)
+
+  it("a storage the adapter cannot use is refused with a NoeticConfigError", () => {
+    const partial = { get: async () => null, set: async () => {} } as unknown as StorageAdapter
+    expect(() => createLocalSubprocessAdapter({ storage: partial })).toThrow(NoeticConfigError)
+    expect(() => createLocalSubprocessAdapter({ storage: partial })).toThrow(/delete\(\), list\(\)/)
+    // Children open their checkpoint directory themselves: only a file storage will do.
+    expect(() => createLocalSubprocessAdapter({ checkpointStorage: createInMemoryStorage() })).toThrow(NoeticConfigError)
     const adapter = createLocalSubprocessAdapter({ storage: createFileStorage({ root: tempDir("nns-") }) })
     cleanups.push(() => adapter.close())
   })
