@@ -450,10 +450,37 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       )
     })
 
+  /** Runs `run` (the in-process dispatch of `step`) as a child of `adapter`, and waits for its output. */
+  const throughAdapter = (
+    adapter: SubprocessAdapterShape,
+    step: AnyStep,
+    input: unknown,
+    child: { readonly id: string; readonly threadId: string | undefined; readonly resourceId: string | undefined },
+    parent: AgentContext,
+    run: Effect.Effect<unknown, unknown, unknown>
+  ): Effect.Effect<unknown, unknown, unknown> =>
+    Effect.flatMap(Effect.context<never>(), (services) =>
+      Effect.flatMap(
+        adapter.spawn({
+          step,
+          input,
+          executionId: child.id,
+          parentExecutionId: parent.id,
+          threadId: child.threadId,
+          resourceId: child.resourceId,
+          runInProcess: Effect.provideContext(run, services as never) as Effect.Effect<unknown, unknown>
+        }),
+        (handle) => handle.await
+      ))
+
   const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
     switch (step.kind) {
       case "runCode":
-        return step.body(input, stepContext(frame))
+        // A runCode given its own adapter runs through it, except as the root of an
+        // execution: that is how an adapter runs it (in a child process or in-process).
+        return step.subprocess === undefined || frame.path.lastIndexOf("/") === 0
+          ? step.body(input, stepContext(frame))
+          : throughAdapter(step.subprocess, step, input, { id: `${frame.ctx.id}${frame.path}`, threadId: frame.ctx.threadId, resourceId: frame.ctx.resourceId }, frame.ctx, Effect.suspend(() => step.body(input, stepContext(frame))))
       case "callModel":
         return Effect.gen(function*() {
           const ctx = stepContext(frame)
@@ -543,21 +570,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
               Effect.ensuring(Effect.sync(() => live.delete(child.id)))
             )
             // A spawn step given an adapter dispatches its child through it (noetic's `subprocess`).
-            const adapter = step.subprocess
-            if (adapter === undefined) return run
-            return Effect.flatMap(Effect.context<never>(), (services) =>
-              Effect.flatMap(
-                adapter.spawn({
-                  step: step.child,
-                  input,
-                  executionId: child.id,
-                  parentExecutionId: frame.ctx.id,
-                  threadId: child.threadId,
-                  resourceId: child.resourceId,
-                  runInProcess: Effect.provideContext(run, services as never) as Effect.Effect<unknown, unknown>
-                }),
-                (handle) => handle.await
-              ))
+            return step.subprocess === undefined ? run : throughAdapter(step.subprocess, step.child, input, child, frame.ctx, run)
           })
         })
     }

@@ -196,7 +196,7 @@ const checkId = (id: string, kind: Step.StepKind): void => {
 export const runCode = <I, O>(
   id: string,
   body: (input: I, ctx: StepContext) => O | Promise<O>,
-  options?: Step.StepOptions
+  options?: Omit<Step.StepOptions, "subprocess"> & { readonly subprocess?: SubprocessAdapter | Step.StepOptions["subprocess"] }
 ): AnyStep<I, Awaited<O>> => {
   checkId(id, "runCode")
   return Step.runCode<I, Awaited<O>, unknown>(id, (input, ctx) =>
@@ -206,7 +206,7 @@ export const runCode = <I, O>(
           Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
         // What the body threw is what the caller of execute() gets back.
         catch: hostThrown
-      })), options)
+      })), withEngineSubprocess(options, `runCode step ${id}: subprocess`) as Step.StepOptions | undefined)
 }
 
 /** A model turn through the harness's model; resolves with `{ responseId, text }`. */

@@ -135,6 +135,20 @@ describe("a host-written SubprocessAdapter", () => {
     expect(requests).toEqual([expect.objectContaining({ kind: "step", stepId: "double", serializedInput: 5 })])
   })
 
+  it("a runCode given the adapter runs through it when dispatched below the root; its output is recorded as usual", async () => {
+    const { adapter, requests } = recordingAdapter()
+    const own = runCode("own", async (n: number) => n + 100, { subprocess: adapter })
+    const graph = runCode("root", async (n: number, ctx) => ctx.run(own, n))
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph })
+    cleanups.push(() => harness.close())
+    expect((await harness.execute(1)).output).toBe(101)
+    expect(requests).toEqual([expect.objectContaining({ kind: "step", stepId: "own", serializedInput: 1 })])
+    // A detached spawn of that step goes through its adapter once: it runs as that child's root.
+    const handle = harness.detachedSpawn(own, 2, await harness.createContext())
+    expect(await handle.await()).toBe(102)
+    expect(requests).toHaveLength(2)
+  })
+
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
     const harness = new AgentHarness({ name: "host", params: {} })
