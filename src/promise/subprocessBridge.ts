@@ -143,8 +143,10 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
       }
       yield* finish(current)
     })
-    // Polled from the start, like noetic's handle once awaited: the harness awaits every child.
-    Effect.runFork(poll)
+    // Each waiter polls until the outcome is in (noetic's handle polls once awaited), so
+    // a waiter that goes away (a closed harness) takes its polling with it and no timer
+    // outlives the host's interest.
+    const awaitOutcome = Effect.raceFirst(Deferred.await(result), Effect.andThen(poll, Deferred.await(result)))
     const metadata = initial.metadata ?? {}
     const handle: EngineHandle = {
       handleId: initial.id,
@@ -155,7 +157,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
       metadata,
       startedAt: Number.isNaN(Date.parse(initial.startedAt)) ? Date.now() : Date.parse(initial.startedAt),
       status: Effect.sync(() => status),
-      await: Deferred.await(result)
+      await: awaitOutcome
     }
     known.set(initial.id, handle)
     return handle
