@@ -43,6 +43,8 @@ export interface InMemorySubprocessAdapterOptions {
    * Runs a process request in this process (noetic's `run` hook); without it a process
    * child completes at once. Process children keep no manifest: there is nothing to re-run.
    */
+  /** A module (path or URL) to load a re-run step from when its manifest records none (imported ones). */
+  readonly entry?: string | undefined
   readonly runProcess?: ((request: ProcessRequest, handleId: string) => Effect.Effect<void, unknown>) | undefined
 }
 
@@ -122,7 +124,7 @@ export const make = Effect.fnUntraced(function*(
             reason: new Corrupt({ key: manifestKey(handleId), message: `the recorded input is not JSON: ${String(cause)}` })
           })
       })
-      const { layer, step } = yield* loadStep(handleId, manifest.stepId, manifest.module, null)
+      const { layer, step } = yield* loadStep(handleId, manifest.stepId, manifest.module, options.entry ?? null)
       const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
         options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
         Effect.orDie,

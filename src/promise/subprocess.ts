@@ -470,6 +470,8 @@ export interface InMemorySubprocessAdapterOptions {
   readonly run?: (request: SubprocessRequest, handle: SubprocessHandle) => Promise<void>
   /** Runs a step request that carries no in-process executor (one made by `adapter.spawn`). */
   readonly stepRunner?: (request: StepSubprocessRequest, handle: SubprocessHandle) => Promise<unknown>
+  /** The module that defines the steps, for a re-run whose manifest records none (an imported one). */
+  readonly registryEntry?: string
   /** Merged over each handle's metadata at spawn (its keys win). */
   readonly metadataInjector?: (request: SubprocessRequest) => Partial<SubprocessHandleMetadata>
 }
@@ -541,6 +543,7 @@ export const createInMemorySubprocessAdapter = (options: InMemorySubprocessAdapt
         const shape = yield* InMemorySubprocessAdapter.make({
           storage,
           checkpointStore,
+          entry: options.registryEntry,
           runProcess: (request, handleId) =>
             run === undefined
               ? Effect.void

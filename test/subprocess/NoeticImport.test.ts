@@ -8,6 +8,7 @@ import {
   createCheckpointStore,
   createFileStorage,
   createInMemoryStorage,
+  createInMemorySubprocessAdapter,
   importNoeticData,
   runCode
 } from "../../src/promise/index.ts"
@@ -75,6 +76,16 @@ const writeNoeticDirectory = (dir: string) => {
     overrides: { threadId: "thread-9", cwdInit: "/work/child" },
     startedAt: "2026-11-30T09:58:00.000Z"
   })
+  writeNoeticKey(dir, "inMemorySubprocess:manifest:subprocess-88", {
+    kind: "step",
+    handleId: "subprocess-88",
+    stepId: "double",
+    executionId: "child-exec-2",
+    serializedInput: 21,
+    overrides: {},
+    startedAt: "2026-11-30T09:58:30.000Z",
+    reattachMode: "replay"
+  })
   // noetic's auxiliary key (no reader in noetic-effect), and two unreadable records.
   writeNoeticKey(dir, `execution:${executionId}:frontier`, [])
   writeNoeticKey(dir, `execution:${executionId}:ledger:00000002`, { stepId: "review" })
@@ -114,7 +125,7 @@ describe("import of noetic's on-disk data", () => {
     const subprocessStorage = createInMemoryStorage()
     const report = await importNoeticData(source, { storage, subprocessStorage })
 
-    expect(report).toMatchObject({ snapshots: 1, ledgerEntries: 2, manifests: 1, executionIds: [executionId] })
+    expect(report).toMatchObject({ snapshots: 1, ledgerEntries: 2, manifests: 2, executionIds: [executionId] })
     expect(report.skipped).toEqual([`execution:${executionId}:frontier`])
     expect(report.failures.map(({ key, kind }) => ({ key, kind }))).toHaveLength(2)
     expect(report.failures.map(({ key, kind }) => ({ key, kind }))).toEqual(expect.arrayContaining([
@@ -135,6 +146,19 @@ describe("import of noetic's on-disk data", () => {
       serializedInput: JSON.stringify({ topic: "x" }),
       pid: null
     })
+
+    // An imported in-memory child is re-run from the module that exports its step.
+    const adapter = createInMemorySubprocessAdapter({
+      storage: subprocessStorage,
+      registryEntry: Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+    })
+    try {
+      const child = await adapter.reattach("subprocess-88")
+      expect(child).toMatchObject({ id: "subprocess-88", metadata: { reattachMode: "replay", executionId: "child-exec-2" } })
+      expect(await child!.await()).toBe(42)
+    } finally {
+      await adapter.close()
+    }
 
     // Resume of the imported execution: draft and polish replay, only review runs.
     const { calls, graph } = pipelineGraph()
@@ -167,7 +191,7 @@ describe("import of noetic's on-disk data", () => {
     )
     expect(output).toContain("1 snapshot")
     expect(output).toContain("2 ledger entries")
-    expect(output).toContain("1 manifest")
+    expect(output).toContain("2 manifest")
     expect(output).toContain("execution:broken:snapshot")
     const store = createCheckpointStore({ storage: createFileStorage({ root: Path.join(home, "checkpoints") }) })
     // The listing's element shape changes with the facade's noetic form; the id is in it either way.
