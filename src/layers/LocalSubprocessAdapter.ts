@@ -135,6 +135,8 @@ interface Child {
   stopping: boolean
   /** Started by this host (so its exit event is seen), not reattached. */
   spawnedHere: boolean
+  /** Suspended by `pause` (SIGSTOP) until `resume`. */
+  paused: boolean
   client: IpcClient.IpcClientShape | undefined
 }
 
@@ -314,6 +316,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         status: "running",
         stopping: false,
         spawnedHere: false,
+        paused: false,
         client: undefined,
         handle: {
           handleId: manifest.handleId,
@@ -323,6 +326,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           metadata: manifest.metadata,
           startedAt: manifest.createdAt,
           status: Effect.sync(() => child.status),
+          paused: Effect.sync(() => child.paused && child.status === "running"),
           await: Deferred.await(result)
         }
       }
@@ -577,6 +581,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       // Signals go only to a process whose pid and start time both match the manifest.
       if (manifest.pid !== null && (yield* alive(manifest))) {
         signalChild(manifest, "SIGTERM")
+        // A paused child acts on SIGTERM only once it runs again.
+        if (child.paused) signalChild(manifest, "SIGCONT")
         if (!(yield* waitUntilDead(manifest, child, stopGraceMs)) && (yield* alive(manifest))) {
           signalChild(manifest, "SIGKILL")
           yield* waitUntilDead(manifest, child, 2_000)
@@ -601,6 +607,22 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       if (child === undefined) return yield* unknownHandle(handleId)
       yield* terminate(child)
     }).pipe(Effect.withSpan("LocalSubprocessAdapter.stop"))
+
+  /** SIGSTOP / SIGCONT to a running child (its group), found like `stop` finds one. */
+  const control = (handleId: string, paused: boolean): Effect.Effect<boolean, SubprocessError> =>
+    Effect.gen(function*() {
+      if (!children.has(handleId)) {
+        yield* reattach(handleId).pipe(
+          Effect.mapError((error) => error._tag === "SubprocessError" ? error : unknownHandle(handleId))
+        )
+      }
+      const child = children.get(handleId)
+      if (child === undefined) return yield* unknownHandle(handleId)
+      if (child.status !== "running" || child.manifest.pid === null || !(yield* alive(child.manifest))) return false
+      signalChild(child.manifest, paused ? "SIGSTOP" : "SIGCONT")
+      child.paused = paused
+      return true
+    }).pipe(Effect.withSpan(paused ? "LocalSubprocessAdapter.pause" : "LocalSubprocessAdapter.resume"))
 
   yield* Effect.addFinalizer(() =>
     ownsLifetimes
@@ -630,6 +652,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     root,
     spawn,
     spawnProcess,
+    pause: (handleId: string) => control(handleId, true),
+    resume: (handleId: string) => control(handleId, false),
     get: (handleId: string) => Effect.sync(() => Option.map(Option.fromUndefinedOr(children.get(handleId)), (c) => c.handle)),
     stop,
     listLive,

@@ -207,6 +207,7 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
   const currentStatus = (): SubprocessStatus => {
     if (settled !== undefined) return settled.status
     const status = facadeStatus(Effect.runSync(handle.status))
+    if (status === "running" && handle.paused !== undefined && Effect.runSync(handle.paused)) return "paused"
     // Settled in the engine: start the observer so metadata follows.
     if (status !== "running") observe().catch(() => {})
     return status
@@ -295,14 +296,19 @@ export const fromEngineSubprocessAdapter = (
     runForFacade(Effect.flatMap(engine, f))
   const get = (handleId: string) =>
     use((a) => Effect.map(a.get(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))
-  const control = (handleId: string, what: string): Promise<SubprocessControlResult> =>
-    get(handleId).then((handle) =>
-      handle === null ? notFound(handleId) : {
-        kind: "unsupported",
-        handle,
-        message: `this adapter cannot ${what} a child: it would stall its durable IPC stream`
-      }
-    )
+  const control = (handleId: string, what: "pause" | "resume"): Promise<SubprocessControlResult> =>
+    use((a) => {
+      const operation = a[what]
+      return operation === undefined
+        ? Effect.succeed(undefined)
+        : Effect.catchIf(operation(handleId), isUnknownHandle, () => Effect.succeed(null))
+    }).then(async (done): Promise<SubprocessControlResult> => {
+      const handle = await get(handleId)
+      if (handle === null || done === null) return notFound(handleId)
+      if (done === undefined) return { kind: "unsupported", handle, message: `this adapter's children cannot ${what}` }
+      if (!done) return { kind: "unsupported", handle, message: `child ${handleId} has settled: it cannot ${what}` }
+      return { kind: "ok", handle }
+    })
   return {
     [engineSubprocessAdapter]: engine,
     spawn: (request) =>
@@ -324,7 +330,7 @@ export const fromEngineSubprocessAdapter = (
       ),
     pause: (handleId) => control(handleId, "pause"),
     resume: (handleId) => control(handleId, "resume"),
-    isAlive: (handle) => get(handle.id).then((live) => live !== null && live.status === "running"),
+    isAlive: (handle) => get(handle.id).then((live) => live !== null && (live.status === "running" || live.status === "paused")),
     listLive: () => use((a) => Effect.map(a.listLive, (handles) => handles.map(toFacadeHandle))),
     reattach: (handleId) =>
       use((a) => Effect.map(a.reattach(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))

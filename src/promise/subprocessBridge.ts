@@ -230,6 +230,8 @@ const fromEngineBacked = (engine: Effect.Effect<SubprocessAdapterShape>): Subpro
           })
         )
         : a.spawnProcess(request)),
+  pause: (handleId) => Effect.flatMap(engine, (a) => (a.pause === undefined ? Effect.succeed(false) : a.pause(handleId))),
+  resume: (handleId) => Effect.flatMap(engine, (a) => (a.resume === undefined ? Effect.succeed(false) : a.resume(handleId))),
   get: (handleId) => Effect.flatMap(engine, (a) => a.get(handleId)),
   stop: (handleId) => Effect.flatMap(engine, (a) => a.stop(handleId)),
   listLive: Effect.flatMap(engine, (a) => a.listLive),

@@ -101,6 +101,8 @@ export interface SubprocessHandle {
   /** When the child was spawned (epoch millis), when the adapter knows. */
   readonly startedAt?: number | undefined
   readonly status: Effect.Effect<HandleStatus>
+  /** Whether a running child is paused (see the adapter's `pause`); absent where children cannot pause. */
+  readonly paused?: Effect.Effect<boolean> | undefined
   /** The child's output, once it settles. */
   readonly await: Effect.Effect<unknown, SubprocessError>
 }
@@ -148,6 +150,12 @@ export interface SubprocessAdapterShape {
   /** Runs an OS command as a child; absent on adapters that only run steps. */
   readonly spawnProcess?: ((request: ProcessRequest) => Effect.Effect<SubprocessHandle, SubprocessError>) | undefined
   readonly get: (handleId: string) => Effect.Effect<Option.Option<SubprocessHandle>>
+  /**
+   * Suspends a running child (SIGSTOP to its process group) / lets it continue;
+   * false for a settled child. Absent on adapters whose children cannot pause.
+   */
+  readonly pause?: ((handleId: string) => Effect.Effect<boolean, SubprocessError>) | undefined
+  readonly resume?: ((handleId: string) => Effect.Effect<boolean, SubprocessError>) | undefined
   /** Stops a child; stopping a settled child does nothing. */
   readonly stop: (handleId: string) => Effect.Effect<void, SubprocessError>
   /** The children still running: those recorded in storage, or the running ones of this process without storage. */

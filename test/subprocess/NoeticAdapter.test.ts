@@ -198,18 +198,24 @@ describe("the library's adapters speak noetic's interface", () => {
     expect(live).toMatchObject({ id: running.handleId, status: "running", metadata: { executionId: running.executionId } })
     expect(typeof live!.startedAt).toBe("string")
     expect(await adapter.isAlive(live!)).toBe(true)
-    expect(await adapter.pause(running.handleId)).toMatchObject({ kind: "unsupported", handle: { id: running.handleId } })
+    // pause / resume: SIGSTOP and SIGCONT to the child's process group.
+    expect(await adapter.pause(running.handleId)).toMatchObject({ kind: "ok", handle: { id: running.handleId, status: "paused" } })
+    expect(await adapter.isAlive(live!)).toBe(true)
+    expect(await adapter.resume(running.handleId)).toMatchObject({ kind: "ok", handle: { status: "running" } })
 
     Fs.writeFileSync(release, "")
     expect(await running.await()).toMatchObject({ echoed: "v" })
     const finished = await adapter.get(running.handleId)
     expect(finished).toMatchObject({ status: "completed", metadata: { result: { echoed: "v" } } })
     expect(await adapter.isAlive(finished!)).toBe(false)
+    expect(await adapter.pause(running.handleId)).toMatchObject({ kind: "unsupported", handle: { status: "completed" } })
 
     // Stopping a running child: noetic's stopped result with the stopped handle.
     const release2 = Path.join(base, "never")
     const second = harness.detachedSpawn(waitForRelease, { release: release2, value: "w" }, parent)
     await harness.subprocess.listLive()
+    // A paused child still stops.
+    expect((await adapter.pause(second.handleId)).kind).toBe("ok")
     const stopped = await adapter.stop(second.handleId, "no longer needed")
     expect(stopped).toMatchObject({ kind: "stopped", handleId: second.handleId, handle: { status: "stopped" } })
     await expect(second.await()).rejects.toMatchObject({ name: "NoeticError" })
@@ -246,6 +252,9 @@ describe("the library's adapters speak noetic's interface", () => {
     expect(await stepHandle.await()).toEqual({ ran: "s", input: 3 })
     expect(stepHandle.metadata).toMatchObject({ injected: "step", executionId: "e-1", result: { ran: "s", input: 3 } })
     expect(await adapter.stop("missing")).toEqual({ kind: "not_found", handleId: "missing" })
+    // In-process children cannot be suspended.
+    expect(await adapter.pause(stepHandle.id)).toMatchObject({ kind: "unsupported", handle: { id: stepHandle.id } })
+    expect(await adapter.pause("missing")).toEqual({ kind: "not_found", handleId: "missing" })
   })
 
   it("in-memory adapter with storage: a reattached child carries metadata.reattachMode 'replay'", async () => {
