@@ -175,6 +175,8 @@ export const serializeError = (error: unknown): SerializedError => {
 }
 
 const views = new WeakMap<EngineHandle, LiveSubprocessHandle>()
+/** What the facade learnt of a handle beside the engine (noetic's `stopReason`), by handle id. */
+const notes = new Map<string, { stopReason?: string }>()
 
 /**
  * The Promise view of an engine handle (one per handle): noetic's fields read live,
@@ -231,7 +233,8 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
         kind: handle.stepId.startsWith("process:") ? "process" : "step",
         stepId: handle.stepId,
         executionId: handle.executionId,
-        ...(settled === undefined ? {} : settled.status === "completed" ? { result: settled.result } : { error: settled.error })
+        ...(settled === undefined ? {} : settled.status === "completed" ? { result: settled.result } : { error: settled.error }),
+        ...notes.get(handle.handleId)
       }
     },
     await: observe,
@@ -320,9 +323,16 @@ export const fromEngineSubprocessAdapter = (
         return a.spawnProcess(engineProcessRequest(request))
       }).then(toFacadeHandle),
     get,
-    stop: (handleId) =>
+    stop: (handleId, reason) =>
       use((a) => a.stop(handleId)).then(
-        () => get(handleId).then((handle) => ({ kind: "stopped" as const, handleId, ...(handle === null ? {} : { handle }) })),
+        () => {
+          // Kept for the handle's metadata, as noetic does; bounded like the adapters' settled handles.
+          if (reason !== undefined) {
+            notes.set(handleId, { stopReason: reason })
+            if (notes.size > 1024) notes.delete(notes.keys().next().value!)
+          }
+          return get(handleId).then((handle) => ({ kind: "stopped" as const, handleId, ...(handle === null ? {} : { handle }) }))
+        },
         (error: unknown) => {
           if (error instanceof NoeticError && isUnknownHandle(error.cause)) return notFound(handleId)
           throw error

@@ -217,7 +217,11 @@ describe("the library's adapters speak noetic's interface", () => {
     // A paused child still stops.
     expect((await adapter.pause(second.handleId)).kind).toBe("ok")
     const stopped = await adapter.stop(second.handleId, "no longer needed")
-    expect(stopped).toMatchObject({ kind: "stopped", handleId: second.handleId, handle: { status: "stopped" } })
+    expect(stopped).toMatchObject({
+      kind: "stopped",
+      handleId: second.handleId,
+      handle: { status: "stopped", metadata: { stopReason: "no longer needed" } }
+    })
     await expect(second.await()).rejects.toMatchObject({ name: "NoeticError" })
   }, 60_000)
 
