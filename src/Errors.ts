@@ -73,8 +73,43 @@ export class EmptyStepId extends Schema.TaggedError<EmptyStepId>("noetic-effect/
   }
 }
 
+/**
+ * A step builder was given options it cannot build from: noetic's build-time codes
+ * (`EMPTY_STEP_ID`, `MISSING_EXECUTE_FUNCTION`, `MISSING_CHILD_STEP`, `MISSING_LOOP_BODY`,
+ * `MISSING_UNTIL_PREDICATE`, `MISSING_MERGE_FUNCTION`, `MISSING_ROUTE_FUNCTION`,
+ * `MISSING_MODEL`, `MISSING_TOOL`) and this library's checks of numeric options.
+ * Builders throw it, as noetic's throw `NoeticConfigError`.
+ */
+export class StepConfigInvalid extends Schema.TaggedError<StepConfigInvalid>("noetic-effect/StepConfigInvalid")(
+  "StepConfigInvalid",
+  {
+    kind: Schema.String,
+    code: Schema.String,
+    message: Schema.String,
+    hint: Schema.String
+  }
+) {}
+
+/**
+ * A harness, context or adapter option is unusable (a bad lease ttl, a context-layer
+ * hook this library does not run, a storage it cannot honour); `code` names it.
+ */
+export class HarnessConfigInvalid extends Schema.TaggedError<HarnessConfigInvalid>(
+  "noetic-effect/HarnessConfigInvalid"
+)("HarnessConfigInvalid", {
+  code: Schema.String,
+  message: Schema.String,
+  hint: Schema.String
+}) {}
+
 /** Any of the documented configuration errors. */
-export type ConfigError = CheckpointSchemaMismatch | StepLedgerRetentionInvalid | NoStepConfigured | EmptyStepId
+export type ConfigError =
+  | CheckpointSchemaMismatch
+  | StepLedgerRetentionInvalid
+  | NoStepConfigured
+  | EmptyStepId
+  | StepConfigInvalid
+  | HarnessConfigInvalid
 
 // ---------------------------------------------------------------------------
 // StorageError
