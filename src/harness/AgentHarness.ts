@@ -95,6 +95,8 @@ export interface ExecuteOptions {
   readonly cwd?: string
   /** Host wiring for the context; never persisted. */
   readonly state?: unknown
+  /** The layers of a fresh context, instead of the harness's. */
+  readonly context?: ReadonlyArray<ContextLayer<any>>
 }
 
 /** What `execute` and `resume` return. */
@@ -415,13 +417,22 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       checkpoint
     })
 
+  // A fresh root context gets a random thread id when none is given (noetic does),
+  // so every snapshot names a thread.
   const createContext = (createOptions: CreateContextOptions = {}) =>
     Effect.map(
-      createOptions.id === undefined ? randomId : Effect.succeed(createOptions.id),
-      (id) =>
+      Effect.all([
+        createOptions.id === undefined ? randomId : Effect.succeed(createOptions.id),
+        createOptions.threadId !== undefined
+          ? Effect.succeed(createOptions.threadId)
+          : createOptions.parent?.threadId !== undefined
+          ? Effect.succeed(createOptions.parent.threadId)
+          : randomId
+      ]),
+      ([id, threadId]) =>
         newContext({
           id,
-          threadId: createOptions.threadId,
+          threadId,
           resourceId: createOptions.resourceId,
           cwd: createOptions.cwd,
           restore: createOptions
@@ -681,8 +692,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const ledger = yield* openLedger(ctx.id)
       const frame: Frame = { ctx, path: "", counters: new Map(), ledger }
       const rootPath = `/${root.id}#0`
-      const before = ctx.version
       live.set(ctx.id, ctx)
+      yield* ctx.ensureLayersInit()
+      const before = ctx.version
       yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
       ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
@@ -721,6 +733,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
             ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
             ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
+            ...(executeOptions.context === undefined ? {} : { context: executeOptions.context }),
             state: executeOptions.state
           })
           return yield* runRoot(root, ctx, input)
@@ -775,6 +788,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           runCounters.set(ctx.store, counters)
         }
         const ledger = yield* openLedger(ctx.id)
+        yield* ctx.ensureLayersInit()
         return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
       }),
       "join"
