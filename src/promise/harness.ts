@@ -993,6 +993,27 @@ export interface DetachedHandle<O = unknown> {
   started(): Promise<void>
 }
 
+/**
+ * What a detached child failed with: the error its step threw, rebuilt from the JSON
+ * form the adapter keeps (as noetic rehydrates it), rather than the adapter's wrapper.
+ */
+const childCause = (failure: unknown): unknown => {
+  const engine = failure instanceof Error ? failure.cause : undefined
+  if (
+    typeof engine !== "object" || engine === null || !("_tag" in engine) || engine._tag !== "SubprocessError" ||
+    !("reason" in engine)
+  ) return failure
+  const reason = engine.reason as { readonly _tag: string; readonly error?: unknown }
+  if (reason._tag !== "ChildFailed") return failure
+  const json = reason.error
+  if (typeof json !== "object" || json === null) return asError(json)
+  const fields = json as { readonly message?: unknown; readonly name?: unknown; readonly stack?: unknown }
+  const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(json))
+  if (typeof fields.name === "string") error.name = fields.name
+  if (typeof fields.stack === "string") error.stack = fields.stack
+  return Object.assign(error, { cause: json })
+}
+
 class DetachedHandleImpl<O> implements DetachedHandle<O> {
   readonly id: string
   readonly handleId: string
@@ -1027,7 +1048,8 @@ class DetachedHandleImpl<O> implements DetachedHandle<O> {
         this.#status = "completed"
         return value
       },
-      (cause: unknown) => {
+      (failure: unknown) => {
+        const cause = childCause(failure)
         const error = isNoeticError(cause) && cause.noeticError.kind === "step_failed" &&
             cause.noeticError.stepId === this.stepId
           ? cause
