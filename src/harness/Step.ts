@@ -81,7 +81,7 @@ export interface Snapshot {
   /** The last output as text: itself when a string, its `text` field, else its JSON. */
   readonly lastText: string
   /** Prior iteration outputs, oldest first (bounded by `maxHistorySize`, default 100). */
-  readonly history: ReadonlyArray<unknown>
+  readonly history: Array<unknown>
   /** Nesting depth of the context the loop runs on. */
   readonly depth: number
 }

@@ -870,7 +870,8 @@ export function inParallel(
 /** Options of `loop` (noetic's `LoopConfig`). */
 export interface LoopOptions<I, O> extends StepBuildOptions {
   readonly id: string
-  readonly steps: ReadonlyArray<AnyStep<any, any>>
+  /** Run in sequence each iteration, each on the previous one's output. */
+  readonly steps: ReadonlyArray<AnyStep<I, O>>
   readonly until: (snapshot: Step.Snapshot) => Step.Verdict | Promise<Step.Verdict>
   /** Iterations allowed, retries included (default 1000); one more rejects with a `step_failed` NoeticError. */
   readonly maxIterations?: number
