@@ -36,6 +36,7 @@ import {
 } from "./AgentContext.ts"
 import {
   LoopMaxIterations,
+  ModelOutputInvalid,
   ResumeInputUnavailable,
   SpawnTimeout,
   StepCancelled,
@@ -46,6 +47,7 @@ import {
 import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
 import {
   type AnyStep,
+  type CallModel,
   type Error as StepError,
   type Input as StepInput,
   type Output as StepOutput,
@@ -53,6 +55,7 @@ import {
   type RetryPolicy,
   type Settled,
   type Snapshot,
+  type StandardSchema,
   staticChildren,
   type Step,
   type StepContext,
@@ -253,7 +256,7 @@ const emptyStepId = (step: AnyStep) =>
 /**
  * The schedule of a retry policy: `fixed` waits `initialDelay` each time, `linear`
  * `initialDelay * n` before retry n, `exponential` doubles from `initialDelay`; each
- * delay is capped by `maxDelay`.
+ * delay is capped by `maxDelay` (30 s when absent, as in noetic).
  */
 export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.Duration> =>
   Schedule.fromStepWithMetadata(Effect.succeed((meta: { readonly attempt: number }) => {
@@ -263,9 +266,26 @@ export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.D
       : policy.backoff === "linear"
       ? policy.initialDelay * n
       : policy.initialDelay * 2 ** (n - 1)
-    const delay = Duration.millis(policy.maxDelay === undefined ? raw : Math.min(raw, policy.maxDelay))
+    // noetic caps every delay at maxDelay, 30 s when not given.
+    const delay = Duration.millis(Math.min(raw, policy.maxDelay ?? 30_000))
     return Effect.succeed([delay, delay] as [Duration.Duration, Duration.Duration])
   }))
+
+/** The `output` schema's value of a reply: its text as JSON, validated. */
+const parseOutput = (step: CallModel<any, any, any>, text: string) =>
+  Effect.gen(function*() {
+    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      return yield* invalid([`not JSON: ${String(error)}`])
+    }
+    const schema = step.output as StandardSchema
+    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
+    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
+    return result.value
+  })
 
 const cancelledFields = (ctx: AgentContext) =>
   ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
@@ -517,7 +537,12 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
         return step.retry === undefined || step.retry.maxAttempts <= 1
           ? attempt
-          : Effect.retry(attempt, { schedule: retrySchedule(step.retry), times: step.retry.maxAttempts - 1 })
+          : Effect.retry(attempt, {
+            schedule: retrySchedule(step.retry),
+            times: step.retry.maxAttempts - 1,
+            // A cancelled context is not a failure to retry: it would redo work after the abort.
+            while: (error) => !isCancelled(error)
+          })
       }
       case "callModel":
         return Effect.gen(function*() {
@@ -535,7 +560,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             { type: "message", role: "assistant", responseId, content: text }
           ]
           yield* frame.ctx.append(turn)
-          return { responseId, text }
+          if (step.result === "turn") return { responseId, text }
+          if (step.result === "text") return text
+          return yield* parseOutput(step, text)
         })
       case "invokeTool": {
         const ctx = stepContext(frame)

@@ -89,3 +89,13 @@ export class StepCancelled extends Schema.TaggedError<StepCancelled>("noetic-eff
     return `execution ${this.executionId} was cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
   }
 }
+
+/** A `callModel` reply did not parse as its `output` schema (noetic's `model_parse_error`). */
+export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("noetic-effect/ModelOutputInvalid")(
+  "ModelOutputInvalid",
+  { stepId: Schema.String, raw: Schema.String, issues: Schema.Array(Schema.String) }
+) {
+  override get message(): string {
+    return `the reply of step ${this.stepId} does not match its output schema: ${this.issues.join("; ")}`
+  }
+}

@@ -20,7 +20,7 @@ import { type EmptyStepId, StepConfigInvalid } from "../Errors.ts"
 import { callerModuleUrl } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
-import type { LoopMaxIterations, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
+import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
 
 /** Marks a value as a step. */
 export const StepTypeId = "~noetic-effect/Step" as const
@@ -129,8 +129,29 @@ export interface ModelTurn {
 /** A value given eagerly or computed from the step's context when the step runs. */
 export type Lazy<T> = T | ((ctx: StepContext) => T)
 
-/** Asks the `LanguageModel` for one turn; the turn's messages go through the append pipeline. */
-export interface CallModel<I> extends Step<I, ModelTurn, AiError.AiError, LanguageModel.LanguageModel, "callModel"> {
+/** A Standard Schema (zod, valibot, effect's `Schema.toStandardSchemaV1`...): what `callModel`'s `output` takes. */
+export interface StandardSchema<O = unknown> {
+  readonly "~standard": {
+    readonly validate: (value: unknown) =>
+      | { readonly value: O; readonly issues?: undefined }
+      | { readonly issues: ReadonlyArray<{ readonly message: string }> }
+      | PromiseLike<
+        | { readonly value: O; readonly issues?: undefined }
+        | { readonly issues: ReadonlyArray<{ readonly message: string }> }
+      >
+  }
+}
+
+/**
+ * Asks the `LanguageModel` for one turn; the turn's messages go through the append
+ * pipeline. The option form resolves with the text, or the `output` schema's value of
+ * it; the positional form with the whole `ModelTurn`.
+ */
+export interface CallModel<I, O = ModelTurn, E = AiError.AiError>
+  extends Step<I, O, E, LanguageModel.LanguageModel, "callModel">
+{
+  /** What the step resolves with: the turn, the text, or the text parsed by `output`. */
+  readonly result: "turn" | "text" | "output"
   readonly prompt: (input: I, ctx: StepContext) => Prompt.RawInput
   /** The model id noetic names; the `LanguageModel` in context answers. */
   readonly model: Lazy<string> | undefined
@@ -204,7 +225,7 @@ export interface Spawn<I, O, E, R> extends Step<I, O, E | SpawnTimeout, R, "spaw
 /** Any step. */
 export type AnyStep =
   | RunCode<any, any, any, any>
-  | CallModel<any>
+  | CallModel<any, any, any>
   | InvokeTool<any>
   | Conditional<any, any, any, any>
   | InParallel<any, any, any, any>
@@ -340,14 +361,15 @@ const checkRetry = (retry: RetryPolicy): void => {
 // -----------------------------------------------------------------------------
 
 /** Options of `callModel` (noetic's `CallModelOpts`), plus this library's `prompt`. */
-export interface CallModelOptions<I> extends StepOptions {
+export interface CallModelOptions<I, O = string> extends StepOptions {
   readonly id: string
   /** The model id; an empty string throws `MISSING_MODEL`. */
   readonly model: Lazy<string>
   /** A system message put before the history. */
   readonly instructions?: Lazy<string | undefined> | undefined
   readonly tools?: unknown
-  readonly output?: unknown
+  /** Parses the reply: its text as JSON, validated by this Standard Schema, is the step's output. */
+  readonly output?: StandardSchema<O> | undefined
   readonly params?: ModelParams | undefined
   /** Builds the prompt instead of the default (instructions, history window, input). */
   readonly prompt?: ((input: I, ctx: StepContext) => Prompt.RawInput) | undefined
@@ -381,16 +403,18 @@ const resolveLazy = <T>(value: Lazy<T>, ctx: StepContext): T =>
  * A model turn through the `LanguageModel` service; any `effect/ai` provider layer
  * plugs in. `callModel({ id, model, instructions?, ... })`, or `callModel(id, options?)`.
  */
-export function callModel<I = string>(options: CallModelOptions<I>): CallModel<I>
+export function callModel<I = string, O = string>(
+  options: CallModelOptions<I, O>
+): CallModel<I, O, AiError.AiError | ModelOutputInvalid>
 export function callModel<I = string>(
   id: string,
-  options?: StepOptions & Partial<Omit<CallModelOptions<I>, "id">>
+  options?: StepOptions & Partial<Omit<CallModelOptions<I, unknown>, "id" | "output">>
 ): CallModel<I>
 export function callModel(
-  idOrOptions: string | CallModelOptions<any>,
-  options?: StepOptions & Partial<Omit<CallModelOptions<any>, "id">>
-): CallModel<any> {
-  const opts: Partial<CallModelOptions<any>> = typeof idOrOptions === "string"
+  idOrOptions: string | CallModelOptions<any, any>,
+  options?: StepOptions & Partial<Omit<CallModelOptions<any, any>, "id" | "output">>
+): CallModel<any, any, any> {
+  const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string"
     ? { ...options, id: idOrOptions }
     : idOrOptions
   const built = base(opts.id!, "callModel", opts)
@@ -411,8 +435,18 @@ export function callModel(
     const rest = defaultPrompt(input, ctx) as ReadonlyArray<Prompt.MessageEncoded>
     return text === undefined || text === "" ? rest : [{ role: "system" as const, content: text }, ...rest]
   })
+  const output = opts.output
+  if (output !== undefined && typeof output?.["~standard"]?.validate !== "function") {
+    invalidStep(
+      "callModel",
+      "INVALID_OUTPUT_SCHEMA",
+      "output must be a Standard Schema (an object with ~standard.validate).",
+      "Pass a zod or valibot schema, or Schema.toStandardSchemaV1(schema) of an Effect schema."
+    )
+  }
   return {
     ...built,
+    result: typeof idOrOptions === "string" ? "turn" : output === undefined ? "text" : "output",
     prompt,
     model: opts.model,
     instructions,

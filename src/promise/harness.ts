@@ -645,14 +645,15 @@ export function runCode(
 }
 
 /** Options of `callModel` (noetic's `CallModelOpts`). */
-export interface CallModelOptions<I = unknown> extends StepBuildOptions {
+export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
   readonly id: string
   /** The model id: a string, or `(ctx) => string`; an empty string throws `MISSING_MODEL`. */
   readonly model: string | ((ctx: StepContext) => string)
   /** A system message before the history: a string or `(ctx) => string | undefined`. */
   readonly instructions?: string | ((ctx: StepContext) => string | undefined)
   readonly tools?: unknown
-  readonly output?: unknown
+  /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
+  readonly output?: Step.StandardSchema<O>
   readonly params?: Step.ModelParams
   /** This library's prompt builder, instead of instructions + history + input. */
   readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
@@ -662,20 +663,22 @@ const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<
   typeof value === "function" ? (ctx: Step.StepContext) => (value as (ctx: StepContext) => T)(facadeContext(ctx)) : value
 
 /**
- * A model turn through the harness's model; resolves with `{ responseId, text }` and
- * appends the turn to the item log. Throws `EMPTY_STEP_ID` / `MISSING_MODEL`.
- * `callModel(id, options?)` is the positional form.
+ * A model turn through the harness's model, appended to the item log. The option
+ * form resolves, as noetic's does, with the reply's text, or with `output`'s value of
+ * it (a Standard Schema; a reply that does not match rejects `MODEL_OUTPUT_INVALID`).
+ * Throws `EMPTY_STEP_ID` / `MISSING_MODEL`. The positional `callModel(id, options?)`
+ * resolves with the whole turn, `{ responseId, text }`.
  */
-export function callModel<I = string>(options: CallModelOptions<I>): AnyStep<I, Step.ModelTurn>
+export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
 export function callModel<I = string>(
   id: string,
-  options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id">>
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
 ): AnyStep<I, Step.ModelTurn>
 export function callModel(
-  idOrOptions: string | CallModelOptions<any>,
-  options?: StepBuildOptions & Partial<Omit<CallModelOptions<any>, "id">>
+  idOrOptions: string | CallModelOptions<any, any>,
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<any>, "id" | "output">>
 ): AnyStep {
-  const opts: Partial<CallModelOptions<any>> = typeof idOrOptions === "string" ? { ...options, id: idOrOptions } : idOrOptions
+  const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string" ? { ...options, id: idOrOptions } : idOrOptions
   const model = lazyOf(opts.model)
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
@@ -684,13 +687,17 @@ export function callModel(
     ...(instructions === undefined ? {} : { instructions }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
     ...(opts.tools === undefined ? {} : { tools: opts.tools }),
-    ...(opts.output === undefined ? {} : { output: opts.output }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
   }
   return build(() =>
     typeof idOrOptions === "string"
       ? Step.callModel(idOrOptions, engineOptions)
-      : Step.callModel({ ...engineOptions, id: opts.id!, model: model as Step.Lazy<string> })
+      : Step.callModel({
+        ...engineOptions,
+        id: opts.id!,
+        model: model as Step.Lazy<string>,
+        ...(opts.output === undefined ? {} : { output: opts.output })
+      })
   )
 }
 

@@ -2,6 +2,7 @@
  * The step builders written as noetic documents them (option objects, Promise
  * bodies): what each runs, and the NoeticConfigError codes each throws at build time.
  */
+import { Schema } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import {
   AgentHarness,
@@ -159,8 +160,21 @@ describe("noetic builders: callModel", () => {
       }
     })
     const { output } = await h.execute("hello")
-    expect(output).toEqual({ responseId: "r1", text: "hi" })
+    // noetic's callModel resolves with the reply's text.
+    expect(output).toBe("hi")
     expect(prompts).toEqual([[{ role: "system", content: "be brief (depth 0)" }, { role: "user", content: "hello" }]])
+  })
+
+  it("with an output Standard Schema, the reply's JSON is validated and becomes the output", async () => {
+    const Verdict = Schema.toStandardSchemaV1(Schema.Struct({ score: Schema.Number }))
+    const replies = ['{"score": 7}', '{"score": "high"}']
+    const model = { generate: async () => ({ text: replies.shift()! }) }
+    const step = callModel({ id: "grade", model: "m", output: Verdict })
+    const h = harness({ name: "structured", params: {}, agentGraph: step, model })
+    expect((await h.execute("essay")).output).toEqual({ score: 7 })
+    const error = await rejection(h.execute("essay"))
+    expect(error.code).toBe("MODEL_OUTPUT_INVALID")
+    expect(error.noeticError).toMatchObject({ kind: "step_failed", stepId: "grade" })
   })
 
   it("throws EMPTY_STEP_ID and MISSING_MODEL for an empty eager model", () => {

@@ -227,7 +227,8 @@ async function noeticUsage(): Promise<void> {
   const context = harness.createContext()
   const composed: string = await context.harness.run(research, "topic", context)
   const direct: string = await harness.run(research, "topic", context)
-  void [composed, direct]
+  const reply: string = await context.harness.run(draft, "summarise this", context)
+  void [composed, direct, reply]
 
   const handle: NoeticDetachedHandle<string> = harness.detachedSpawn(research, "topic", context, {
     cwdInit: "/tmp/research-workspace",
