@@ -32,7 +32,7 @@ import {
   type ContextStore,
   defaultLayers,
   type Item,
-  randomId
+  randomUuid
 } from "./AgentContext.ts"
 import {
   LoopMaxIterations,
@@ -442,12 +442,12 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const createContext = (createOptions: CreateContextOptions = {}) =>
     Effect.map(
       Effect.all([
-        createOptions.id === undefined ? randomId : Effect.succeed(createOptions.id),
+        createOptions.id === undefined ? randomUuid : Effect.succeed(createOptions.id),
         createOptions.threadId !== undefined
           ? Effect.succeed(createOptions.threadId)
           : createOptions.parent?.threadId !== undefined
           ? Effect.succeed(createOptions.parent.threadId)
-          : randomId
+          : randomUuid
       ]),
       ([id, threadId]) =>
         newContext({
@@ -746,7 +746,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const execute = (input: unknown, executeOptions: ExecuteOptions = {}) =>
     Effect.gen(function*() {
       const root = yield* requireGraph
-      const executionId = executeOptions.executionId !== undefined ? executeOptions.executionId : yield* randomId
+      const executionId = executeOptions.executionId !== undefined ? executeOptions.executionId : yield* randomUuid
       // Under a lease the restore happens after it is taken, so it reads what the
       // previous holder last wrote.
       return yield* withLease(

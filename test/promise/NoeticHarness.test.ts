@@ -247,6 +247,18 @@ describe("harness.createContext (synchronous, noetic's members)", () => {
     expect(ctx.depth).toBe(0)
   })
 
+  it("execute's context has a UUID execution id and a random UUID thread id unless one is given", async () => {
+    const h = harness({
+      name: "ids",
+      params: {},
+      agentGraph: runCode({ id: "who", execute: async (_: void, ctx) => ({ id: ctx.id, threadId: ctx.threadId }) })
+    })
+    const { executionId, output } = await h.execute(undefined)
+    expect(executionId).toMatch(UUID)
+    expect(output).toEqual({ id: executionId, threadId: expect.stringMatching(UUID) })
+    expect((await h.execute(undefined, { threadId: "t-7" })).output.threadId).toBe("t-7")
+  })
+
   it("state is assignable; a child context has the parent, depth + 1, and the parent's thread and cwd", () => {
     const h = harness({ name: "ctx", params: {} })
     const root = h.createContext({ state: { queue: [] }, cwdInit: "/work/a" })
