@@ -9,12 +9,20 @@
  */
 import { Schema } from "effect"
 
-/** The codes of the documented configuration errors. */
+/** The codes of the documented configuration errors (noetic's; `NoeticConfigError.code` is any string). */
 export type ConfigErrorCode =
   | "CHECKPOINT_SCHEMA_MISMATCH"
   | "STEP_LEDGER_RETENTION_INVALID"
   | "NO_STEP_CONFIGURED"
   | "EMPTY_STEP_ID"
+  | "MISSING_EXECUTE_FUNCTION"
+  | "MISSING_CHILD_STEP"
+  | "MISSING_LOOP_BODY"
+  | "MISSING_UNTIL_PREDICATE"
+  | "MISSING_MERGE_FUNCTION"
+  | "MISSING_ROUTE_FUNCTION"
+  | "MISSING_MODEL"
+  | "MISSING_TOOL"
 
 /** A persisted snapshot has an unknown `schemaVersion` or does not match the v2 schema. */
 export class CheckpointSchemaMismatch extends Schema.TaggedError<CheckpointSchemaMismatch>(
@@ -90,18 +98,6 @@ export class StepConfigInvalid extends Schema.TaggedError<StepConfigInvalid>("no
   }
 ) {}
 
-/**
- * A harness, context or adapter option is unusable (a bad lease ttl, a context-layer
- * hook this library does not run, a storage it cannot honour); `code` names it.
- */
-export class HarnessConfigInvalid extends Schema.TaggedError<HarnessConfigInvalid>(
-  "noetic-effect/HarnessConfigInvalid"
-)("HarnessConfigInvalid", {
-  code: Schema.String,
-  message: Schema.String,
-  hint: Schema.String
-}) {}
-
 /** Any of the documented configuration errors. */
 export type ConfigError =
   | CheckpointSchemaMismatch
@@ -109,7 +105,6 @@ export type ConfigError =
   | NoStepConfigured
   | EmptyStepId
   | StepConfigInvalid
-  | HarnessConfigInvalid
 
 // ---------------------------------------------------------------------------
 // StorageError

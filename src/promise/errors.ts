@@ -92,8 +92,7 @@ const CONFIG_TAGS = new Set([
   "StepLedgerRetentionInvalid",
   "NoStepConfigured",
   "EmptyStepId",
-  "StepConfigInvalid",
-  "HarnessConfigInvalid"
+  "StepConfigInvalid"
 ])
 
 /** Whether `error` is one of the engine's configuration errors (each becomes a `NoeticConfigError`). */
