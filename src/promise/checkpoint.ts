@@ -28,7 +28,7 @@ import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts
 export type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 
 /** The snapshot schema version this library reads and writes (noetic's `CheckpointSchemaVersion`). */
-export const CheckpointSchemaVersion: typeof CHECKPOINT_SCHEMA_VERSION = CHECKPOINT_SCHEMA_VERSION
+export const CheckpointSchemaVersion: 2 = CHECKPOINT_SCHEMA_VERSION
 
 /** One frame of a snapshot's frontier: a step in flight and its input. */
 export type FrontierFrame = FrontierEntry

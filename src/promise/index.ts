@@ -104,8 +104,10 @@ export type { AgentContext as EngineAgentContext } from "../harness/AgentContext
 export type { ExecuteOptions as EngineExecuteOptions } from "../harness/AgentHarness.ts"
 export type { ContextLayer as EngineContextLayer } from "../harness/AgentContext.ts"
 export type {
+  ModelParams,
   ModelTurn,
   ParallelMode,
+  StandardSchema,
   Step,
   StepContext as EngineStepContext,
   StepOptions
