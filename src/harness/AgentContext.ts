@@ -114,8 +114,6 @@ export interface ContextStore {
   state: unknown
   /** Layers whose `initEffect` has not run yet. */
   readonly pendingInit: Set<string>
-  /** Contexts made with this one as parent: an abort cascades to them. */
-  readonly children: Set<AgentContext>
   aborted: boolean
   abortReason: string | undefined
   /** Whether no step has entered since the restore: the snapshot's frontier still stands. */
@@ -170,7 +168,6 @@ export class AgentContext {
       inFlight: new Map(),
       state: options.state,
       pendingInit: new Set(),
-      children: new Set(),
       aborted: false,
       abortReason: undefined,
       frontierRestored: this.restoredFrontier.length > 0,
@@ -183,14 +180,7 @@ export class AgentContext {
       else if (layer.initEffect !== undefined) this.store.pendingInit.add(layer.id)
       else this.store.layerState.set(layer.id, layer.init === undefined ? undefined : layer.init())
     }
-    if (options.parent !== undefined) {
-      options.parent.store.children.add(this)
-      // A child made under an aborted parent starts aborted: the cascade already passed.
-      if (options.parent.store.aborted) {
-        this.store.aborted = true
-        this.store.abortReason = options.parent.store.abortReason
-      }
-    }
+
     // State of layers this host no longer configures is kept, so a later snapshot does not lose it.
     for (const [id, state] of Object.entries(options.layerState ?? {})) {
       if (!this.store.layerState.has(id)) this.store.layerState.set(id, state)
@@ -221,12 +211,14 @@ export class AgentContext {
 
   /** Whether `abort` was called on this context or an ancestor. */
   get aborted(): boolean {
-    return this.store.aborted
+    // Read through the parents rather than pushed down to children: an abort reaches
+    // every context made under this one, with no registry of children to keep.
+    return this.store.aborted || (this.parent?.aborted ?? false)
   }
 
-  /** The reason given to the first `abort`. */
+  /** The reason given to the first `abort` of this context, else of the nearest aborted ancestor. */
   get abortReason(): string | undefined {
-    return this.store.abortReason
+    return this.store.aborted ? this.store.abortReason : this.parent?.abortReason
   }
 
   /**
@@ -237,8 +229,6 @@ export class AgentContext {
     if (this.store.aborted) return
     this.store.aborted = true
     this.store.abortReason = reason
-    for (const child of this.store.children) child.abort(reason)
-    this.store.children.clear()
   }
 
   /** Runs the `initEffect` of layers that have neither restored state nor run it yet. */

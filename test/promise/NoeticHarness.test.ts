@@ -150,6 +150,37 @@ describe("AgentHarness constructor (noetic's options)", () => {
   })
 })
 
+describe("AgentHarness methods", () => {
+  it("execute honours contextLayers and extraContextLayers for the execution's context", async () => {
+    const base = counterLayer("base", [])
+    const other = counterLayer("other", [])
+    const extra = counterLayer("extra", [])
+    const h = harness({
+      name: "exec-layers",
+      params: {},
+      contextLayers: [base],
+      agentGraph: runCode({ id: "layers", execute: async (_: void, ctx) => ctx.layers.map((layer) => layer.id) })
+    })
+    expect((await h.execute(undefined)).output).toEqual(["base"])
+    expect((await h.execute(undefined, { contextLayers: [other] })).output).toEqual(["other"])
+    expect((await h.execute(undefined, { extraContextLayers: [extra] })).output).toEqual(["base", "extra"])
+  })
+
+  it("harness.checkpoint(ctx) saves a snapshot restore reads back; without a store it is a no-op", async () => {
+    const storage = createInMemoryStorage()
+    const h = harness({ name: "ckpt", params: {}, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } })
+    const ctx = h.createContext({ threadId: "t-ck" })
+    await ctx.setCwd("/srv")
+    await h.checkpoint(ctx)
+    const restored = await h.restore(ctx.id)
+    expect(restored?.threadId).toBe("t-ck")
+    expect(restored?.cwdState.cwd).toBe("/srv")
+    const plain = harness({ name: "plain", params: {} })
+    await plain.checkpoint(plain.createContext())
+    expect(await plain.restore("anything")).toBeNull()
+  })
+})
+
 describe("checkpoint stores", () => {
   it("createCheckpointStore(...).list() resolves [{ executionId }]", async () => {
     const store = createCheckpointStore({ storage: createInMemoryStorage() })
