@@ -1178,8 +1178,10 @@ export interface CreateContextOptions {
 }
 
 /** Options of `execute` (noetic's, plus this library's `executionId` and `cwd`). */
-export interface ExecuteOptions extends EngineHarness.ExecuteOptions {
+export interface ExecuteOptions extends Omit<EngineHarness.ExecuteOptions, "context"> {
   readonly contextLayers?: ReadonlyArray<ContextLayer>
+  /** Same as `contextLayers`. */
+  readonly context?: ReadonlyArray<ContextLayer>
   readonly extraContextLayers?: ReadonlyArray<ContextLayer>
   readonly deliveryMode?: string
   readonly messageId?: string
@@ -1408,8 +1410,9 @@ export class AgentHarness<I = any, O = any> {
 
   /** Runs the root graph; resolves with `{ executionId, output }`. Rejects `NO_STEP_CONFIGURED` without a graph. */
   execute(input: I, options: ExecuteOptions = {}): Promise<{ readonly executionId: string; readonly output: O }> {
-    const { contextLayers, deliveryMode: _deliveryMode, extraContextLayers, messageId: _messageId, ...rest } = options
-    const base = this.#toEngineLayers(contextLayers) ?? rest.context
+    const { context, contextLayers, deliveryMode: _deliveryMode, extraContextLayers, messageId: _messageId, ...rest } =
+      options
+    const base = this.#toEngineLayers(contextLayers ?? context)
     const extra = this.#toEngineLayers(extraContextLayers)
     const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
     const engineOptions: EngineHarness.ExecuteOptions = layers === undefined ? rest : { ...rest, context: layers }
