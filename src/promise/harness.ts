@@ -624,6 +624,8 @@ export interface RunCodeOptions<I, O> extends StepBuildOptions {
  * options?)` builds the same step.
  */
 export function runCode<I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function runCode<TContext, I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
 export function runCode<I, O>(
   id: string,
   body: (input: I, ctx: StepContext) => O | Promise<O>,
@@ -670,6 +672,8 @@ const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<
  * resolves with the whole turn, `{ responseId, text }`.
  */
 export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): AnyStep<I, O>
 export function callModel<I = string>(
   id: string,
   options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
@@ -723,6 +727,8 @@ export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOption
  * `MISSING_TOOL`. `invokeTool(id, name)` calls the harness's tool of that name.
  */
 export function invokeTool<I = any, O = unknown>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function invokeTool<TContext, I, O>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
 export function invokeTool<I = unknown>(id: string, tool: string, options?: StepBuildOptions): AnyStep<I, unknown>
 export function invokeTool(
   idOrOptions: string | InvokeToolOptions,
@@ -767,6 +773,8 @@ export interface ConditionalOptions<I, O> extends StepBuildOptions {
  * is the positional form.
  */
 export function conditional<I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function conditional<TContext, I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
 export function conditional<I, O>(
   id: string,
   options: StepBuildOptions & {
@@ -822,6 +830,8 @@ export type InParallelOptions<I, O> =
  * `inParallel(id, branches, { mode? })` is the positional form (results unmerged).
  */
 export function inParallel<I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function inParallel<TContext, I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
 export function inParallel<I>(
   id: string,
   branches: ReadonlyArray<AnyStep<I>>,
@@ -894,6 +904,8 @@ export interface LoopOptions<I, O> extends StepBuildOptions {
  * `loop(id, body, { until: (output, iteration) => boolean })` builds the same step.
  */
 export function loop<I, O = I>(options: LoopOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function loop<TContext, I, O>(options: LoopOptions<I, O>): AnyStep<I, O>
 export function loop<I>(
   id: string,
   body: AnyStep<I, I>,
@@ -948,6 +960,8 @@ export interface SpawnOptions<I, O> extends StepBuildOptions {
  * positional form.
  */
 export function spawn<I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function spawn<TContext, I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
 export function spawn<I, O>(
   id: string,
   child: AnyStep<I, O>,

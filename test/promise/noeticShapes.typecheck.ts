@@ -159,7 +159,27 @@ const route = conditional({
   route: async (input: string) => (input.length > 10 ? research : null)
 })
 
+// noetic's builders take <TContext, I, O> explicitly.
+type AppContext = Readonly<Record<string, Record<string, unknown>>>
+const explicit = runCode<AppContext, string, number>({ id: "explicit", execute: async (s) => s.length })
+const explicitLoop = loop<AppContext, number, number>({
+  id: "explicit-loop",
+  steps: [runCode<AppContext, number, number>({ id: "inc2", execute: async (n) => n + 1 })],
+  until: () => ({ stop: true })
+})
+const explicitSpawn = spawn<AppContext, string, number>({ id: "explicit-spawn", child: explicit })
+const explicitModel = callModel<AppContext, string, string>({ id: "explicit-model", model: "m" })
+const explicitRoute = conditional<AppContext, string, number>({ id: "explicit-route", route: () => explicit })
+const explicitFan = inParallel<AppContext, string, number>({
+  id: "explicit-fan",
+  mode: "all",
+  paths: () => [explicit],
+  merge: (results) => results.length
+})
+const explicitTool = invokeTool<AppContext, { query: string; limit: number }, string[]>({ id: "explicit-tool", tool: searchTool })
+
 void [draft, lazyModel, search, child, refine, asyncUntil, fanOut, all, race, route]
+void [explicitLoop, explicitSpawn, explicitModel, explicitRoute, explicitFan, explicitTool]
 
 // -----------------------------------------------------------------------------
 // The harness, contexts and handles
