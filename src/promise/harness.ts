@@ -552,6 +552,12 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise
 /** A step of the facade: bodies return values or Promises. */
 export type AnyStep<I = any, O = any> = Step.Step<I, O, any, any>
 
+/** noetic's name for a step, `Step<TContext, I, O>`; the context type parameter is accepted and not used. */
+export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
+
+/** noetic's name for a context, `Context<TContext, TState>`: this library's `AgentContext`. */
+export type Context<_TContext = any, _TState = unknown> = AgentContext
+
 /** The subprocess adapter a facade step was built with (`runCode`/`spawn` option `subprocess`). */
 const stepAdapters = new WeakMap<object, SubprocessAdapter>()
 

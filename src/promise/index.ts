@@ -40,6 +40,7 @@ export {
   type CallModelOptions,
   conditional,
   type ConditionalOptions,
+  type Context,
   type ContextLayer,
   type ContextLayerHooks,
   type ContextScope,
@@ -64,6 +65,7 @@ export {
   loop,
   type LoopOptions,
   type NoeticContextLayer,
+  type NoeticStep as Step,
   type OnItemAppendParams,
   type OnItemAppendResult,
   type PlainModel,
@@ -108,7 +110,7 @@ export type {
   ModelTurn,
   ParallelMode,
   StandardSchema,
-  Step,
+  Step as EngineStep,
   StepContext as EngineStepContext,
   StepOptions
 } from "../harness/Step.ts"

@@ -13,6 +13,7 @@ import {
   CheckpointSnapshotSchema,
   type CheckpointStore,
   conditional,
+  type Context,
   type ContextLayer,
   createCheckpointStore,
   createInMemoryStorage,
@@ -27,7 +28,8 @@ import {
   NoeticConfigError,
   type PendingAskUserSnapshot,
   runCode,
-  spawn
+  spawn,
+  type Step
 } from "../../src/promise/index.ts"
 
 // -----------------------------------------------------------------------------
@@ -179,6 +181,9 @@ const explicitFan = inParallel<AppContext, string, number>({
 const explicitTool = invokeTool<AppContext, { query: string; limit: number }, string[]>({ id: "explicit-tool", tool: searchTool })
 
 void [draft, lazyModel, search, child, refine, asyncUntil, fanOut, all, race, route]
+const asNoeticStep: Step<AppContext, string, number> = explicit
+const takesContext = (ctx: Context<AppContext>): string => ctx.threadId
+void [asNoeticStep, takesContext]
 void [explicitLoop, explicitSpawn, explicitModel, explicitRoute, explicitFan, explicitTool]
 
 // -----------------------------------------------------------------------------
