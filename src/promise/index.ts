@@ -98,6 +98,7 @@ export {
   type SubprocessHandle
 } from "./subprocess.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
+export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use
 // the facade can name them.

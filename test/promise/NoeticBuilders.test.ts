@@ -22,7 +22,10 @@ import {
   runCode,
   type SettleResult,
   type Snapshot,
-  spawn
+  spawn,
+  all,
+  any,
+  until
 } from "../../src/promise/index.ts"
 
 const harnesses: Array<AgentHarness> = []
@@ -300,6 +303,22 @@ describe("noetic builders: loop", () => {
     expect(await runStep(flaky, 0)).toBe(2)
     expect(errors).toHaveLength(1)
     expect(errors[0]).toMatchObject({ kind: "step_failed" })
+  })
+
+  it("noetic's until predicates and any/all combinators decide from the snapshot", async () => {
+    const inc = runCode({ id: "inc", execute: async (n: number) => n + 1 })
+    expect(await runStep(loop({ id: "max", steps: [inc], until: until.maxSteps(4) }), 0)).toBe(4)
+    expect(await runStep(loop({ id: "marker", steps: [inc], until: until.outputEquals("3") }), 0)).toBe(3)
+    const clamp = runCode({ id: "clamp", execute: async (n: number) => Math.min(n + 1, 2) })
+    expect(await runStep(loop({ id: "conv", steps: [clamp], until: until.converged() }), 0)).toBe(2)
+    const either = any(until.outputContains("5"), until.maxSteps(100))
+    expect(await runStep(loop({ id: "any", steps: [inc], until: either }), 0)).toBe(5)
+    const both = all(until.maxSteps(2), until.verified(async (out) => ({ pass: (out as number) % 3 === 0 })))
+    expect(await runStep(loop({ id: "all", steps: [inc], until: both }), 0)).toBe(3)
+    const verdict = await until.verified(async () => ({ pass: false, feedback: "more detail" }))({
+      stepCount: 1, tokens: { input: 0, output: 0, total: 0 }, elapsed: 0, cost: 0, lastOutput: 1, lastText: "1", history: [1], depth: 0
+    })
+    expect(verdict).toEqual({ stop: false, feedback: "more detail" })
   })
 
   it("throws EMPTY_STEP_ID, MISSING_LOOP_BODY and MISSING_UNTIL_PREDICATE", () => {
