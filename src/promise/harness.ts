@@ -1217,6 +1217,12 @@ export interface DetachedSpawnOptions {
 }
 
 /** How functions of this module reach the engine behind a facade harness. */
+/** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
+const layerMergers = new WeakMap<
+  AgentHarness,
+  (given: ReadonlyArray<ContextLayer> | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
+>()
+
 const engines = new WeakMap<
   AgentHarness,
   <A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>) => Promise<A>
@@ -1402,6 +1408,7 @@ export class AgentHarness<I = any, O = any> {
       Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
     )
     engines.set(this, (f) => this.#use(f))
+    layerMergers.set(this, (given) => this.#mergedLayers(given))
   }
 
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
@@ -1616,7 +1623,7 @@ export const reattachLiveChildren = (
         restore: (handle) =>
           engineRestoreOptions(
             typeof restore === "function" ? restore(toFacadeHandle(handle)) : restore,
-            (given) => given === undefined ? undefined : given.map((layer) => toEngineLayer(layer, layerStorageDefault()))
+            layerMergers.get(harness)!
           )
       }),
       (found): ReattachedChildren => ({

@@ -17,6 +17,7 @@ import {
   createCheckpointStore,
   createFileStorage,
   createInMemoryStorage,
+  createInMemorySubprocessAdapter,
   isNoeticConfigError,
   isNoeticError,
   type NoeticContextLayer,
@@ -521,6 +522,26 @@ describe("detachedSpawn (noetic's DetachedHandle)", () => {
     expect(handle.status).toBe("running")
     release()
     expect(await handle.await()).toBe("done")
+  })
+
+  it("a step built with subprocess: adapter is dispatched there; an override in detachedSpawn wins", async () => {
+    const own = createInMemorySubprocessAdapter()
+    const other = createInMemorySubprocessAdapter()
+    try {
+      const h = harness({ name: "per-step", params: {} })
+      const step = runCode({ id: "routed", execute: async (n: number) => n * 3, subprocess: own })
+      const handle = h.detachedSpawn(step, 2, h.createContext())
+      expect(await handle.await()).toBe(6)
+      expect(await own.get(handle.handleId)).not.toBeNull()
+      expect(await h.subprocess.get(handle.handleId)).toBeNull()
+      const overridden = h.detachedSpawn(step, 3, h.createContext(), { subprocess: other })
+      expect(await overridden.await()).toBe(9)
+      expect(await other.get(overridden.handleId)).not.toBeNull()
+      expect(await own.get(overridden.handleId)).toBeNull()
+    } finally {
+      await own.close()
+      await other.close()
+    }
   })
 
   it("the parent checkpoints when a child settles, so restore sees the parent", async () => {
