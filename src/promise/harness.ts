@@ -556,7 +556,7 @@ export type AnyStep<I = any, O = any> = Step.Step<I, O, any, any>
 export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
 
 /** noetic's name for a context, `Context<TContext, TState>`: this library's `AgentContext`. */
-export type Context<_TContext = any, _TState = unknown> = AgentContext
+export type NoeticContext<_TContext = any, _TState = unknown> = AgentContext
 
 /** The subprocess adapter a facade step was built with (`runCode`/`spawn` option `subprocess`). */
 const stepAdapters = new WeakMap<object, SubprocessAdapter>()
