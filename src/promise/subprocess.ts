@@ -61,21 +61,6 @@ export interface LiveSubprocessHandle extends SubprocessHandle {
   readonly parentExecutionId: string | undefined
   /** The child's output; rejects with `NoeticError` when it failed or was stopped. */
   await(): Promise<unknown>
-  /** The engine's status word (running, succeeded, failed, stopped). */
-  engineStatus(): Promise<HandleStatus>
-}
-
-/** What `harness.detachedSpawn` returns on this branch: the child's ids and its outcome. */
-export interface DetachedSubprocessHandle {
-  readonly handleId: string
-  readonly stepId: string
-  readonly executionId: string
-  readonly parentExecutionId: string | undefined
-  readonly metadata: Readonly<Record<string, unknown>>
-  /** The engine's status word: running, succeeded, failed or stopped. */
-  status(): Promise<HandleStatus>
-  /** The child's output; rejects with `NoeticError` when it failed or was stopped. */
-  await(): Promise<unknown>
 }
 
 /** noetic's request to run an operating-system command (`kind` may be omitted). */
@@ -237,8 +222,7 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
         ...notes.get(handle.handleId)
       }
     },
-    await: observe,
-    engineStatus: () => runForFacade(handle.status)
+    await: observe
   }
   views.set(handle, view)
   return view

@@ -261,18 +261,6 @@ export const toEngineSubprocessShape = (adapter: SubprocessAdapter, where: strin
   return shape
 }
 
-/** A step option bag whose `subprocess`, when a facade adapter, is turned into the engine's. */
-export const withEngineSubprocess = <O extends { readonly subprocess?: unknown } | undefined>(
-  options: O,
-  where: string
-): O => {
-  const subprocess = options?.subprocess
-  if (subprocess === undefined || subprocess === null || typeof subprocess !== "object") return options
-  // An engine shape has `listLive` as an Effect, not a function: it is used as is.
-  if (typeof (subprocess as { listLive?: unknown }).listLive !== "function") return options
-  return { ...options, subprocess: toEngineSubprocessShape(subprocess as SubprocessAdapter, where) }
-}
-
 /**
  * Spawns a facade harness started but has not finished: `listLive` waits for them, so
  * a child is listed from the moment `detachedSpawn` returned.
