@@ -61,6 +61,9 @@ export * as InMemorySubprocessAdapter from "./layers/InMemorySubprocessAdapter.t
 /** The local subprocess adapter: one `node` process per child, surviving a host crash. */
 export * as LocalSubprocessAdapter from "./layers/LocalSubprocessAdapter.ts"
 
+/** Imports a directory noetic's file storage wrote: snapshots, step ledgers, manifests. */
+export * as NoeticImport from "./NoeticImport.ts"
+
 /** The persisted manifest and result records of spawned children. */
 export * as SubprocessManifest from "./schema/SubprocessManifest.ts"
 
@@ -86,7 +89,7 @@ export * as IpcClient from "./layers/IpcClient.ts"
 // built against this package can refer to them.
 export type { CheckpointStoreShape } from "./services/CheckpointStore.ts"
 export type { StorageAdapterShape } from "./services/StorageAdapter.ts"
-export type { SubprocessAdapterShape } from "./services/SubprocessAdapter.ts"
+export type { ProcessRequest, SubprocessAdapterShape } from "./services/SubprocessAdapter.ts"
 export type { ClientFrame, Hello, V1ServerFrame } from "./schema/IpcFrame.ts"
 export {
   ChildExited,
