@@ -280,13 +280,24 @@ export class SpawnsInFlight {
     return Promise.all(this.#pending).then(() => {})
   }
 
-  /** `adapter` whose `listLive` (and `get`, `reattach`) first wait for the spawns in flight. */
+  /**
+   * `adapter` whose `listLive` (and `get`, `reattach`) first wait for the spawns in
+   * flight. Every other member is the adapter's own, called on the adapter itself (a
+   * host's class with private fields keeps working).
+   */
   wrap<A extends SubprocessAdapter>(adapter: A): A {
     const drain = () => this.drain()
-    return Object.assign(Object.create(adapter) as A, {
+    const waiting: Record<PropertyKey, unknown> = {
       listLive: () => drain().then(() => adapter.listLive()),
       get: (handleId: string) => drain().then(() => adapter.get(handleId)),
       reattach: (handleId: string) => drain().then(() => adapter.reattach(handleId))
+    }
+    return new Proxy(adapter, {
+      get: (target, property) => {
+        if (Object.hasOwn(waiting, property)) return waiting[property]
+        const value: unknown = Reflect.get(target, property, target)
+        return typeof value === "function" ? value.bind(target) : value
+      }
     })
   }
 }

@@ -117,6 +117,48 @@ describe("a host-written SubprocessAdapter", () => {
     expect(listed).toMatchObject({ id: "host-0", status: "completed", metadata: { result: 42 } })
   })
 
+  it("a host adapter written as a class with private fields works as environment.subprocess and harness.subprocess", async () => {
+    class ClassAdapter implements SubprocessAdapter {
+      readonly #inner = recordingAdapter()
+      get requests() {
+        return this.#inner.requests
+      }
+      spawn(request: SubprocessRequest) {
+        return this.#inner.adapter.spawn(request)
+      }
+      get(handleId: string) {
+        return this.#inner.adapter.get(handleId)
+      }
+      stop(handleId: string) {
+        return this.#inner.adapter.stop(handleId)
+      }
+      pause(handleId: string) {
+        return this.#inner.adapter.pause(handleId)
+      }
+      resume(handleId: string) {
+        return this.#inner.adapter.resume(handleId)
+      }
+      isAlive(handle: SubprocessHandle) {
+        return this.#inner.adapter.isAlive(handle)
+      }
+      reattach(handleId: string) {
+        return this.#inner.adapter.reattach(handleId)
+      }
+      listLive() {
+        return this.#inner.adapter.listLive()
+      }
+    }
+    const adapter = new ClassAdapter()
+    const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    const handle = harness.detachedSpawn(double, 4, await harness.createContext())
+    expect((await harness.subprocess.listLive()).map((h) => h.id)).toEqual(["host-0"])
+    expect(await handle.await()).toBe(8)
+    expect(await harness.subprocess.stop("host-0")).toMatchObject({ kind: "stopped" })
+    expect(await harness.subprocess.pause("nope")).toEqual({ kind: "not_found", handleId: "nope" })
+    expect(adapter.requests).toHaveLength(1)
+  })
+
   it("a failure recorded on metadata.error rejects await() with its message", async () => {
     const { adapter } = recordingAdapter()
     const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
