@@ -323,7 +323,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           stepId: manifest.stepId,
           executionId: manifest.executionId,
           parentExecutionId: manifest.parentExecutionId ?? undefined,
-          metadata: manifest.metadata,
+          // noetic's intrinsic keys of a local handle beside the caller's.
+          metadata: { ...manifest.metadata, runtime: "local", pid: manifest.pid, pidStarttime: manifest.pidStarttime },
           startedAt: manifest.createdAt,
           status: Effect.sync(() => child.status),
           paused: Effect.sync(() => child.paused && child.status === "running"),

@@ -237,7 +237,12 @@ describe("the library's adapters speak noetic's interface", () => {
     // Listed from the moment detachedSpawn returned.
     expect((await harness.subprocess.listLive()).map((h) => h.id)).toContain(running.handleId)
     const live = await adapter.get(running.handleId)
-    expect(live).toMatchObject({ id: running.handleId, status: "running", metadata: { executionId: running.executionId } })
+    expect(live).toMatchObject({
+      id: running.handleId,
+      status: "running",
+      metadata: { executionId: running.executionId, kind: "step", stepId: "waitForRelease", runtime: "local" }
+    })
+    expect(typeof live!.metadata.pid).toBe("number")
     expect(typeof live!.startedAt).toBe("string")
     expect(await adapter.isAlive(live!)).toBe(true)
     // pause / resume: SIGSTOP and SIGCONT to the child's process group.
@@ -265,6 +270,33 @@ describe("the library's adapters speak noetic's interface", () => {
       handle: { status: "stopped", metadata: { stopReason: "no longer needed" } }
     })
     await expect(second.await()).rejects.toMatchObject({ name: "NoeticError" })
+  }, 60_000)
+
+  it("local adapter: noetic's step request by id, with registryEntry as the module that defines the steps", async () => {
+    const base = tempDir("nne-")
+    const adapter = createLocalSubprocessAdapter({
+      root: Path.join(base, "subprocess"),
+      pollMs: 20,
+      registryEntry: Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+    })
+    cleanups.push(() => adapter.close())
+    const handle = await adapter.spawn({
+      kind: "step",
+      stepId: "double",
+      serializedInput: 21,
+      executionId: "exec-by-id",
+      overrides: {},
+      metadata: { caller: "me" }
+    })
+    expect(handle.metadata).toMatchObject({ caller: "me", executionId: "exec-by-id", stepId: "double", runtime: "local" })
+    expect(await handle.await()).toBe(42)
+    expect(await adapter.get(handle.id)).toMatchObject({ status: "completed", metadata: { result: 42 } })
+    // Without an entry a step request by id cannot be loaded by a child: a typed failure.
+    const bare = createLocalSubprocessAdapter({ root: Path.join(base, "subprocess2") })
+    cleanups.push(() => bare.close())
+    await expect(
+      bare.spawn({ kind: "step", stepId: "double", serializedInput: 1, executionId: "e2", overrides: {} })
+    ).rejects.toMatchObject({ name: "NoeticError" })
   }, 60_000)
 
   it("default harness adapter: listLive lists a child right after detachedSpawn", async () => {
