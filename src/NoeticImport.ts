@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { StorageError } from "./Errors.ts"
@@ -215,18 +215,20 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
       skipped.push(key)
       continue
     }
-    let value: unknown
-    try {
-      const text = Fs.readFileSync(Path.join(directory, file), "utf8")
-      if (text.length === 0) {
-        fail(key, file, kind, "the file is empty")
-        continue
-      }
-      value = JSON.parse(text)
-    } catch (cause) {
-      fail(key, file, kind, `unreadable: ${cause instanceof Error ? cause.message : String(cause)}`)
+    const read = yield* Effect.result(Effect.try({
+      try: (): unknown => {
+        const text = Fs.readFileSync(Path.join(directory, file), "utf8")
+        // noetic reads an empty file as no value: there is nothing to import.
+        if (text.length === 0) throw new Error("the file is empty")
+        return JSON.parse(text)
+      },
+      catch: (cause) => cause instanceof Error ? cause.message : String(cause)
+    }))
+    if (Result.isFailure(read)) {
+      fail(key, file, kind, `unreadable: ${read.failure}`)
       continue
     }
+    const value = read.success
 
     if (kind === "snapshot") {
       const executionId = SNAPSHOT.exec(key)![1]!

@@ -90,6 +90,11 @@ const writeNoeticDirectory = (dir: string) => {
   writeNoeticKey(dir, `execution:${executionId}:frontier`, [])
   writeNoeticKey(dir, `execution:${executionId}:ledger:00000002`, { stepId: "review" })
   Fs.writeFileSync(Path.join(dir, `${encodeURIComponent("execution:broken:snapshot").replace(/%/g, "__")}.json`), "{not json")
+  // An empty file (noetic reads it as no value) and a name that decodes to no key.
+  Fs.writeFileSync(Path.join(dir, `${encodeURIComponent("execution:empty:snapshot").replace(/%/g, "__")}.json`), "")
+  Fs.writeFileSync(Path.join(dir, "bad__ZZ.json"), "{}")
+  // A half-written temp file of noetic's is not a record.
+  Fs.writeFileSync(Path.join(dir, "execution__3Ax__3Asnapshot.json.tmp"), "{")
 }
 
 /** The same graph the noetic run was executing; each body counts its runs. */
@@ -127,9 +132,11 @@ describe("import of noetic's on-disk data", () => {
 
     expect(report).toMatchObject({ snapshots: 1, ledgerEntries: 2, manifests: 2, executionIds: [executionId] })
     expect(report.skipped).toEqual([`execution:${executionId}:frontier`])
-    expect(report.failures.map(({ key, kind }) => ({ key, kind }))).toHaveLength(2)
+    expect(report.failures.map(({ key, kind }) => ({ key, kind }))).toHaveLength(4)
     expect(report.failures.map(({ key, kind }) => ({ key, kind }))).toEqual(expect.arrayContaining([
       { key: "execution:broken:snapshot", kind: "snapshot" },
+      { key: "execution:empty:snapshot", kind: "snapshot" },
+      { key: "bad__ZZ.json", kind: "file" },
       { key: `execution:${executionId}:ledger:00000002`, kind: "ledger" }
     ]))
     expect(report.failures.find((f) => f.kind === "ledger")!.message).toMatch(/path/)
