@@ -16,6 +16,11 @@
  * socket; the parent acks each frame once handled. Liveness is pid plus start time,
  * so a recycled pid is neither adopted nor signalled.
  *
+ * `spawnProcess` runs an OS command (noetic's process request) the same way: manifest,
+ * pid and start time, its own log; its exit status settles it. `pause`/`resume` send
+ * SIGSTOP/SIGCONT to a child's group. With `manifestStorage` the host keeps its
+ * manifests in any storage while children keep their records under `root`.
+ *
  * Lifetimes: with `outliveHost: false` (the default) the adapter's scope owns its
  * children, spawned or reattached, and closing it stops them. With `outliveHost: true`
  * closing the scope only disconnects: the children run on and a later host reattaches

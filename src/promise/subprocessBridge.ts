@@ -179,7 +179,10 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
               ...(request.resourceId === undefined ? {} : { resourceId: request.resourceId }),
               ...(request.cwdInit === undefined ? {} : { cwdInit: request.cwdInit })
             },
-            metadata: { ...request.metadata, parentExecutionId: request.parentExecutionId },
+            metadata: {
+              ...request.metadata,
+              ...(request.parentExecutionId === undefined ? {} : { parentExecutionId: request.parentExecutionId })
+            },
             // An in-process adapter (noetic's own in-memory one) runs the step under this harness.
             _localExecutor: () => runForFacade(request.runInProcess)
           }),
