@@ -113,7 +113,10 @@ const importNoetic = Command.make(
       const report = yield* Effect.gen(function*() {
         // Manifests go where the local subprocess adapter reads them: the home's subprocess root.
         const subprocess = yield* FileStorage.make({ root: home.subprocess })
-        return yield* importNoeticDirectory(directory, { checkpoints: yield* StorageAdapter, subprocess })
+        return yield* importNoeticDirectory(directory, { checkpoints: yield* StorageAdapter, subprocess }).pipe(
+          Effect.catchTag("NoeticDirectoryUnreadable", (error) =>
+            Effect.fail(new CliError.UserError({ cause: error, userMessage: error.message })))
+        )
       }).pipe(Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
       yield* Console.log(
         `imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s)` +

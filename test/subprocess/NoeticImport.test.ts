@@ -13,7 +13,7 @@ import {
   runCode
 } from "../../src/promise/index.ts"
 import { decodeNoeticKey, encodeNoeticKey } from "../../src/NoeticImport.ts"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { NodeServices } from "@effect/platform-node"
 import { TestConsole } from "effect/testing"
 
@@ -201,6 +201,15 @@ describe("import of noetic's on-disk data", () => {
     expect(output).toContain("2 manifest")
     expect(output).toContain("execution:broken:snapshot")
     const store = createCheckpointStore({ storage: createFileStorage({ root: Path.join(home, "checkpoints") }) })
+    // A directory that cannot be listed is the user's error, with its message.
+    const missing = await Effect.runPromise(
+      Effect.exit(runCli(["--home", home, "import-noetic", Path.join(source, "nope")])).pipe(
+        Effect.provide(TestConsole.layer),
+        Effect.provide(NodeServices.layer)
+      )
+    )
+    expect(Exit.isFailure(missing)).toBe(true)
+    expect(String(Exit.isFailure(missing) ? Cause.squash(missing.cause) : "")).toContain("cannot list")
     // The listing's element shape changes with the facade's noetic form; the id is in it either way.
     const listed = await store.list()
     expect(listed).toHaveLength(1)
