@@ -296,7 +296,13 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const liveness = Effect.gen(function*() {
         // A command this host started records its exit status before `exited` fires:
         // waiting for that, not the pid, keeps the status from losing the race.
-        if (child.manifest.process !== undefined && child.spawnedHere) yield* Deferred.await(child.exited)
+        // Polled rather than only awaited: the timer keeps a host whose only work is this
+        // child alive (the unreferenced process alone does not).
+        if (child.manifest.process !== undefined && child.spawnedHere) {
+          while (!(yield* Deferred.isDone(child.exited))) {
+            yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
+          }
+        }
         while (yield* alive(child.manifest)) {
           yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
         }
@@ -434,6 +440,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
     const logPath = logPathOf(socketPathFor(handleId))
+    // Listened for from the start: a quick command may exit before its manifest is written.
+    const exitStatus = Deferred.makeUnsafe<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>()
     const proc = yield* Effect.callback<NodeChildProcess.ChildProcess, SubprocessError>((resume) => {
       let log: number | undefined
       try {
@@ -444,6 +452,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
           env: { ...(options.env ?? process.env), ...request.env }
         })
+        started.once("exit", (code, signal) => Deferred.doneUnsafe(exitStatus, Exit.succeed({ code, signal })))
         started.once("spawn", () => {
           if (request.stdin !== undefined) started.stdin!.end(request.stdin)
           resume(Effect.succeed(started))
@@ -495,26 +504,28 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     )
     const child = yield* newChild(manifest)
     child.spawnedHere = true
-    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-      const outcome: SubprocessOutcome = code === 0
-        ? { _tag: "Success", value: { exitCode: 0 } }
-        : {
-          _tag: "Failure",
-          error: childFailed(handleId, {
-            name: "ProcessExited",
-            message: `${request.command} exited with ${code === null ? `signal ${signal}` : `code ${code}`}`,
-            exitCode: code,
-            signal
-          }).reason
-        }
-      // A command stopped on purpose settles as stopped, whatever its status.
-      const recorded = child.stopping ? Effect.void : Effect.ignore(saveResult(storage, handleId, outcome))
-      Effect.runFork(Effect.ensuring(recorded, Deferred.done(child.exited, Exit.void)))
-    }
-    proc.once("exit", onExit)
-    // A host that let go of the child (its scope closed, outliveHost) records nothing more:
-    // whoever reattached it owns its outcome now.
-    yield* Scope.addFinalizer(child.scope, Effect.sync(() => void proc.removeListener("exit", onExit)))
+    // Records the exit status, then tells the watcher. Forked in the child's scope: a
+    // host that let go of the child (its scope closed, outliveHost) records nothing
+    // more, since whoever reattached it owns its outcome now.
+    yield* Deferred.await(exitStatus).pipe(
+      Effect.flatMap(({ code, signal }) => {
+        const outcome: SubprocessOutcome = code === 0
+          ? { _tag: "Success", value: { exitCode: 0 } }
+          : {
+            _tag: "Failure",
+            error: childFailed(handleId, {
+              name: "ProcessExited",
+              message: `${request.command} exited with ${code === null ? `signal ${signal}` : `code ${code}`}`,
+              exitCode: code,
+              signal
+            }).reason
+          }
+        // A command stopped on purpose settles as stopped, whatever its status.
+        return child.stopping ? Effect.void : Effect.ignore(saveResult(storage, handleId, outcome))
+      }),
+      Effect.andThen(Deferred.done(child.exited, Exit.void)),
+      Effect.forkIn(child.scope)
+    )
     yield* watch(child)
     return child.handle
   })

@@ -160,6 +160,8 @@ export const serializeError = (error: unknown): SerializedError => {
 }
 
 const views = new WeakMap<EngineHandle, LiveSubprocessHandle>()
+/** Resolves once a view shows everything the engine knows (a settled child's result or error). */
+const ready = new WeakMap<LiveSubprocessHandle, () => Promise<void>>()
 /** What the facade learnt of a handle beside the engine (noetic's `stopReason`), by handle id. */
 const notes = new Map<string, { stopReason?: string }>()
 
@@ -195,8 +197,12 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
     if (settled !== undefined) return settled.status
     const status = facadeStatus(Effect.runSync(handle.status))
     if (status === "running" && handle.paused !== undefined && Effect.runSync(handle.paused)) return "paused"
-    // Settled in the engine: start the observer so metadata follows.
-    if (status !== "running") observe().catch(() => {})
+    // Settled in the engine but not yet observed: it reads as running until its result
+    // or error is on the metadata, so a poller that sees a terminal status finds them.
+    if (status !== "running") {
+      observe().catch(() => {})
+      return "running"
+    }
     return status
   }
   const view: LiveSubprocessHandle = {
@@ -225,7 +231,17 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
     await: observe
   }
   views.set(handle, view)
+  ready.set(view, () => {
+    const status = Effect.runSync(handle.status)
+    return status === "running" || settled !== undefined ? Promise.resolve() : observe().then(() => {}, () => {})
+  })
   return view
+}
+
+/** The view of `handle`, once it shows a settled child's outcome. */
+const readyView = (handle: EngineHandle): Promise<LiveSubprocessHandle> => {
+  const view = toFacadeHandle(handle)
+  return ready.get(view)!().then(() => view)
 }
 
 const notFound = (handleId: string) => ({ kind: "not_found" as const, handleId })
@@ -282,7 +298,7 @@ export const fromEngineSubprocessAdapter = (
   const use = <A, E>(f: (adapter: SubprocessAdapterShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
   const get = (handleId: string) =>
-    use((a) => Effect.map(a.get(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))
+    use((a) => a.get(handleId)).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   const control = (handleId: string, what: "pause" | "resume"): Promise<SubprocessControlResult> =>
     use((a) => {
       const operation = a[what]
@@ -305,7 +321,7 @@ export const fromEngineSubprocessAdapter = (
           return Effect.fail(spawnFailedError(`this adapter runs steps only; it cannot run ${request.command}`))
         }
         return a.spawnProcess(engineProcessRequest(request))
-      }).then(toFacadeHandle),
+      }).then(readyView),
     get,
     stop: (handleId, reason) =>
       use((a) => a.stop(handleId)).then(
@@ -325,9 +341,8 @@ export const fromEngineSubprocessAdapter = (
     pause: (handleId) => control(handleId, "pause"),
     resume: (handleId) => control(handleId, "resume"),
     isAlive: (handle) => get(handle.id).then((live) => live !== null && (live.status === "running" || live.status === "paused")),
-    listLive: () => use((a) => Effect.map(a.listLive, (handles) => handles.map(toFacadeHandle))),
-    reattach: (handleId) =>
-      use((a) => Effect.map(a.reattach(handleId), (h) => Option.getOrNull(Option.map(h, toFacadeHandle))))
+    listLive: () => use((a) => a.listLive).then((handles) => Promise.all(handles.map(readyView))),
+    reattach: (handleId) => use((a) => a.reattach(handleId)).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   }
 }
 

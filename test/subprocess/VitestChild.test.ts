@@ -62,6 +62,10 @@ describe("local children under every host runner", () => {
     expect(await runHost(["--import", "tsx", Path.join(fixtures, "runnerHost.ts"), tempDir()])).toBe("42")
   }, 90_000)
 
+  it("tsx: a host whose only work is awaiting an OS command child stays alive until it exits", async () => {
+    expect(await runHost(["--import", "tsx", Path.join(fixtures, "processHost.ts"), tempDir()])).toBe(JSON.stringify({ exitCode: 0 }))
+  }, 90_000)
+
   it.skipIf(!built)("plain Node ESM", async () => {
     expect(await runHost([Path.join(fixtures, "runnerHost.mjs"), tempDir()])).toBe("42")
   }, 90_000)
