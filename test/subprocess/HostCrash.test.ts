@@ -93,7 +93,7 @@ describe("Survive a host crash (real processes)", () => {
       const third = yield* startHost([base, "reattach", release])
       assert.deepStrictEqual((yield* third.nextLine).handles, [])
       yield* waitUntil(Effect.map(isAlive(child.pid, child.pidStarttime), (alive) => !alive))
-    }), { timeout: 30_000 })
+    }), { timeout: 120_000 })
 
   it.live("a child that finished while the host was down comes back completed with its result", () =>
     Effect.gen(function*() {
@@ -112,5 +112,5 @@ describe("Survive a host crash (real processes)", () => {
       assert.deepStrictEqual((yield* second.nextLine).handles.map((h: { handleId: string }) => h.handleId), [handleId])
       const { results } = yield* second.nextLine
       assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
-    }), { timeout: 30_000 })
+    }), { timeout: 120_000 })
 })
