@@ -1416,7 +1416,8 @@ export class AgentHarness<I = any, O = any> {
         Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
       )
     )
-    engines.set(this, (f) => this.#use(f))
+    // reattachLiveChildren lists through the adapter as harness.subprocess.listLive() does: after the spawns in flight.
+    engines.set(this, (f) => this.#spawns.drain().then(() => this.#use(f)))
     layerMergers.set(this, (given) => this.#mergedLayers(given))
   }
 
