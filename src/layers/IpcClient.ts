@@ -125,6 +125,8 @@ export interface IpcClientShape {
   readonly send: (frame: Exclude<ClientFrame, { readonly type: "durableResume" | "durableAck" }>) => Effect.Effect<void, IpcError>
   /** Waits for a connection to be open and returns the server's `hello`. */
   readonly connected: Effect.Effect<Hello>
+  /** Like `connected`, but fails with `SocketClosed` once the client has given up (closed, or its one connection ended). */
+  readonly awaitConnected: Effect.Effect<Hello, IpcError>
   /** Drops the current connection; the client reconnects and resumes. */
   readonly disconnect: Effect.Effect<void>
   /** The highest durable seq delivered to the application. */
@@ -317,6 +319,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         )
       ),
     connected,
+    awaitConnected: whileOpen(connected),
     disconnect: Effect.suspend(() => (current === undefined ? Effect.void : Deferred.succeed(current.drop, undefined))),
     deliveredSeq: Effect.sync(() => delivered),
     ackedSeq: Effect.sync(() => acked),
