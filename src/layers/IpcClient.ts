@@ -30,7 +30,7 @@ import { makeLineSplitter } from "../internal/lineSplitter.ts"
 import { FrameTooLarge, IpcError, type IpcErrorReason, SocketClosed } from "../IpcError.ts"
 import {
   type ClientFrame,
-  decodeServerFrame,
+  decodeServerFrameSync,
   encodeFrame,
   type Hello,
   MaxFrameBytes,
@@ -208,8 +208,10 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         if (Exit.isFailure(chunks)) return
         for (const chunk of chunks.value) {
           const { lines, tooLargeBytes } = splitter.push(chunk)
+          // Delivered a chunk at a time: one offer per chunk, not per frame.
+          const batch: Array<Delivery> = []
           for (const line of lines) {
-            const decoded = yield* Effect.result(decodeServerFrame(line))
+            const decoded = decodeServerFrameSync(line)
             if (decoded._tag === "Failure") {
               yield* Effect.logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
               continue
@@ -221,14 +223,15 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
               if (acked > connection.ackSent && connection.received >= acked) yield* sendAck(connection)
               if (frame.seq <= delivered) continue
               delivered = frame.seq
-              yield* Queue.offer(inbox, { seq: frame.seq, frame: frame.frame })
+              batch.push({ seq: frame.seq, frame: frame.frame })
             } else if (frame.type === "hello") {
               connection.hello = frame
               ready.openUnsafe()
             } else {
-              yield* Queue.offer(inbox, { seq: undefined, frame })
+              batch.push({ seq: undefined, frame })
             }
           }
+          if (batch.length > 0) yield* Queue.offerAll(inbox, batch)
           if (tooLargeBytes !== undefined) {
             // The server would send the same frame again on every resume: give up.
             return yield* fail(

@@ -199,7 +199,8 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     }
     faults.push(error)
   }
-  const takeFault: Effect.Effect<void, StorageError> = Effect.suspend(() => {
+  const takeFault: Effect.Effect<void, StorageError> = Effect.flatMap(queue.takeWriteFailures, (failures) => {
+    for (const error of failures) reportFault(error)
     const fault = faults.shift()
     return fault === undefined ? Effect.void : Effect.fail(fault)
   })
@@ -449,25 +450,24 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       Effect.map((line) => line.slice(0, -1))
     )
 
-  // What was published and is not known durable yet; a failure is kept for the producer.
-  let inFlight: Array<Effect.Effect<void, StorageError>> = []
-  const track = (durable: Effect.Effect<void, StorageError>) => {
-    inFlight.push(durable)
-    // A producer that never flushes still hears of a failure at its next publish.
-    if (inFlight.length > 1024) inFlight = inFlight.slice(-1)
-    return durable.pipe(Effect.tapError((error) => Effect.sync(() => reportFault(error))), Effect.ignore)
-  }
+  // Batches are written in order: the last publish's durability implies every earlier one's
+  // (a failed batch is kept by the queue for `takeFault`).
+  let lastPublished: Effect.Effect<void, StorageError> = Effect.void
   const publishAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(Effect.forEach(frames, encodeForQueue)),
       Effect.flatMap(queue.offerAll),
-      Effect.tap((offered) => Effect.forkDetach(track(offered.durable))),
-      Effect.map((offered) => offered.seqs)
+      Effect.map((offered) => {
+        lastPublished = offered.durable
+        return offered.seqs
+      })
     )
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(Effect.forEach(frames, encodeForQueue)),
-      Effect.flatMap(queue.appendAll)
+      Effect.flatMap(queue.appendAll),
+      // The caller hears of its own batch's failure here, not again at the next call.
+      Effect.tapError((error) => Effect.sync(() => void (error._tag === "StorageError" && reported.add(error))))
     )
 
   return IpcServer.of({
@@ -477,14 +477,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     emitAll,
     publish: (frame) => Effect.map(publishAll([frame]), (seqs) => seqs[0]!),
     publishAll,
-    flush: Effect.suspend(() => {
-      const waiting = inFlight
-      inFlight = []
-      return Effect.forEach(waiting, (durable) =>
-        Effect.tapError(durable, (error) => Effect.sync(() => reportFault(error))).pipe(Effect.ignore), { discard: true }).pipe(
-        Effect.andThen(takeFault)
-      )
-    }),
+    flush: Effect.suspend(() => Effect.andThen(Effect.exit(lastPublished), takeFault)),
     awaitAcked: queue.awaitAcked,
     connectionCount: Effect.sync(() => open.size)
   })

@@ -113,6 +113,8 @@ export interface DurableOutboundQueueShape {
    * an ack at or below the current watermark changes nothing. Returns the watermark.
    */
   readonly ackUpTo: (seq: number) => Effect.Effect<number, StorageError | InvalidQueueInput>
+  /** The write failures of offered batches since the last call (an `append` also fails with its own). */
+  readonly takeWriteFailures: Effect.Effect<ReadonlyArray<StorageError>>
   /** Acks every durable frame (waiting for those in flight). Numbering carries on: no seq is reused. */
   readonly clear: Effect.Effect<void, StorageError>
   /** How many frames are stored and not yet acknowledged. */
@@ -308,6 +310,7 @@ export const makeWith = Effect.fnUntraced(function*(
   for (const entry of index) windowUsedFrames += entry.last - Math.max(entry.first, acked + 1) + 1
 
   const pending: Array<PendingBatch> = []
+  let writeFailures: Array<StorageError> = []
   let writing = false
   let idle = Deferred.makeUnsafe<void>()
   Deferred.doneUnsafe(idle, Exit.void)
@@ -392,6 +395,14 @@ export const makeWith = Effect.fnUntraced(function*(
     }
     return writeBatch(batch).pipe(
       Effect.exit,
+      Effect.tap((exit) =>
+        Effect.sync(() => {
+          if (Exit.isFailure(exit)) {
+            const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+            if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
+          }
+        })
+      ),
       Effect.flatMap((exit) => Deferred.done(batch.done, exit)),
       // Let offers made meanwhile join the next batch even on a storage that never yields.
       Effect.andThen(Effect.yieldNow),
@@ -635,6 +646,11 @@ export const makeWith = Effect.fnUntraced(function*(
     append,
     appendAll,
     offerAll,
+    takeWriteFailures: Effect.sync(() => {
+      const taken = writeFailures
+      writeFailures = []
+      return taken
+    }),
     frameRange,
     readRange,
     ackUpTo,
