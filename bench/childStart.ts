@@ -66,7 +66,8 @@ export const mark = runCode("mark", async (input) => {
   const api = await import(pathToFileURL(dist).href)
   const { mark } = await import(pathToFileURL(stepsFile).href)
   const release = Path.join(base, "release")
-  const subprocess = api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess") })
+  // The steps module named outright: under tsx, source maps hide which module defined a step.
+  const subprocess = api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), entry: stepsFile })
   const harness = new api.AgentHarness({ name: "child-start", agentGraph: api.runCode("idle", (x: unknown) => x), environment: { subprocess } })
   const context = await harness.createContext()
   let n = 0
