@@ -34,7 +34,6 @@ import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
-import { CHILD_FLAG } from "../internal/childFlag.ts"
 import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl } from "../internal/moduleUrl.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
@@ -67,6 +66,7 @@ import {
 } from "../services/SubprocessAdapter.ts"
 import * as FileStorage from "./FileStorage.ts"
 import * as IpcClient from "./IpcClient.ts"
+import { CHILD_FLAG } from "./subprocessChild.ts"
 
 /** How the local adapter is built. */
 export interface LocalSubprocessAdapterOptions {

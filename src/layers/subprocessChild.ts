@@ -20,7 +20,6 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Duration, Effect, Exit, Option, Schema } from "effect"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
-import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
 import { runManifestStep } from "../internal/manifests.ts"
 import { readStat } from "../internal/procStat.ts"
 import { loadStep } from "../internal/stepLoader.ts"
@@ -40,7 +39,8 @@ import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAda
 import * as FileStorage from "./FileStorage.ts"
 import * as IpcServer from "./IpcServer.ts"
 
-export { CHILD_FLAG } from "../internal/childFlag.ts"
+/** The argv flag that marks a process as a subprocess child. */
+export const CHILD_FLAG = "--noetic-subprocess-child"
 
 /**
  * A checkpoint store that also streams what each checkpoint adds: new items as `item`
@@ -174,9 +174,7 @@ const argValue = (name: string): string | undefined => {
   return index < 0 ? undefined : process.argv[index + 1]
 }
 
-// Only the first copy of this module a child evaluates runs it: a step module may load
-// the library again from another path (source vs built), and each copy would serve the socket.
-if (process.argv.includes(CHILD_FLAG) && claimChildRun()) {
+if (process.argv.includes(CHILD_FLAG)) {
   const root = argValue("--root")
   const handleId = argValue("--handle")
   if (root === undefined || handleId === undefined) {
