@@ -250,7 +250,7 @@ export const durableLine = (seq: number, frameJson: string): string =>
   `{"type":"durable","seq":${seq},"frame":${frameJson}}\n`
 
 /** One line decoded synchronously: the frame, or why it is not one. */
-type Decoded<A> = { readonly _tag: "Success"; readonly success: A } | {
+export type Decoded<A> = { readonly _tag: "Success"; readonly success: A } | {
   readonly _tag: "Failure"
   readonly failure: MalformedFrame | UnknownFrameType
 }

@@ -184,6 +184,8 @@ const DEFAULT_BATCH_FRAMES = 4096
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
+/** How many decoded batch records a queue keeps for the next read. */
+const DECODED_RECORDS = 4
 /** How many batch records one multi-key read fetches. */
 const READ_RECORDS = 64
 
@@ -223,6 +225,12 @@ interface IndexEntry {
   readonly legacy: boolean
   /** The frames' size, for the window (0 for records found on open). */
   readonly bytes: number
+}
+
+/** A record read and checked: its frames and the range of the record written before it. */
+interface DecodedRecord {
+  readonly frames: ReadonlyArray<string>
+  readonly prev: readonly [number, number] | null
 }
 
 /** Frames numbered and waiting for the writer. */
@@ -467,6 +475,19 @@ export const makeWith = Effect.fnUntraced(function*(
     return low
   }
 
+  // The last few records read, decoded: records are written once, and a replay reads a
+  // large record page by page, which would otherwise parse it once per page.
+  const decodedRecords = new Map<string, DecodedRecord>()
+  const rememberDecoded = (key: string, record: DecodedRecord) => {
+    decodedRecords.set(key, record)
+    if (decodedRecords.size > DECODED_RECORDS) decodedRecords.delete(decodedRecords.keys().next().value!)
+  }
+  const pushFrames = (entries: Array<QueueEntry>, first: number, frames: ReadonlyArray<string>, from: number, to: number) => {
+    for (let seq = Math.max(first, from, acked + 1); seq <= to && seq - first < frames.length; seq++) {
+      entries.push({ seq, frame: frames[seq - first]! })
+    }
+  }
+
   /** Reads the stored frames of `[from, to]`, stopping at the first unreadable record. */
   const readStored = Effect.fnUntraced(function*(from: number, to: number) {
     const entries: Array<QueueEntry> = []
@@ -474,48 +495,44 @@ export const makeWith = Effect.fnUntraced(function*(
     for (let i = indexFrom(from); i < index.length && index[i]!.first <= to; i++) records.push(index[i]!)
     for (let start = 0; start < records.length; start += READ_RECORDS) {
       const chunk = records.slice(start, start + READ_RECORDS)
-      const values = yield* getMany(storage, chunk.map((record) => record.key))
+      const values = yield* getMany(storage, chunk.filter((record) => !decodedRecords.has(record.key)).map((record) => record.key))
       for (const record of chunk) {
         const damage = (message: string, key = record.key, through = record.last): RangeDamage => ({
           error: corrupt("frameRange", key, message),
           through: Math.min(through, to)
         })
-        if (!values.has(record.key)) {
-          // Compacted while it was read: nothing in it is wanted any more.
-          if (record.last <= acked) continue
-          return { entries, damage: damage("the batch record is missing") }
-        }
-        const value = values.get(record.key)
-        let frames: ReadonlyArray<string>
-        if (record.legacy) {
-          const decoded = yield* Effect.result(decodeFrameRecord(value))
-          if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue frame record: ${decoded.failure.message}`) }
-          frames = [decoded.success.frame]
-        } else {
-          const decoded = yield* Effect.result(decodeBatch(value))
-          if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue batch record: ${decoded.failure.message}`) }
-          const batch = decoded.success
-          if (batch.first !== record.first || batch.frames.length !== record.last - record.first + 1) {
-            return { entries, damage: damage(`the record holds seqs from ${batch.first}, ${batch.frames.length} frames`) }
+        let decodedRecord = decodedRecords.get(record.key)
+        if (decodedRecord === undefined) {
+          if (!values.has(record.key)) {
+            // Compacted while it was read: nothing in it is wanted any more.
+            if (record.last <= acked) continue
+            return { entries, damage: damage("the batch record is missing") }
           }
-          // The record written before this one must still be here unless it was acked.
-          const prev = batch.prev
-          if (prev !== null && prev[1] > acked && prev[1] >= from) {
-            const position = indexFrom(prev[1])
-            const known = index[position]
-            if (known === undefined || known.first !== prev[0] || known.last !== prev[1]) {
-              return {
-                entries,
-                damage: damage("the batch record is missing", batchKey(socketId, prev[0], prev[1]), prev[1])
-              }
+          const value = values.get(record.key)
+          if (record.legacy) {
+            const decoded = yield* Effect.result(decodeFrameRecord(value))
+            if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue frame record: ${decoded.failure.message}`) }
+            decodedRecord = { frames: [decoded.success.frame], prev: null }
+          } else {
+            const decoded = yield* Effect.result(decodeBatch(value))
+            if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue batch record: ${decoded.failure.message}`) }
+            const batch = decoded.success
+            if (batch.first !== record.first || batch.frames.length !== record.last - record.first + 1) {
+              return { entries, damage: damage(`the record holds seqs from ${batch.first}, ${batch.frames.length} frames`) }
             }
+            decodedRecord = { frames: batch.frames, prev: batch.prev }
           }
-          frames = batch.frames
+          rememberDecoded(record.key, decodedRecord)
         }
-        for (let i = 0; i < frames.length; i++) {
-          const seq = record.first + i
-          if (seq >= from && seq <= to && seq > acked) entries.push({ seq, frame: frames[i]! })
+        // The record written before this one must still be here unless it was acked.
+        const prev = decodedRecord.prev
+        if (prev !== null && prev[1] > acked && prev[1] >= from) {
+          const before = index[indexFrom(prev[1])]
+          if (before === undefined || before.first !== prev[0] || before.last !== prev[1]) {
+            return { entries, damage: damage("the batch record is missing", batchKey(socketId, prev[0], prev[1]), prev[1]) }
+          }
         }
+        pushFrames(entries, record.first, decodedRecord.frames, from, to)
       }
     }
     return { entries, damage: undefined }
@@ -606,6 +623,7 @@ export const makeWith = Effect.fnUntraced(function*(
   const compact = (target: number) =>
     Effect.suspend(() => {
       const keys = dropped.filter((entry) => entry.last <= target).map((entry) => entry.key)
+      for (const key of keys) decodedRecords.delete(key)
       dropped = dropped.filter((entry) => entry.last > target)
       return Effect.forEach(keys, (key) => storage.delete(key), { concurrency: DELETE_CONCURRENCY, discard: true })
     })
