@@ -421,7 +421,7 @@ export const makeWith = Effect.fnUntraced(function*(
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
   /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
-  const enqueue = (frames: ReadonlyArray<string>): Offered => {
+  const enqueue = (frames: ReadonlyArray<string>): { readonly offered: Offered; readonly startWriter: boolean } => {
     const seqs: Array<number> = []
     const touched: Array<PendingBatch> = []
     for (const frame of frames) {
@@ -438,25 +438,35 @@ export const makeWith = Effect.fnUntraced(function*(
       windowUsedFrames++
       windowUsedBytes += frame.length
     }
-    if (!writing && pending.length > 0) {
+    const startWriter = !writing && pending.length > 0
+    if (startWriter) {
       writing = true
       idle = Deferred.makeUnsafe<void>()
-      Effect.runFork(Effect.andThen(Effect.yieldNow, writer))
     }
-    return { seqs, durable: Effect.forEach(touched, (batch) => Deferred.await(batch.done), { discard: true }) }
+    return {
+      offered: { seqs, durable: Effect.forEach(touched, (batch) => Deferred.await(batch.done), { discard: true }) },
+      startWriter
+    }
   }
 
   const offerAll = (frames: ReadonlyArray<string>): Effect.Effect<Offered> =>
-    Effect.suspend(() => {
-      if (closed) return useAfterClose("append")
-      if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
-      const bytes = sizeOf(frames)
-      // An empty window takes any offer, so one offer larger than the window still goes.
-      const fits = windowUsedFrames === 0 ||
-        (windowUsedFrames + frames.length <= windowFrames && windowUsedBytes + bytes <= windowBytes)
-      if (fits) return Effect.succeed(enqueue(frames))
-      return Effect.andThen(Deferred.await(roomSignal), offerAll(frames))
-    })
+    // Uninterruptible from numbering to starting the writer: an interrupt in between
+    // would leave numbered frames that no writer ever writes. Only the wait for room
+    // can be interrupted.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend((): Effect.Effect<Offered> => {
+        if (closed) return useAfterClose("append")
+        if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
+        const bytes = sizeOf(frames)
+        // An empty window takes any offer, so one offer larger than the window still goes.
+        const fits = windowUsedFrames === 0 ||
+          (windowUsedFrames + frames.length <= windowFrames && windowUsedBytes + bytes <= windowBytes)
+        if (!fits) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
+        const { offered, startWriter } = enqueue(frames)
+        // The writer outlives the offering fiber: it drains every pending batch.
+        return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
+      })
+    )
 
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
     Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
