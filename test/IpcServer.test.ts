@@ -3,6 +3,7 @@ import { Deferred, Effect, Exit, Fiber, Logger, Schedule, Schema, Scope, Stream 
 import * as Fs from "node:fs"
 import * as NodeNet from "node:net"
 import * as Path from "node:path"
+import { Io, StorageError } from "../src/Errors.ts"
 import * as IpcClient from "../src/layers/IpcClient.ts"
 import * as IpcServer from "../src/layers/IpcServer.ts"
 import { batchKey, keyPrefix, makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
@@ -531,5 +532,54 @@ describe("IpcServer and an unmodified noetic peer", () => {
       const prompt = yield* client.take
       assert.strictEqual(prompt.seq, 1)
       assert.include(prompt.frame, { type: "askUserRequest", id: "a", createdAt: 5 })
+    }))
+})
+
+describe("IpcServer pipelined durability", () => {
+  it.live("a published frame reaches the wire only once its batch is durable; a failed batch reaches the producer and its seqs are never reissued", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const memory = yield* makeMemory
+      // A storage whose batch writes wait, once armed, until released, or fail.
+      let gate: Deferred.Deferred<void> | undefined
+      let failNext = false
+      const storage: StorageAdapterShape = {
+        ...memory,
+        set: (key, value) =>
+          Effect.suspend(() => {
+            if (!key.includes(":batch:")) return memory.set(key, value)
+            if (failNext) {
+              failNext = false
+              return Effect.fail(new StorageError({ operation: "set", reason: new Io({ key, message: "disk full", cause: undefined }) }))
+            }
+            const held = gate
+            return held === undefined ? memory.set(key, value) : Effect.andThen(Deferred.await(held), memory.set(key, value))
+          })
+      }
+      const queue = yield* makeQueue(storage, { socketId: "gated" })
+      const server = yield* IpcServer.make({ socketPath, queue })
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      yield* peer.write(`{"type":"getStatus"}\n`)
+      gate = yield* Deferred.make<void>()
+      const seqs = yield* server.publishAll(items(1, 3))
+      assert.deepStrictEqual(seqs, [1, 2, 3])
+      // Not durable, so not sent: the only thing a round trip brings back is the error for the ack.
+      yield* peer.write(`{"type":"durableAck","throughSeq":1}\n`)
+      assert.include(yield* peer.nextReply, { type: "error", kind: "AckAboveSent" })
+      assert.strictEqual(yield* server.queue.headSeq, 0)
+      yield* Deferred.succeed(gate, undefined)
+      gate = undefined
+      yield* server.flush
+      assert.deepStrictEqual([(yield* peer.nextReply).seq, (yield* peer.nextReply).seq, (yield* peer.nextReply).seq], [1, 2, 3])
+
+      failNext = true
+      const burnt = yield* server.publish({ type: "item", item: 4 })
+      const failure = yield* Effect.flip(server.flush)
+      assert.strictEqual(failure.reason._tag, "Io")
+      const next = yield* server.emit({ type: "item", item: 5 })
+      assert.isAbove(next, burnt)
+      const after = yield* peer.nextReply
+      assert.deepStrictEqual([after.seq, after.frame.item], [next, 5])
     }))
 })
