@@ -583,3 +583,28 @@ describe("IpcServer pipelined durability", () => {
       assert.deepStrictEqual([after.seq, after.frame.item], [next, 5])
     }))
 })
+
+describe("IpcServer retain untilSent", () => {
+  it.live("frames go once sent (at once with nobody streaming), so a producer without a durable consumer is never held at the window", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({
+        socketPath,
+        retain: "untilSent",
+        window: { frames: 10 },
+        onClientFrame: (frame, connection) =>
+          frame.type === "getStatus" ? Effect.ignore(connection.send({ type: "status", status: "ok" })) : Effect.void
+      })
+      // Nobody connected: 100 frames through a 10-frame window.
+      yield* Effect.forEach(items(1, 100), server.emit, { discard: true })
+      assert.isAtMost(yield* server.queue.size, 10)
+      const peer = yield* rawPeer(socketPath)
+      // Frames are handled in order, so the status reply means the subscription is live.
+      yield* peer.write(`{"type":"subscribe"}\n{"type":"getStatus"}\n`)
+      assert.deepStrictEqual(yield* peer.nextReply, { type: "status", status: "ok" })
+      yield* Effect.forEach(items(101, 50), server.emit, { discard: true })
+      const got: Array<number> = []
+      while (got.length < 50) got.push((yield* peer.nextReply).item)
+      assert.deepStrictEqual(got, Array.from({ length: 50 }, (_, i) => 101 + i))
+    }))
+})

@@ -86,6 +86,14 @@ export interface IpcServerOptions<R = never> {
    */
   readonly window?: { readonly frames?: number | undefined; readonly bytes?: number | undefined } | undefined
   /**
+   * How long frames are kept. `"untilAcked"` (default): until the durable consumer
+   * acknowledges them, which is what makes delivery exactly-once across reconnects and
+   * restarts. `"untilSent"`: until every streaming connection has been sent them (at once
+   * when none streams), for a server that promises no durability (noetic's server
+   * without `storage`); its producer is then never held back by a client that is not there.
+   */
+  readonly retain?: "untilAcked" | "untilSent" | undefined
+  /**
    * What `hello` tells a peer about the agent behind the socket. noetic's v1 client
    * requires all four; defaults: `taskId` the socket file's name, `role` "agent",
    * `runnerId` the process id, `threadId` "main".
@@ -204,6 +212,15 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     const fault = faults.shift()
     return fault === undefined ? Effect.void : Effect.fail(fault)
   })
+  // Under "untilSent", frames go once every streaming connection's cursor has passed them.
+  const cursors = new Map<number, () => number>()
+  const releaseSent: Effect.Effect<void> = options.retain === "untilSent"
+    ? Effect.flatMap(queue.headSeq, (head) => {
+      let target = head
+      for (const cursor of cursors.values()) target = Math.min(target, cursor())
+      return Effect.ignore(queue.ackUpTo(target))
+    })
+    : Effect.void
   // The one durable consumer: the connection whose acks may compact the queue.
   let consumer: { readonly id: number; readonly takeOver: Effect.Effect<void> } | undefined
   const consumerLock = Semaphore.makeUnsafe(1)
@@ -313,12 +330,14 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       })
       const senderLoop: Effect.Effect<never> = Effect.suspend(() => queue.awaitHeadAbove(cursor)).pipe(
         Effect.andThen(sendLock.withPermit(sendPage)),
+        Effect.andThen(releaseSent),
         Effect.forever,
         Effect.catchCause((cause) => Deferred.failCause(fatal, cause)),
         Effect.andThen(Effect.never)
       )
       const startStreaming = (next: "live" | "durable", from: Effect.Effect<number>) =>
         sendLock.withPermit(Effect.gen(function*() {
+          cursors.set(id, () => cursor)
           if (sender !== undefined) yield* Fiber.interrupt(sender)
           mode = next
           cursor = yield* from
@@ -421,6 +440,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       yield* Effect.addFinalizer(() =>
         consumerLock.withPermit(Effect.sync(() => {
           if (consumer?.id === id) consumer = undefined
+          cursors.delete(id)
         }))
       )
       yield* send(helloFrame)
@@ -443,6 +463,16 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     )
 
   yield* Effect.forkScoped(server.run(handle))
+  if (options.retain === "untilSent") {
+    // With no connection streaming, frames are released as they commit.
+    let seen = yield* queue.headSeq
+    yield* queue.awaitHeadAbove(seen).pipe(
+      Effect.tap((head) => Effect.sync(() => void (seen = head))),
+      Effect.andThen(releaseSent),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  }
 
   const encodeForQueue = (frame: V1ServerFrame) =>
     encodeFrame(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES).pipe(

@@ -294,6 +294,8 @@ export class AgentIpcServer implements AsyncDisposable {
       IpcServer.make({
         socketPath: opts.socketPath,
         queue,
+        // Without storage noetic's server keeps nothing: frames go once sent.
+        retain: queue === undefined ? "untilSent" : "untilAcked",
         hello: { taskId: opts.taskId, role: opts.role, runnerId: opts.runnerId, threadId: opts.threadId },
         onClientFrame: (frame, connection) =>
           Effect.promise(() =>
