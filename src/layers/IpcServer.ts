@@ -43,6 +43,7 @@ import {
   decodeClientFrame,
   durableLine,
   encodeFrame,
+  encodeFrameText,
   MaxFrameBytes,
   PROTOCOL_VERSION,
   toWireForm,
@@ -474,18 +475,24 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     )
   }
 
-  const encodeForQueue = (frame: V1ServerFrame) =>
-    encodeFrame(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES).pipe(
-      Effect.mapError(fail),
-      Effect.map((line) => line.slice(0, -1))
-    )
+  /** The frames' JSON texts as the queue stores them, or the first one's failure. */
+  const encodeForQueue = (frames: ReadonlyArray<V1ServerFrame>): Effect.Effect<Array<string>, IpcError> =>
+    Effect.suspend(() => {
+      const texts: Array<string> = []
+      for (const frame of frames) {
+        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES)
+        if (typeof text !== "string") return Effect.fail(fail(text))
+        texts.push(text)
+      }
+      return Effect.succeed(texts)
+    })
 
   // Batches are written in order: the last publish's durability implies every earlier one's
   // (a failed batch is kept by the queue for `takeFault`).
   let lastPublished: Effect.Effect<void, StorageError> = Effect.void
   const publishAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
-      Effect.andThen(Effect.forEach(frames, encodeForQueue)),
+      Effect.andThen(encodeForQueue(frames)),
       Effect.flatMap(queue.offerAll),
       Effect.map((offered) => {
         lastPublished = offered.durable
@@ -494,7 +501,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     )
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
-      Effect.andThen(Effect.forEach(frames, encodeForQueue)),
+      Effect.andThen(encodeForQueue(frames)),
       Effect.flatMap(queue.appendAll),
       // The caller hears of its own batch's failure here, not again at the next call.
       Effect.tapError((error) => Effect.sync(() => void (error._tag === "StorageError" && reported.add(error))))
