@@ -31,7 +31,15 @@ import {
 } from "./workflows.ts"
 
 const totals = new Map<string, { tried: number; recovered: number }>()
+/** Crash points whose resume found recorded steps to replay: proof the replay checks were not vacuous. */
+let replayedPoints = 0
+const noteReplay = (log: RunLog, resumed: boolean) => {
+  if (resumed && log.recorded.size > 0) replayedPoints++
+}
+
 const count = (backend: string, workflow: string, report: { tried: number; recovered: number }) => {
+  assert.isAbove(replayedPoints, report.tried / 4, `${backend}/${workflow}: too few resumes replayed recorded steps`)
+  replayedPoints = 0
   const total = totals.get(backend) ?? { tried: 0, recovered: 0 }
   total.tried += report.tried
   total.recovered += report.recovered
@@ -61,7 +69,7 @@ describe("crash points", () => {
             log = new RunLog()
             return mixedWorkflow(disk.open, log)
           }),
-        check: (outcome, expected) => outputAndReplay(log, 3)(outcome, expected)
+        check: (outcome, expected) => (noteReplay(log, outcome.resumed), outputAndReplay(log, 3)(outcome, expected))
       })
       count("memory", "mixed", report)
       assert.strictEqual(report.recovered, report.tried, describeFailures(report.failures))
@@ -82,7 +90,7 @@ describe("crash points", () => {
         tornTempFileIn: () => root,
         check: (outcome, expected) =>
           Effect.andThen(
-            outputAndReplay(log, 3)(outcome, expected),
+            (noteReplay(log, outcome.resumed), outputAndReplay(log, 3)(outcome, expected)),
             Effect.flatMap(FileStorage.make({ root }), allReadable)
           )
       })
@@ -111,7 +119,7 @@ describe("crash points", () => {
           // The parent's launch or collect and one child step may be in flight together.
           check: (outcome, expected) =>
             Effect.andThen(
-              outputAndReplay(log, 2)(outcome, expected),
+              (noteReplay(log, outcome.resumed), outputAndReplay(log, 2)(outcome, expected)),
               root === undefined ? Effect.void : Effect.flatMap(FileStorage.make({ root }), allReadable)
             )
         })
@@ -146,6 +154,7 @@ describe("crash points", () => {
           ...(backend === "file" ? { tornTempFileIn: () => root } : {}),
           check: (outcome, expected) =>
             Effect.gen(function*() {
+              noteReplay(log, outcome.resumed)
               yield* outputAndReplay(log, 1)(outcome, expected)
               consumer.assertExactlyOnce()
               if (root !== undefined) yield* Effect.flatMap(FileStorage.make({ root }), allReadable)
@@ -174,7 +183,7 @@ describe("crash points", () => {
             tables.push(table)
             return mixedWorkflow(Effect.provideContext(PostgresStorage.make({ table }), services), log)
           }),
-        check: (outcome, expected) => outputAndReplay(log, 3)(outcome, expected)
+        check: (outcome, expected) => (noteReplay(log, outcome.resumed), outputAndReplay(log, 3)(outcome, expected))
       })
       count("postgres", "mixed", report)
       assert.strictEqual(report.recovered, report.tried, describeFailures(report.failures))
