@@ -123,6 +123,8 @@ export interface ExploreOptions<A, E, R> {
   readonly tornTempFileIn?: (workflow: Workflow<A, E, R>) => string | undefined
   /** Stops after this many points (the whole run is tried when absent). */
   readonly limit?: number
+  /** `crash` (default): the host dies at each point. `fail`: that operation fails with a typed `Io` error. */
+  readonly mode?: "crash" | "fail"
 }
 
 /**
@@ -152,7 +154,11 @@ export const exploreCrashPoints = <A, E, R>(
       const torn = options.tornTempFileIn?.(workflow)
       const exit = yield* Effect.exit(
         Effect.flatMap(
-          crashAndResume(workflow, torn === undefined ? point : { ...point, tornTempFileIn: torn }),
+          crashAndResume(workflow, {
+            ...point,
+            ...(options.mode === undefined ? {} : { mode: options.mode }),
+            ...(torn === undefined ? {} : { tornTempFileIn: torn })
+          }),
           (outcome) => check(outcome, baseline.output, point)
         )
       )

@@ -265,9 +265,10 @@ export class StreamConsumer {
   /** Throws unless every seq came once, in order, and every item arrived (one in flight may repeat). */
   assertExactlyOnce(): void {
     const seqs = this.received.map((r) => r.seq)
-    for (let i = 1; i < seqs.length; i++) {
-      if (seqs[i]! <= seqs[i - 1]!) throw new Error(`seq ${seqs[i]} delivered after ${seqs[i - 1]}: ${seqs.join(",")}`)
-    }
+    // Every durable frame once, in order, none skipped: exactly the seqs 1..n.
+    seqs.forEach((seq, i) => {
+      if (seq !== i + 1) throw new Error(`delivered seqs ${seqs.join(",")} are not 1..${seqs.length} in order`)
+    })
     const counts = new Map<number, number>()
     for (const { n } of this.received) counts.set(n, (counts.get(n) ?? 0) + 1)
     for (let n = 0; n < STREAM_ITEMS; n++) {
