@@ -49,6 +49,15 @@ const startHost = (root: string, journal: string): Host => {
   }
 }
 
+/** How many step bodies have run so far, by the journal. */
+const journaled = (path: string): number => {
+  try {
+    return Fs.readFileSync(path, "utf8").split("\n").length - 1
+  } catch {
+    return 0
+  }
+}
+
 /** Runs a host to completion and returns its output line. */
 const runToEnd = async (root: string, journal: string) => {
   const host = startHost(root, journal)
@@ -90,8 +99,10 @@ describe("kill -9 soak (real host processes on file storage)", () => {
         const host = startHost(root, journal)
         const started = yield* Effect.promise(() => host.nextLine())
         assert.deepStrictEqual(started, { started: true })
-        // A random moment within (and sometimes past) the run.
-        yield* Effect.sleep(`${Math.floor(Math.random() * 250)} millis`)
+        // A random moment of the run, by progress rather than by time: once the host's
+        // bodies have journaled a random number of steps (of the run's 36).
+        const target = Math.floor(Math.random() * 36)
+        while (journaled(journal) < target && host.proc.exitCode === null) yield* Effect.sleep("1 millis")
         const finishedBeforeKill = host.proc.exitCode !== null
         host.proc.kill("SIGKILL")
         yield* Effect.promise(() => host.exited)
