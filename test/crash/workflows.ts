@@ -67,7 +67,8 @@ const echoModel = (log: RunLog) =>
       const last = request.messages[request.messages.length - 1]
       const text = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content)
       const label = text.slice(0, 1)
-      log.note(`model-${label}`)
+      // Noted under the step's id, which is what the ledger's entries name.
+      log.note(label === "A" ? "ask-a" : "ask-b")
       return { text: `answer to ${text}`, id: `resp-${label}-${text.length}` }
     })
   )
