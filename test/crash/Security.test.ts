@@ -109,4 +109,38 @@ describe("security checks", () => {
       )
       assert.isTrue(serving, "a new connection still gets its hello")
     }).pipe(Effect.scoped), { timeout: 120_000 })
+
+  it.live("many clients flooding oversized frames are each cut off; the server keeps serving", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const limit = 16 * 1024
+      const server = yield* IpcServer.make({ socketPath, maxFrameBytes: limit })
+      const frame = "y".repeat(4 * limit) + "\n"
+      const closed = yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: 20 }, () =>
+          new Promise<boolean>((resolve) => {
+            const socket = Net.connect({ path: socketPath })
+            let writes = 0
+            const pump = () => {
+              // Oversized frames, one after another, until the server hangs up (or 64 of them).
+              while (writes < 64) {
+                writes++
+                if (!socket.write(frame)) return void socket.once("drain", pump)
+              }
+            }
+            socket.on("connect", pump)
+            socket.on("close", () => resolve(true))
+            socket.on("error", () => undefined)
+            setTimeout(() => {
+              socket.destroy()
+              resolve(false)
+            }, 30_000)
+          })))
+      )
+      assert.isTrue(closed.every(Boolean), "every flooding connection was closed by the server")
+      // The server forgets each connection once its side has closed.
+      while ((yield* server.connectionCount) > 0) yield* Effect.sleep("10 millis")
+      const seq = yield* server.emit({ type: "item", item: "after the flood" })
+      assert.isAbove(seq, 0)
+    }).pipe(Effect.scoped), { timeout: 120_000 })
 })
