@@ -186,27 +186,36 @@ describe("crash points", () => {
   }
 
   const pgUrl = process.env.NOETIC_PG_URL
-  it.effect.skipIf(pgUrl === undefined)("mixed workflow on Postgres storage", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const tables: Array<string> = []
-      yield* Effect.addFinalizer(() =>
-        Effect.forEach(tables, (table) => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`), { discard: true }))
-      let log = new RunLog()
-      const services = yield* Effect.context<SqlClient.SqlClient>()
-      const report = yield* exploreCrashPoints({
-        workflow: () =>
-          Effect.sync(() => {
-            log = new RunLog()
-            const table = `noetic_crash_${randomUUID().replaceAll("-", "")}`
-            tables.push(table)
-            return mixedWorkflow(Effect.provideContext(PostgresStorage.make({ table }), services), log)
-          }),
-        check: (outcome, expected) => (noteReplay(log, outcome.resumed), outputAndReplay(log, 3)(outcome, expected))
+  const pgWorkflows = [
+    { name: "mixed", inFlight: 3, make: mixedWorkflow },
+    { name: "detached-spawn", inFlight: 2, make: detachedSpawnWorkflow }
+  ] as const
+  for (const { inFlight, make, name } of pgWorkflows) {
+    it.effect.skipIf(pgUrl === undefined)(`${name} workflow on Postgres storage`, () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tables: Array<string> = []
+        yield* Effect.addFinalizer(() =>
+          Effect.forEach(tables, (table) => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`), { discard: true }))
+        let log = new RunLog()
+        const services = yield* Effect.context<SqlClient.SqlClient>()
+        const report = yield* exploreCrashPoints({
+          workflow: () =>
+            Effect.sync(() => {
+              log = new RunLog()
+              // A fresh table per crash point: other engineers' tests share the database.
+              const table = `noetic_crash_${randomUUID().replaceAll("-", "")}`
+              tables.push(table)
+              return make(Effect.provideContext(PostgresStorage.make({ table }), services), log)
+            }),
+          check: (outcome, expected) => (noteReplay(log, outcome.resumed), outputAndReplay(log, inFlight)(outcome, expected))
+        })
+        count("postgres", name, report)
+        assert.strictEqual(report.recovered, report.tried, describeFailures(report.failures))
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(pgUrl ?? "") })))), {
+        timeout: 180_000
       })
-      count("postgres", "mixed", report)
-      assert.strictEqual(report.recovered, report.tried, describeFailures(report.failures))
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(pgUrl ?? "") })))), { timeout: 180_000 })
+  }
 
   afterAll(() => {
     for (const [backend, total] of totals) {
