@@ -49,6 +49,10 @@ const startHost = (root: string, journal: string): Host => {
   }
 }
 
+/** Fails a stage of a cycle that hangs, instead of the whole soak waiting for its timeout. */
+const bounded = (what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.timeoutOrElse(effect, { duration: "60 seconds", orElse: () => Effect.die(new Error(what)) })
+
 /** How many step bodies have run so far, by the journal. */
 const journaled = (path: string): number => {
   try {
@@ -97,7 +101,9 @@ describe("kill -9 soak (real host processes on file storage)", () => {
         const root = Path.join(base, `cycle-${cycle}`)
         const journal = Path.join(base, `cycle-${cycle}.log`)
         const host = startHost(root, journal)
-        const started = yield* Effect.promise(() => host.nextLine())
+        // Whatever happens to this cycle, its host does not outlive it.
+        yield* Effect.addFinalizer(() => Effect.sync(() => host.proc.exitCode === null && host.proc.kill("SIGKILL")))
+        const started = yield* Effect.promise(() => host.nextLine()).pipe(bounded(`cycle ${cycle}: the host never started`))
         assert.deepStrictEqual(started, { started: true })
         // A random moment of the run, by progress rather than by time: once the host's
         // bodies have journaled a random number of steps (of the run's 36).
@@ -110,7 +116,7 @@ describe("kill -9 soak (real host processes on file storage)", () => {
 
         // The resume: a fresh harness over a fresh storage handle on the same root (the
         // test process plays the restarted host, which saves a process start per cycle).
-        const output = yield* resumeHere(root, journal)
+        const output = yield* resumeHere(root, journal).pipe(bounded(`cycle ${cycle}: the resume never finished`))
         assert.deepStrictEqual(output, expected, `cycle ${cycle}`)
         same++
 
@@ -127,5 +133,5 @@ describe("kill -9 soak (real host processes on file storage)", () => {
       }
       console.log(`kill -9 soak: ${CYCLES} cycles, ${midRun} killed mid-run, ${same} same output`)
       assert.isAtLeast(midRun, Math.floor(CYCLES / 2), "most kills should land mid-run")
-    }), { timeout: 600_000 })
+    }).pipe(Effect.scoped), { timeout: 600_000 })
 })
