@@ -242,6 +242,27 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
       ))
 
     describe("item-log chunks", () => {
+      it.effect("a head whose chunk count is corrupt (huge, negative, size 0) is a typed error, not a crash", () =>
+        withStore((store, storage) =>
+          Effect.gen(function*() {
+            yield* store.save(sampleSnapshot("big", 2 * ITEM_CHUNK_SIZE + 1))
+            const head = Option.getOrThrow(yield* storage.get(snapshotKey("big"))) as Record<string, any>
+            for (const chunks of [
+              { size: ITEM_CHUNK_SIZE, count: 2_147_483_647 },
+              { size: ITEM_CHUNK_SIZE, count: Number.MAX_SAFE_INTEGER },
+              { size: ITEM_CHUNK_SIZE, count: -1 },
+              { size: 0, count: 2 },
+              { size: -5, count: 2 }
+            ]) {
+              yield* storage.set(snapshotKey("big"), { ...head, itemLog: { ...head.itemLog, chunks } })
+              const error = yield* Effect.flip(store.load("big"))
+              assert.include(["StorageError", "CheckpointSchemaMismatch"], error._tag, JSON.stringify(chunks))
+            }
+            yield* storage.set(snapshotKey("big"), head)
+            assert.strictEqual(Option.getOrThrow(yield* store.load("big")).itemLog.items.length, 2 * ITEM_CHUNK_SIZE + 1)
+          })
+        ))
+
       /** A storage that records every key it writes. */
       const recording = (storage: StorageAdapterShape) => {
         const writes: Array<string> = []

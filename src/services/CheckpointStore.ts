@@ -84,6 +84,9 @@ const parentOf = (record: unknown): string | undefined =>
     ? record.parent
     : undefined
 
+/** How many item-log chunks `load` reads in one `getMany`. */
+const CHUNK_READ_BATCH = 256
+
 /** How many ledger keys `clear` deletes at once. */
 const CLEAR_CONCURRENCY = 64
 
@@ -227,25 +230,44 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
       remember(executionId, chunks)
     })
 
-    /** The items of a head's chunks: one `getMany` for all of them. */
+    /**
+     * The items of a head's chunks, read in batches (one `getMany` each). The count
+     * comes from a record that may be corrupt, so nothing is sized by it: a batch past
+     * the chunks that exist finds one missing and fails `Corrupt`, and memory follows
+     * the chunks actually stored.
+     */
     const loadChunks = Effect.fnUntraced(function*(executionId: string, size: number, count: number) {
-      const keys = Array.from({ length: count }, (_, index) => itemChunkKey(executionId, index))
-      const found = yield* getMany(storage, keys)
-      const items: Array<unknown> = []
-      for (const key of keys) {
-        const chunk = found.has(key) ? decodeChunk(found.get(key)) : undefined
-        if (chunk === undefined || Exit.isFailure(chunk) || chunk.value.items.length !== size) {
-          return yield* new StorageError({
-            operation: "load",
-            reason: new Corrupt({
-              key,
-              message: chunk === undefined
-                ? `the snapshot head needs this item-log chunk and it is missing`
-                : `the snapshot head needs a chunk of ${size} items and this record is not one`
-            })
+      if (!Number.isSafeInteger(count) || count < 0 || !Number.isSafeInteger(size) || size <= 0) {
+        return yield* new StorageError({
+          operation: "load",
+          reason: new Corrupt({
+            key: snapshotKey(executionId),
+            message: `the snapshot head names ${count} item-log chunks of ${size} items, which no save writes`
           })
+        })
+      }
+      const items: Array<unknown> = []
+      for (let start = 0; start < count; start += CHUNK_READ_BATCH) {
+        const keys: Array<string> = []
+        for (let index = start; index < Math.min(count, start + CHUNK_READ_BATCH); index++) {
+          keys.push(itemChunkKey(executionId, index))
         }
-        for (const item of chunk.value.items) items.push(item)
+        const found = yield* getMany(storage, keys)
+        for (const key of keys) {
+          const chunk = found.has(key) ? decodeChunk(found.get(key)) : undefined
+          if (chunk === undefined || Exit.isFailure(chunk) || chunk.value.items.length !== size) {
+            return yield* new StorageError({
+              operation: "load",
+              reason: new Corrupt({
+                key,
+                message: chunk === undefined
+                  ? `the snapshot head needs this item-log chunk and it is missing`
+                  : `the snapshot head needs a chunk of ${size} items and this record is not one`
+              })
+            })
+          }
+          for (const item of chunk.value.items) items.push(item)
+        }
       }
       return items
     })

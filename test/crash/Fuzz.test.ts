@@ -57,14 +57,17 @@ const Mutation = fc.record({
   op: fc.constantFrom("replace", "delete", "add", "retype"),
   value: fc.oneof(
     fc.jsonValue({ maxDepth: 2 }),
-    fc.constantFrom(-1, 0, 1.5, 2 ** 53, "", "\u0000", "x".repeat(300), [], {}, null, true)
+    fc.constantFrom(-1, 0, 1.5, 2 ** 31 - 1, 1e9, 2 ** 53, "", "\u0000", "x".repeat(300), [], {}, null, true)
   ),
   key: fc.string({ maxLength: 8 })
 })
 
 const applyMutations = (record: unknown, mutations: ReadonlyArray<typeof Mutation extends fc.Arbitrary<infer M> ? M : never>): unknown => {
   let root: unknown = structuredClone(record)
-  for (const m of mutations) {
+  for (const mutation of mutations) {
+    // Each mutation gets its own copy of the value: a value shared by two mutations
+    // could end up inside itself.
+    const m = { ...mutation, value: structuredClone(mutation.value) }
     const paths = pathsOf(root)
     const path = paths[m.at % paths.length]!
     if (path.length === 0) {
