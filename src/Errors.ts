@@ -135,7 +135,10 @@ export class Permission extends Schema.TaggedError<Permission>("noetic-effect/St
   { ...ReasonFields, cause: Schema.Defect() }
 ) {}
 
-/** The value cannot be stored as JSON (a cycle, a bigint, a function). */
+/**
+ * The value cannot be stored as JSON (a cycle, a bigint, a function), or the key cannot
+ * name a record (empty, or not well-formed Unicode: see `keyProblem` in StorageAdapter).
+ */
 export class Unserializable extends Schema.TaggedError<Unserializable>(
   "noetic-effect/StorageError/Unserializable"
 )("Unserializable", ReasonFields) {}

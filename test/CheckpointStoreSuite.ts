@@ -199,21 +199,70 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
     it.effect("clear removes the snapshots of the execution's in-process child agents too, and nothing else", () =>
       withStore((store, storage) =>
         Effect.gen(function*() {
-          // A spawn step's child context checkpoints as `<id><path of the spawn>`.
-          const children = ["run/root#0/sub#0", "run/root#0/sub#0/inner#2/deeper#0", "run/root#0/fan#0[1]/sub#3"]
-          for (const id of ["run", ...children, "run/not-a-child", "runner"]) {
-            yield* store.save(sampleSnapshot(id, ITEM_CHUNK_SIZE + 1))
+          // A spawn step's child context checkpoints as `<id><path of the spawn>`,
+          // naming its parent when it saves; a grandchild names the child.
+          const children = [
+            ["run/root#0/sub#0", "run"],
+            ["run/root#0/sub#0/inner#2/deeper#0", "run/root#0/sub#0"],
+            ["run/root#0/fan#0[1]/sub#3", "run"]
+          ] as const
+          for (const id of ["run", "run/not-a-child", "runner"]) yield* store.save(sampleSnapshot(id, ITEM_CHUNK_SIZE + 1))
+          for (const [id, parent] of children) {
+            yield* store.save(sampleSnapshot(id, ITEM_CHUNK_SIZE + 1), { parentExecutionId: parent })
           }
           yield* store.clear("run")
           assert.deepStrictEqual([...(yield* store.list)].sort(), ["run/not-a-child", "runner"])
-          for (const id of children) {
+          for (const [id] of children) {
             assert.isTrue(Option.isNone(yield* store.load(id)))
             assert.deepStrictEqual(yield* storage.list(`execution:${id}:`), [])
           }
         })
       ))
 
+    it.effect("clear keeps an independent execution whose id only looks like a child's", () =>
+      withStore((store, storage) =>
+        Effect.gen(function*() {
+          // Users pick execution ids freely: "acme/issue#42" is an execution of its own.
+          for (const id of ["acme", "acme/issue#42", "acme/root#0/sub#0", "acme/x#1/y#2"]) {
+            yield* store.save(sampleSnapshot(id, ITEM_CHUNK_SIZE + 1))
+          }
+          yield* storage.set(ledgerKey("acme/issue#42", 1), { kept: true })
+          yield* store.clear("acme")
+          assert.deepStrictEqual([...(yield* store.list)].sort(), ["acme/issue#42", "acme/root#0/sub#0", "acme/x#1/y#2"])
+          for (const id of ["acme/issue#42", "acme/root#0/sub#0", "acme/x#1/y#2"]) {
+            assert.isTrue(equivalent(Option.getOrThrow(yield* store.load(id)), sampleSnapshot(id, ITEM_CHUNK_SIZE + 1)))
+          }
+          assert.deepStrictEqual(yield* storage.get(ledgerKey("acme/issue#42", 1)), Option.some({ kept: true }))
+          // A fresh store (another process) knows the children from storage alone.
+          yield* store.save(sampleSnapshot("acme"))
+          yield* store.save(sampleSnapshot("acme/spawn#0"), { parentExecutionId: "acme" })
+          yield* (yield* CheckpointStore.makeWith(storage)).clear("acme")
+          assert.deepStrictEqual([...(yield* store.list)].sort(), ["acme/issue#42", "acme/root#0/sub#0", "acme/x#1/y#2"])
+        })
+      ))
+
     describe("item-log chunks", () => {
+      it.effect("a head whose chunk count is corrupt (huge, negative, size 0) is a typed error, not a crash", () =>
+        withStore((store, storage) =>
+          Effect.gen(function*() {
+            yield* store.save(sampleSnapshot("big", 2 * ITEM_CHUNK_SIZE + 1))
+            const head = Option.getOrThrow(yield* storage.get(snapshotKey("big"))) as Record<string, any>
+            for (const chunks of [
+              { size: ITEM_CHUNK_SIZE, count: 2_147_483_647 },
+              { size: ITEM_CHUNK_SIZE, count: Number.MAX_SAFE_INTEGER },
+              { size: ITEM_CHUNK_SIZE, count: -1 },
+              { size: 0, count: 2 },
+              { size: -5, count: 2 }
+            ]) {
+              yield* storage.set(snapshotKey("big"), { ...head, itemLog: { ...head.itemLog, chunks } })
+              const error = yield* Effect.flip(store.load("big"))
+              assert.include(["StorageError", "CheckpointSchemaMismatch"], error._tag, JSON.stringify(chunks))
+            }
+            yield* storage.set(snapshotKey("big"), head)
+            assert.strictEqual(Option.getOrThrow(yield* store.load("big")).itemLog.items.length, 2 * ITEM_CHUNK_SIZE + 1)
+          })
+        ))
+
       /** A storage that records every key it writes. */
       const recording = (storage: StorageAdapterShape) => {
         const writes: Array<string> = []

@@ -77,11 +77,28 @@ class LedgerModel {
     | { seq: number; tag: "discard"; path: string }
   > = []
   next = 0
+  /**
+   * What the open ledger replays: the view of the keys when it was opened (those
+   * entries stay even once their keys are evicted, so they serve the whole resumed
+   * run), updated by its own records and discards.
+   */
+  memory = new Map<string, { seq: number; stepId: string; output: unknown; loaded: boolean }>()
   constructor(readonly maxEntries: number, readonly maxEntryBytes: number) {}
 
   private append(entry: { tag: "step"; path: string; stepId: string; output: unknown } | { tag: "discard"; path: string }) {
-    this.keys.push({ ...entry, seq: this.next++ })
-    while (this.keys.length > this.maxEntries) this.keys.shift()
+    const seq = this.next++
+    this.keys.push({ ...entry, seq })
+    while (this.keys.length > this.maxEntries) {
+      const evicted = this.keys.shift()!
+      const held = evicted.tag === "step" ? this.memory.get(evicted.path) : undefined
+      if (held !== undefined && held.seq === evicted.seq && !held.loaded) this.memory.delete(evicted.path)
+    }
+    return seq
+  }
+
+  /** A ledger opened now: it starts from what the keys say. */
+  open() {
+    this.memory = new Map([...this.storedView()].map(([path, entry]) => [path, { ...entry, loaded: true }]))
   }
 
   record(path: string, stepId: string, output: unknown) {
@@ -92,32 +109,44 @@ class LedgerModel {
       return
     }
     if (Buffer.byteLength(text ?? "", "utf8") > this.maxEntryBytes) return
-    this.append({ tag: "step", path, stepId, output: output === undefined ? undefined : JSON.parse(text!) })
+    const value = output === undefined ? undefined : JSON.parse(text!)
+    const seq = this.append({ tag: "step", path, stepId, output: value })
+    this.memory.set(path, { seq, stepId, output: value, loaded: false })
   }
 
-  view() {
+  /** What a ledger opened on the stored keys would replay. */
+  storedView() {
     const live = new Map<string, { seq: number; stepId: string; output: unknown }>()
     for (const key of this.keys) {
-      if (key.tag === "step") live.set(key.path, key)
+      if (key.tag === "step") live.set(key.path, { seq: key.seq, stepId: key.stepId, output: key.output })
       else {
         for (const path of [...live.keys()]) {
-          if (path === key.path || path.startsWith(key.path + "/") || path.startsWith(key.path + "[")) {
-            live.delete(path)
-          }
+          if (isBelowOrAt(path, key.path)) live.delete(path)
         }
       }
     }
     return live
   }
 
+  /** What the open ledger replays. */
+  view() {
+    return this.memory
+  }
+
   lookup(path: string, stepId: string): Option.Option<unknown> {
-    const entry = this.view().get(path)
+    const entry = this.memory.get(path)
     if (entry === undefined) return Option.none()
     if (entry.stepId === stepId) return Option.some(entry.output)
-    this.append({ tag: "discard", path })
+    const seq = this.append({ tag: "discard", path })
+    for (const [candidate, held] of [...this.memory]) {
+      if (held.seq < seq && isBelowOrAt(candidate, path)) this.memory.delete(candidate)
+    }
     return Option.none()
   }
 }
+
+const isBelowOrAt = (path: string, root: string) =>
+  path === root || path.startsWith(root + "/") || path.startsWith(root + "[")
 
 /** Runs the step ledger suite against a layer that builds a fresh storage. */
 export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter, StorageError>) =>
@@ -467,11 +496,13 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
                 }
                 case "Reload": {
                   ledger = yield* service.open("e")
+                  model.open()
                   break
                 }
                 case "Crash": {
                   service = yield* newService()
                   ledger = yield* service.open("e")
+                  model.open()
                   break
                 }
               }

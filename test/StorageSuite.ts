@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type { StorageError } from "../src/Errors.ts"
-import { getMany, scan, StorageAdapter } from "../src/services/StorageAdapter.ts"
+import { getMany, keyProblem, scan, StorageAdapter } from "../src/services/StorageAdapter.ts"
 
 const awkwardKeys = [
   "plain",
@@ -28,6 +28,9 @@ const awkwardKeys = [
   "y".repeat(1000) + ":tail",
   "é".repeat(600)
 ]
+
+/** Keys every backend refuses with the same typed error. */
+const refusedKeys = ["", "\ud800", "lone\udc00low", "a\ud83d", "\udfffz"]
 
 const Op = Schema.Union([
   Schema.TaggedStruct("set", {
@@ -123,6 +126,35 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           assert.strictEqual(found.size, awkwardKeys.length)
           for (const key of awkwardKeys) yield* storage.delete(key)
           assert.deepStrictEqual(yield* storage.list(""), [])
+        })
+      ))
+
+    it.effect("refuses the empty key and keys that are not well-formed Unicode, the same way on every backend", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          yield* storage.set("kept", 1)
+          for (const key of refusedKeys) {
+            const label = JSON.stringify(key)
+            const expectRefused = (operation: string, error: StorageError) => {
+              assert.strictEqual(error.reason._tag, "Unserializable", `${operation} ${label}`)
+              assert.strictEqual(error.operation, operation, `${operation} ${label}`)
+              assert.strictEqual(error.reason.message, keyProblem(key), `${operation} ${label}`)
+            }
+            expectRefused("get", yield* Effect.flip(storage.get(key)))
+            expectRefused("set", yield* Effect.flip(storage.set(key, 1)))
+            expectRefused("delete", yield* Effect.flip(storage.delete(key)))
+            expectRefused("getMany", yield* Effect.flip(getMany(storage, ["kept", key])))
+            expectRefused("compareAndSet", yield* Effect.flip(casOf(storage)(key, Option.none(), 1)))
+            const { deleteFenced, setFenced } = fencedOf(storage)
+            expectRefused("setFenced", yield* Effect.flip(setFenced(key, 1, { key: "kept", token: 1 })))
+            expectRefused("setFenced", yield* Effect.flip(setFenced("kept", 1, { key, token: 1 })))
+            expectRefused("deleteFenced", yield* Effect.flip(deleteFenced(key, { key: "kept", token: 1 })))
+          }
+          // Nothing was written and the valid key is untouched.
+          assert.deepStrictEqual(yield* storage.list(""), ["kept"])
+          assert.deepStrictEqual(yield* storage.get("kept"), Option.some(1))
+          // A prefix is not a key: the empty prefix lists everything.
+          assert.deepStrictEqual(yield* scan(storage, ""), [["kept", 1]])
         })
       ))
 

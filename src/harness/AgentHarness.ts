@@ -400,7 +400,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       Effect.gen(function*() {
         const capturedAt = DateTime.formatIso(yield* DateTime.now)
         const version = ctx.version
-        yield* target.save(toSnapshot(ctx, capturedAt))
+        // A child agent names its parent, so clearing the parent finds it (CheckpointStore.clear).
+        yield* target.save(
+          toSnapshot(ctx, capturedAt),
+          ctx.parent === undefined ? undefined : { parentExecutionId: ctx.parent.id }
+        )
         savedVersions.set(ctx.store, version)
       })
     ).pipe(

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Deferred, Effect, type Layer, Option } from "effect"
+import { Clock, Deferred, Duration, Effect, type Layer, Option } from "effect"
 import type { StorageError } from "../Errors.ts"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
@@ -79,6 +79,40 @@ export const runManifestStep = (
   }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
   return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
 }
+
+/** How long a child may take to boot and record its own pid. */
+export const START_GRACE_MS = 30_000
+
+/**
+ * A manifest without a pid is a child whose host died between starting it and
+ * recording the pid; the child records it itself once it boots. So a young pid-less
+ * manifest is polled (through `reload`) until it has a pid, is gone, or is `graceMs`
+ * old. The wait is bounded from now whatever `createdAt` says: a `createdAt` in the
+ * future (the wall clock stepped back, or another host's clock runs ahead) counts as
+ * written just now, so the wait never exceeds `graceMs` and never holds up a
+ * `listLive` for longer.
+ */
+export const awaitRecordedPid = <E>(
+  manifest: SubprocessManifest,
+  reload: (handleId: string) => Effect.Effect<Option.Option<SubprocessManifest>, E>,
+  options: { readonly pollMs: number; readonly graceMs?: number }
+): Effect.Effect<SubprocessManifest, E> =>
+  Effect.gen(function*() {
+    if (manifest.pid !== null) return manifest
+    const graceMs = options.graceMs ?? START_GRACE_MS
+    const now = yield* Clock.currentTimeMillis
+    const rawAge = now - manifest.createdAt
+    const age = Number.isFinite(rawAge) ? Math.min(Math.max(rawAge, 0), graceMs) : 0
+    const deadline = now + graceMs - age
+    let current = manifest
+    while (current.pid === null && (yield* Clock.currentTimeMillis) < deadline) {
+      yield* Effect.sleep(Duration.millis(options.pollMs))
+      const reloaded = yield* reload(current.handleId)
+      if (Option.isNone(reloaded)) return current
+      current = reloaded.value
+    }
+    return current
+  })
 
 /** What an adapter records of a spawn besides the request: where and how the child runs. */
 export type ManifestPlacement = Pick<

@@ -12,7 +12,7 @@ import { createHash } from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import { Deferred, Effect, Layer, Option, Schema, Semaphore } from "effect"
-import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import {
   decodeJson,
@@ -23,7 +23,9 @@ import {
   fenceRefused,
   sortKeys,
   StorageAdapter,
-  type StorageAdapterShape
+  type StorageAdapterShape,
+  validateKey,
+  validateKeys
 } from "../services/StorageAdapter.ts"
 
 /** Where a file storage keeps its files. */
@@ -138,12 +140,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     )
   })
 
-  const checkKey = (operation: string, key: string) =>
-    key.isWellFormed()
-      ? Effect.void
-      : Effect.fail(
-        new StorageError({ operation, reason: new Unserializable({ key, message: "the key is not well-formed Unicode" }) })
-      )
+  // One check for every backend: see validateKey.
+  const checkKey = validateKey
 
   const readRecord = Effect.fnUntraced(function*(operation: string, name: string, expectedKey: string | undefined) {
     const text = yield* Effect.tryPromise({
@@ -227,6 +225,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   })
 
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
+    yield* validateKeys("getMany", keys)
     const found = new Map<string, unknown>()
     yield* Effect.forEach(keys, (key) =>
       Effect.map(get(key), (value) => {

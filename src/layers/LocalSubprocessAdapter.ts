@@ -41,7 +41,7 @@ import type { StorageError } from "../Errors.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { CHILD_FLAG } from "../internal/childFlag.ts"
-import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
+import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl } from "../internal/moduleUrl.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
@@ -122,8 +122,6 @@ export interface LocalSubprocessAdapterShape extends SubprocessAdapterShape {
 }
 
 const DEFAULT_STOP_GRACE_MS = 5_000
-/** How long a child may take to boot and record its own pid. */
-const START_GRACE_MS = 30_000
 const DEFAULT_LINGER_MS = 60_000
 const DEFAULT_POLL_MS = 200
 /** Leaves room under the ~104-byte `sun_path` limit (the IPC server adds a private dir beside it). */
@@ -559,24 +557,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       return Option.some(child.handle)
     })
 
-  /**
-   * A manifest without a pid is a child whose host died between starting it and
-   * recording the pid; the child records it itself once it boots. So a young pid-less
-   * manifest is waited on (up to START_GRACE_MS after it was written) before it is
-   * judged dead.
-   */
+  /** Waits (bounded) for a pid-less manifest's child to record its pid: see awaitRecordedPid. */
   const withPid = (manifest: SubprocessManifest): Effect.Effect<SubprocessManifest, StorageError> =>
-    Effect.gen(function*() {
-      let current = manifest
-      while (current.pid === null && (yield* Clock.currentTimeMillis) < current.createdAt + START_GRACE_MS) {
-        yield* Effect.sleep(Duration.millis(pollMs))
-        // The child records its pid in its own copy, under the root.
-        const reloaded = yield* loadManifest(storage, current.handleId)
-        if (Option.isNone(reloaded)) return current
-        current = reloaded.value
-      }
-      return current
-    })
+    awaitRecordedPid(manifest, (handleId) => loadManifest(storage, handleId), { pollMs })
 
   const reattach = sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))
 

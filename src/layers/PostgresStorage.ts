@@ -16,7 +16,7 @@ import type * as SqlPg from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import {
   decodeJson,
   encodeExpected,
@@ -25,7 +25,8 @@ import {
   fenceRefused,
   sortKeys,
   StorageAdapter,
-  type StorageAdapterShape
+  type StorageAdapterShape,
+  validateKey
 } from "../services/StorageAdapter.ts"
 
 /** Where a Postgres storage keeps its rows. */
@@ -116,12 +117,8 @@ const fromSqlError = (operation: string, key: string) => (error: SqlError.SqlErr
       : new Io({ key, message: error.message, cause: error })
   })
 
-const checkKey = (operation: string, key: string): Effect.Effect<void, StorageError> =>
-  key.isWellFormed()
-    ? Effect.void
-    : Effect.fail(
-      new StorageError({ operation, reason: new Unserializable({ key, message: "the key is not well-formed Unicode" }) })
-    )
+/** The key check every backend shares: see validateKey. */
+const checkKey = validateKey
 
 const corrupt = (operation: string, key: string, message: string) =>
   new StorageError({ operation, reason: new Corrupt({ key, message }) })

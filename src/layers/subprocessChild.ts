@@ -56,7 +56,7 @@ const streamingStore = (
   const sentPrompts = new Set<string>()
   return CheckpointStore.of({
     ...base,
-    save: (snapshot) =>
+    save: (snapshot, options) =>
       Effect.suspend(() => {
         const frames: Array<V1ServerFrame> = []
         for (const item of snapshot.itemLog.items.slice(sentItems)) frames.push({ type: "item", item })
@@ -76,7 +76,7 @@ const streamingStore = (
         const stream = frames.length === 0
           ? Effect.void
           : Effect.catchCause(emitAll(frames), (cause) => Effect.logWarning("subprocess child: a frame was not sent", cause))
-        return Effect.andThen(stream, base.save(snapshot))
+        return Effect.andThen(stream, base.save(snapshot, options))
       })
   })
 }

@@ -36,8 +36,12 @@ import {
 export interface CheckpointStoreShape {
   /** The storage the snapshots live in; the step ledger of each execution lives there too. */
   readonly storage: StorageAdapterShape
-  /** Writes the snapshot of `snapshot.executionId`, replacing the previous one. */
-  readonly save: (snapshot: CheckpointSnapshot) => Effect.Effect<void, StorageError>
+  /**
+   * Writes the snapshot of `snapshot.executionId`, replacing the previous one. A child
+   * agent's context (a `spawn` step's) names its parent in `options`, which the store
+   * records so `clear` of the parent removes the child too.
+   */
+  readonly save: (snapshot: CheckpointSnapshot, options?: SaveOptions) => Effect.Effect<void, StorageError>
   /**
    * The snapshot of an execution, none when nothing is recorded. A record whose
    * `schemaVersion` is not 2, or that does not match the schema, fails with
@@ -50,9 +54,17 @@ export interface CheckpointStoreShape {
   readonly list: Effect.Effect<ReadonlyArray<string>, StorageError>
   /**
    * Removes an execution's snapshot and every ledger key it has, with the snapshots of
-   * its in-process child agents (`spawn` steps), whose ids are its own plus a path.
+   * its in-process child agents (`spawn` steps): the executions under its id that were
+   * saved naming it as their parent, and theirs in turn. An execution whose id merely
+   * looks like a child's (`acme/issue#42` beside `acme`) is someone else's and stays.
    */
   readonly clear: (executionId: string) => Effect.Effect<void, StorageError>
+}
+
+/** What a save knows beyond the snapshot. */
+export interface SaveOptions {
+  /** The execution whose `spawn` step this context is the child agent of. */
+  readonly parentExecutionId?: string | undefined
 }
 
 /** Saves and loads per-execution snapshots. */
@@ -65,6 +77,15 @@ export const INDEX_PREFIX = "checkpoints:"
 
 /** The index key of an execution. */
 export const indexKey = (executionId: string): string => INDEX_PREFIX + executionId
+
+/** The index record of a child agent's execution names its parent; a top-level one does not. */
+const parentOf = (record: unknown): string | undefined =>
+  typeof record === "object" && record !== null && "parent" in record && typeof record.parent === "string"
+    ? record.parent
+    : undefined
+
+/** How many item-log chunks `load` reads in one `getMany`. */
+const CHUNK_READ_BATCH = 256
 
 /** How many ledger keys `clear` deletes at once. */
 const CLEAR_CONCURRENCY = 64
@@ -159,8 +180,9 @@ const itemChunkKeysOf = (storage: StorageAdapterShape, executionId: string) => {
  */
 export const makeWith = (storage: StorageAdapterShape): Effect.Effect<CheckpointStoreShape> =>
   Effect.sync(() => {
-    // Executions whose index key this process has written; saves after the first are one write.
-    const indexed = new Set<string>()
+    // Executions whose index key this process has written, with the parent it names
+    // (null: none); saves after the first are one write.
+    const indexed = new Map<string, string | null>()
     // Per execution, the full chunks this process wrote. Items are immutable and a log
     // only grows, so a chunk whose first and last objects are the same is the chunk
     // already stored.
@@ -172,11 +194,16 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
       if (written.size > REMEMBERED_EXECUTIONS) written.delete(written.keys().next().value!)
     }
 
-    const save = Effect.fn("CheckpointStore.save")(function*(snapshot: CheckpointSnapshot) {
+    const save = Effect.fn("CheckpointStore.save")(function*(snapshot: CheckpointSnapshot, options?: SaveOptions) {
       const executionId = snapshot.executionId
-      if (!indexed.has(executionId)) {
-        yield* storage.set(indexKey(executionId), { version: 1, executionId })
-        indexed.add(executionId)
+      const parent = options?.parentExecutionId
+      if (indexed.get(executionId) !== (parent ?? null)) {
+        yield* storage.set(indexKey(executionId), {
+          version: 1,
+          executionId,
+          ...(parent === undefined ? {} : { parent })
+        })
+        indexed.set(executionId, parent ?? null)
       }
       const items = snapshot.itemLog.items
       const fullChunks = Math.floor(items.length / ITEM_CHUNK_SIZE)
@@ -203,25 +230,44 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
       remember(executionId, chunks)
     })
 
-    /** The items of a head's chunks: one `getMany` for all of them. */
+    /**
+     * The items of a head's chunks, read in batches (one `getMany` each). The count
+     * comes from a record that may be corrupt, so nothing is sized by it: a batch past
+     * the chunks that exist finds one missing and fails `Corrupt`, and memory follows
+     * the chunks actually stored.
+     */
     const loadChunks = Effect.fnUntraced(function*(executionId: string, size: number, count: number) {
-      const keys = Array.from({ length: count }, (_, index) => itemChunkKey(executionId, index))
-      const found = yield* getMany(storage, keys)
-      const items: Array<unknown> = []
-      for (const key of keys) {
-        const chunk = found.has(key) ? decodeChunk(found.get(key)) : undefined
-        if (chunk === undefined || Exit.isFailure(chunk) || chunk.value.items.length !== size) {
-          return yield* new StorageError({
-            operation: "load",
-            reason: new Corrupt({
-              key,
-              message: chunk === undefined
-                ? `the snapshot head needs this item-log chunk and it is missing`
-                : `the snapshot head needs a chunk of ${size} items and this record is not one`
-            })
+      if (!Number.isSafeInteger(count) || count < 0 || !Number.isSafeInteger(size) || size <= 0) {
+        return yield* new StorageError({
+          operation: "load",
+          reason: new Corrupt({
+            key: snapshotKey(executionId),
+            message: `the snapshot head names ${count} item-log chunks of ${size} items, which no save writes`
           })
+        })
+      }
+      const items: Array<unknown> = []
+      for (let start = 0; start < count; start += CHUNK_READ_BATCH) {
+        const keys: Array<string> = []
+        for (let index = start; index < Math.min(count, start + CHUNK_READ_BATCH); index++) {
+          keys.push(itemChunkKey(executionId, index))
         }
-        for (const item of chunk.value.items) items.push(item)
+        const found = yield* getMany(storage, keys)
+        for (const key of keys) {
+          const chunk = found.has(key) ? decodeChunk(found.get(key)) : undefined
+          if (chunk === undefined || Exit.isFailure(chunk) || chunk.value.items.length !== size) {
+            return yield* new StorageError({
+              operation: "load",
+              reason: new Corrupt({
+                key,
+                message: chunk === undefined
+                  ? `the snapshot head needs this item-log chunk and it is missing`
+                  : `the snapshot head needs a chunk of ${size} items and this record is not one`
+              })
+            })
+          }
+          for (const item of chunk.value.items) items.push(item)
+        }
       }
       return items
     })
@@ -270,16 +316,29 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
     })
 
     // A spawn step's child agent checkpoints as an execution of its own, named by the
-    // parent's id and the spawn's path (so ending in `#<n>`); it is part of the parent's run.
-    const clear = Effect.fn("CheckpointStore.clear")(function*(executionId: string) {
-      const childPrefix = indexKey(`${executionId}/`)
-      const children = (yield* storage.list(childPrefix))
-        .map((key) => key.slice(INDEX_PREFIX.length))
-        .filter((id) => /#\d+$/.test(id))
-      // The children go first, so an interrupted clear still lists the parent and can be repeated.
-      yield* Effect.forEach(children, clearOne, { discard: true })
-      yield* clearOne(executionId)
+    // parent's id and the spawn's path; it is part of the parent's run. Which ids are
+    // children is read from their index records (each names its parent), never guessed
+    // from the id's shape: users name their executions freely.
+    const childrenOf = Effect.fnUntraced(function*(executionId: string) {
+      const keys = yield* storage.list(indexKey(`${executionId}/`))
+      // An unreadable index record is not taken for a child: clear never removes what
+      // it cannot show belongs to this execution.
+      const parents = yield* Effect.forEach(keys, (key) =>
+        storage.get(key).pipe(
+          Effect.map((record) => (Option.isSome(record) ? parentOf(record.value) : undefined)),
+          Effect.catchIf((error) => error.reason._tag === "Corrupt", () => Effect.succeed(undefined))
+        ), { concurrency: CLEAR_CONCURRENCY })
+      return keys.filter((_, i) => parents[i] === executionId).map((key) => key.slice(INDEX_PREFIX.length))
     })
+
+    const clearTree = (executionId: string): Effect.Effect<void, StorageError> =>
+      Effect.gen(function*() {
+        // The children go first, so an interrupted clear still lists the parent and can be repeated.
+        yield* Effect.forEach(yield* childrenOf(executionId), clearTree, { discard: true })
+        yield* clearOne(executionId)
+      })
+
+    const clear = Effect.fn("CheckpointStore.clear")(clearTree)
 
     return CheckpointStore.of({ storage, save, load, list, clear })
   })

@@ -79,7 +79,11 @@ export interface ExecutionLedger {
    * past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
   readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
-  /** The outputs this ledger would replay, one per path, in seq order. */
+  /**
+   * The outputs this ledger would replay, one per path, in seq order. An entry loaded
+   * when the ledger was opened stays here (and replays) for the ledger's life even
+   * after retention evicted its key from storage.
+   */
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
 }
 
@@ -164,6 +168,12 @@ interface HeldEntry {
   readonly stepId: string
   readonly kind: string
   readonly output: HeldOutput
+  /**
+   * Loaded when the ledger was opened (not recorded by this run). Evicting its key
+   * from storage keeps it in memory: the entries a resumed run starts with serve that
+   * whole run, so a re-run step's new entry cannot push out one not yet replayed.
+   */
+  readonly loaded?: true
 }
 
 /** What each key still in storage holds, so evicting it can update the lookup state. */
@@ -317,7 +327,8 @@ export const makeWith = (
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
-            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" }
+            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" },
+            loaded: true
           })
         } else {
           state.keep(seq, { _tag: "Discard", path: entry.path })
@@ -509,7 +520,8 @@ class LedgerState {
     this.info.delete(seq)
     if (info === undefined) return
     if (info._tag === "Step") {
-      if (this.entries.get(info.path)?.seq === seq) this.entries.delete(info.path)
+      const held = this.entries.get(info.path)
+      if (held?.seq === seq && held.loaded !== true) this.entries.delete(info.path)
     } else if (info._tag === "Discard") {
       this.discards.delete(seq)
     }

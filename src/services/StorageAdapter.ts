@@ -143,6 +143,50 @@ export const encodeExpected = (
 ): Effect.Effect<string | undefined, StorageError> =>
   Option.isNone(expected) ? Effect.succeed(undefined) : encodeJson("compareAndSet", key, expected.value)
 
+/**
+ * Why `key` cannot name a record, or undefined when it can. Every backend refuses the
+ * same keys: a non-string, the empty string (it would name the root or nothing at
+ * all), and a string that is not well-formed Unicode (a lone surrogate has no UTF-8
+ * form, so a file name or a database text column could not give it back).
+ */
+export const keyProblem = (key: unknown): string | undefined => {
+  if (typeof key !== "string") return `a key must be a string, not ${key === null ? "null" : typeof key}`
+  if (key.length === 0) return "the key is empty"
+  if (!key.isWellFormed()) return "the key is not well-formed Unicode (a lone surrogate)"
+  return undefined
+}
+
+/**
+ * The one key check every backend runs before touching a key: fails with a
+ * `StorageError` of reason `Unserializable` (naming the operation and the key) for a
+ * key {@link keyProblem} refuses, so all backends refuse the same keys the same way.
+ */
+export const validateKey = (operation: string, key: string): Effect.Effect<void, StorageError> => {
+  const error = keyError(operation, key)
+  return error === undefined ? Effect.void : Effect.fail(error)
+}
+
+/** The error {@link validateKey} fails with for `key`, or undefined when the key is fine. */
+export const keyError = (operation: string, key: string): StorageError | undefined => {
+  const problem = keyProblem(key)
+  return problem === undefined
+    ? undefined
+    : new StorageError({
+      operation,
+      reason: new Unserializable({ key: typeof key === "string" ? key : String(key), message: problem })
+    })
+}
+
+/** {@link validateKey} over several keys, failing on the first refused one. */
+export const validateKeys = (operation: string, keys: ReadonlyArray<string>): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    for (const key of keys) {
+      const error = keyError(operation, key)
+      if (error !== undefined) return Effect.fail(error)
+    }
+    return Effect.void
+  })
+
 /** Whether a stored fence record holds `token`. */
 export const fenceHolds = (record: unknown, token: number): boolean =>
   typeof record === "object" && record !== null && "token" in record && record.token === token
@@ -200,11 +244,17 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
   return StorageAdapter.of({
     get: (key) =>
       Effect.suspend(() => {
+        const refused = keyError("get", key)
+        if (refused !== undefined) return Effect.fail(refused)
         const text = entries.get(key)
         return text === undefined ? Effect.succeedNone : Effect.asSome(decodeJson("get", key, text))
       }),
-    set: (key, value) => Effect.map(encodeJson("set", key, value), (text) => void entries.set(key, text)),
-    delete: (key) => Effect.sync(() => void entries.delete(key)),
+    set: (key, value) =>
+      Effect.andThen(
+        validateKey("set", key),
+        Effect.map(encodeJson("set", key, value), (text) => void entries.set(key, text))
+      ),
+    delete: (key) => Effect.andThen(validateKey("delete", key), Effect.sync(() => void entries.delete(key))),
     list: (prefix) =>
       Effect.sync(() => {
         const keys: Array<string> = []
@@ -219,6 +269,10 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       }),
     getMany: (keys) =>
       Effect.suspend(() => {
+        for (const key of keys) {
+          const refused = keyError("getMany", key)
+          if (refused !== undefined) return Effect.fail(refused)
+        }
         const found = new Map<string, unknown>()
         return Effect.as(
           Effect.forEach(keys, (key) => {
@@ -232,6 +286,7 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       }),
     // The check and the write run in one synchronous step, so nothing interleaves.
     compareAndSet: Effect.fnUntraced(function*(key, expected, next) {
+      yield* validateKey("compareAndSet", key)
       const expectedText = yield* encodeExpected(key, expected)
       const nextText = yield* encodeJson("compareAndSet", key, next)
       if (entries.get(key) !== expectedText) return false
@@ -240,6 +295,7 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
     }),
     // Like compareAndSet, the check and the write are one synchronous step.
     setFenced: Effect.fnUntraced(function*(key, value, fence) {
+      yield* validateKeys("setFenced", [key, fence.key])
       const text = yield* encodeJson("setFenced", key, value)
       const refused = memoryFenceError(entries, "setFenced", key, fence)
       if (refused !== undefined) return yield* refused
@@ -247,6 +303,8 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
     }),
     deleteFenced: (key, fence) =>
       Effect.suspend(() => {
+        const badKey = keyError("deleteFenced", key) ?? keyError("deleteFenced", fence.key)
+        if (badKey !== undefined) return Effect.fail(badKey)
         const refused = memoryFenceError(entries, "deleteFenced", key, fence)
         if (refused !== undefined) return Effect.fail(refused)
         entries.delete(key)
