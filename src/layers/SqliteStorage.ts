@@ -171,6 +171,27 @@ class Refusal {
 /** `node:sqlite`, loaded on first use so importing this module prints no warning. */
 const loadSqlite = (): typeof NodeSqlite => process.getBuiltinModule("node:sqlite") as typeof NodeSqlite
 
+/**
+ * The statements a SQLite storage runs, exported so tests can check their query plans
+ * (a prefix is a range scan of the primary key; getMany and scan are one query each).
+ *
+ * @internal
+ */
+export const SQL = {
+  get: `SELECT value FROM ${TABLE} WHERE key = ?`,
+  set: `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  insertIfAbsent: `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+  delete: `DELETE FROM ${TABLE} WHERE key = ?`,
+  listAll: `SELECT key FROM ${TABLE} ORDER BY key`,
+  listFrom: `SELECT key FROM ${TABLE} WHERE key >= ? ORDER BY key`,
+  listRange: `SELECT key FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  scanAll: `SELECT key, value FROM ${TABLE} ORDER BY key`,
+  scanFrom: `SELECT key, value FROM ${TABLE} WHERE key >= ? ORDER BY key`,
+  scanRange: `SELECT key, value FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  // One statement for any number of keys: the keys travel as one JSON array of hex.
+  getMany: `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
+} as const
+
 /** Creates the database's directory (0700) and file (0600) when missing. */
 const prepareFile = (path: string) => {
   Fs.mkdirSync(NodePath.dirname(path), { recursive: true, mode: DIR_MODE })
@@ -212,6 +233,11 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
   Effect.gen(function*() {
     const path = NodePath.resolve(options.path)
     const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS
+    // The group commit's state (see flush), declared first: closing flushes it.
+    let pending: Array<PendingWrite> = []
+    let scheduled = false
+    let lockWaitSince: number | undefined
+    let closed = false
 
     const db = yield* Effect.acquireRelease(
       Effect.try({
@@ -229,7 +255,6 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
           db.close()
         })
     )
-    let closed = false
 
     yield* whenUnlocked("open", path, lockTimeoutMs, () => {
       db.exec(`PRAGMA busy_timeout = ${SYNC_BUSY_TIMEOUT_MS}`)
@@ -242,22 +267,17 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     })
 
     const statement = (sql: string) => db.prepare(sql)
-    const getStatement = statement(`SELECT value FROM ${TABLE} WHERE key = ?`)
-    const setStatement = statement(
-      `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`
-    )
-    const insertIfAbsentStatement = statement(`INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`)
-    const deleteStatement = statement(`DELETE FROM ${TABLE} WHERE key = ?`)
-    const listAll = statement(`SELECT key FROM ${TABLE} ORDER BY key`)
-    const listFrom = statement(`SELECT key FROM ${TABLE} WHERE key >= ? ORDER BY key`)
-    const listRange = statement(`SELECT key FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`)
-    const scanAll = statement(`SELECT key, value FROM ${TABLE} ORDER BY key`)
-    const scanFrom = statement(`SELECT key, value FROM ${TABLE} WHERE key >= ? ORDER BY key`)
-    const scanRange = statement(`SELECT key, value FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`)
-    // One statement for any number of keys: the keys travel as one JSON array of hex.
-    const getManyStatement = statement(
-      `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
-    )
+    const getStatement = statement(SQL.get)
+    const setStatement = statement(SQL.set)
+    const insertIfAbsentStatement = statement(SQL.insertIfAbsent)
+    const deleteStatement = statement(SQL.delete)
+    const listAll = statement(SQL.listAll)
+    const listFrom = statement(SQL.listFrom)
+    const listRange = statement(SQL.listRange)
+    const scanAll = statement(SQL.scanAll)
+    const scanFrom = statement(SQL.scanFrom)
+    const scanRange = statement(SQL.scanRange)
+    const getManyStatement = statement(SQL.getMany)
     const begin = statement("BEGIN IMMEDIATE")
     const commit = statement("COMMIT")
     const rollback = statement("ROLLBACK")
@@ -276,9 +296,6 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     // the event loop, so every write issued in this turn joins it, in one transaction
     // with one fsync. The transaction runs synchronously: no other fiber of this
     // process sees it half done, and other processes are held off by SQLite's lock.
-    let pending: Array<PendingWrite> = []
-    let scheduled = false
-    let lockWaitSince: number | undefined
 
     const settle = (write: PendingWrite, effect: Effect.Effect<unknown, StorageError>) => {
       write.settled = true
