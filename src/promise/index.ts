@@ -6,9 +6,12 @@
 export { NoeticConfigError, NoeticError } from "./errors.ts"
 export {
   createFileStorage,
+  createHomeStorage,
   createInMemoryStorage,
   createPostgresStorage,
+  createSqliteStorage,
   type PostgresStorageAdapter,
+  type SqliteStorageAdapter,
   type StorageAdapter
 } from "./storage.ts"
 export {
