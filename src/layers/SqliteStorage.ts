@@ -292,6 +292,30 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         ? decodeJson(operation, key, value)
         : Effect.fail(corrupt(operation, key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`))
 
+    /**
+     * The rows as key-value pairs, or the `Corrupt` failure of the first damaged one.
+     * Plain code, not an effect per row: a ledger restore decodes thousands of rows.
+     */
+    const decodeRows = (
+      operation: string,
+      rows: ReadonlyArray<StoredRow>
+    ): Array<readonly [string, unknown]> | StorageError => {
+      const entries: Array<readonly [string, unknown]> = []
+      for (const row of rows) {
+        const key = decodeStoredKey(row.key)
+        if (key === undefined) return corrupt(operation, describeStoredKey(row.key), "the stored key is not UTF-16 text")
+        if (typeof row.value !== "string") {
+          return corrupt(operation, key, `the stored value is ${row.value === null ? "null" : `a ${typeof row.value}`}, not JSON text`)
+        }
+        try {
+          entries.push([key, JSON.parse(row.value)])
+        } catch (cause) {
+          return corrupt(operation, key, `not valid JSON: ${messageOf(cause)}`)
+        }
+      }
+      return entries
+    }
+
     // Group commit. A write joins the pending batch; the batch runs at the next turn of
     // the event loop, so every write issued in this turn joins it, in one transaction
     // with one fsync. The transaction runs synchronously: no other fiber of this
@@ -432,18 +456,13 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
 
     const scan = Effect.fnUntraced(function*(prefix: string) {
       const rows = yield* range("scan", prefix, scanAll, scanFrom, scanRange)
-      const entries: Array<readonly [string, unknown]> = []
-      for (const row of rows) {
-        const key = decodeStoredKey(row.key)
-        if (key === undefined) return yield* corrupt("scan", describeStoredKey(row.key), "the stored key is not UTF-16 text")
-        entries.push([key, yield* decodeValue("scan", key, row.value)])
-      }
-      return entries
+      const entries = decodeRows("scan", rows)
+      if (entries instanceof StorageError) return yield* entries
+      return entries as ReadonlyArray<readonly [string, unknown]>
     })
 
     const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
-      const found = new Map<string, unknown>()
-      if (keys.length === 0) return found as ReadonlyMap<string, unknown>
+      if (keys.length === 0) return new Map() as ReadonlyMap<string, unknown>
       for (const key of keys) yield* checkKey("getMany", key)
       const hex = JSON.stringify(keys.map((key) => Buffer.from(encodeStoredKey(key)).toString("hex")))
       const rows = yield* read(
@@ -451,12 +470,9 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         keys.join(","),
         () => getManyStatement.all(hex) as unknown as ReadonlyArray<StoredRow>
       )
-      for (const row of rows) {
-        const key = decodeStoredKey(row.key)
-        if (key === undefined) return yield* corrupt("getMany", describeStoredKey(row.key), "the stored key is not UTF-16 text")
-        found.set(key, yield* decodeValue("getMany", key, row.value))
-      }
-      return found as ReadonlyMap<string, unknown>
+      const entries = decodeRows("getMany", rows)
+      if (entries instanceof StorageError) return yield* entries
+      return new Map(entries) as ReadonlyMap<string, unknown>
     })
 
     // The check and the write run inside the batch's transaction, which holds SQLite's
