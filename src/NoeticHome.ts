@@ -55,11 +55,15 @@ export const roots = (home?: string): NoeticRoots => {
 /** Which backend a storage location holds. */
 export type StorageKind = "sqlite" | "file"
 
+/** The file name endings that make a missing location a SQLite database rather than a directory. */
+export const DATABASE_SUFFIXES: ReadonlyArray<string> = [".db", ".sqlite", ".sqlite3"]
+
 /**
- * The backend at `location`: a SQLite database when `location` is (or will be) a
- * database file, a file storage when it is a directory. A directory that holds a
- * database named `database` is the database; one that holds file-storage records
- * only is a file storage; an empty or missing directory gets the database.
+ * The backend at `location`: a SQLite database when `location` is a file, or is
+ * missing and ends in `.db`, `.sqlite` or `.sqlite3`; otherwise a file storage rooted
+ * there. With `database`, a directory that holds that database is the database; one
+ * that holds file-storage records only is a file storage; an empty or missing
+ * directory gets the database.
  */
 export const storageLocation = (
   location: string,
@@ -74,7 +78,9 @@ export const storageLocation = (
   }
   if (stat?.isFile() === true) return { kind: "sqlite", path: resolved }
   if (database === undefined) {
-    return stat === undefined && resolved.endsWith(".db") ? { kind: "sqlite", path: resolved } : { kind: "file", path: resolved }
+    return stat === undefined && DATABASE_SUFFIXES.some((suffix) => resolved.endsWith(suffix))
+      ? { kind: "sqlite", path: resolved }
+      : { kind: "file", path: resolved }
   }
   const databasePath = Path.join(resolved, database)
   if (stat === undefined || Fs.existsSync(databasePath)) return { kind: "sqlite", path: databasePath }

@@ -4,13 +4,15 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Option, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import type { HandleStatus, SubprocessAdapterShape, SubprocessHandle as EngineHandle } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticError } from "./errors.ts"
-import { fileStorageRoot, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
+import { fileStorageRoot, runForFacade, sqliteStoragePath, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 /** A running or settled child, with Promises. */
 export interface SubprocessHandle {
@@ -99,24 +101,34 @@ export interface LocalSubprocessAdapterOptions
    * answer a prompt with the adapter's `answerAskUser`. What it throws is logged.
    */
   readonly onFrame?: (handle: SubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
-  /** The subprocess storage: must come from `createFileStorage`, since the children open its directory too. */
+  /** The subprocess storage: must come from `createFileStorage` or `createSqliteStorage`, since the children open it too. */
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */
   readonly root?: string
-  /** Where children checkpoint: a `createFileStorage` storage. Default: `checkpoints/` beside the subprocess root. */
+  /**
+   * Where children checkpoint: a `createFileStorage` or `createSqliteStorage` storage.
+   * Default: `checkpoints/` beside a subprocess root directory, else the home's
+   * `checkpoints/checkpoints.db`.
+   */
   readonly checkpointStorage?: StorageAdapter
 }
 
 const rootOf = (storage: StorageAdapter | undefined, what: string): string | undefined => {
   if (storage === undefined) return undefined
   const root = fileStorageRoot(storage)
-  if (root === undefined) {
+  if (root !== undefined) return root
+  const database = sqliteStoragePath(storage)
+  if (database === undefined) {
     throw new NoeticError({
       code: "SUBPROCESS_STORAGE_NOT_FILE",
-      message: `${what} must be made by createFileStorage: child processes open its directory themselves`
+      message: `${what} must be made by createFileStorage or createSqliteStorage: child processes open it themselves`
     })
   }
-  return root
+  // The children tell a database from a directory by what is on disk, so the file
+  // exists before they look (an empty file is an empty SQLite database).
+  Fs.mkdirSync(Path.dirname(Path.resolve(database)), { recursive: true, mode: 0o700 })
+  Fs.closeSync(Fs.openSync(database, "a", 0o600))
+  return database
 }
 
 /**
