@@ -61,9 +61,8 @@ export const DATABASE_SUFFIXES: ReadonlyArray<string> = [".db", ".sqlite", ".sql
 /**
  * The backend at `location`: a SQLite database when `location` is a file, or is
  * missing and ends in `.db`, `.sqlite` or `.sqlite3`; otherwise a file storage rooted
- * there. With `database`, a directory that holds that database is the database; one
- * that holds file-storage records only is a file storage; an empty or missing
- * directory gets the database.
+ * there. With `database`, a directory is read as the database of that name inside it,
+ * unless it holds records of a file storage (files not named after the database).
  */
 export const storageLocation = (
   location: string,
@@ -83,14 +82,16 @@ export const storageLocation = (
       : { kind: "file", path: resolved }
   }
   const databasePath = Path.join(resolved, database)
-  if (stat === undefined || Fs.existsSync(databasePath)) return { kind: "sqlite", path: databasePath }
-  // File storage names its records after their keys and keeps dot-files for itself.
+  if (stat === undefined) return { kind: "sqlite", path: databasePath }
   let names: ReadonlyArray<string> = []
   try {
     names = Fs.readdirSync(resolved)
   } catch {
     // Unreadable: opening the database reports why, as a typed failure.
   }
+  // File storage names its records after their keys and keeps dot-files for itself.
+  // Its records win over a database beside them: a tool that opened the database in
+  // a directory of records (and so created it empty) must not hide them afterwards.
   const holdsFileRecords = names.some((name) => !name.startsWith(".") && !name.startsWith(database))
   return holdsFileRecords ? { kind: "file", path: resolved } : { kind: "sqlite", path: databasePath }
 }

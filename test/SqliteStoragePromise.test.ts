@@ -1,9 +1,15 @@
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Exit, Option } from "effect"
+import { TestConsole } from "effect/testing"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Cli from "../src/cli/Cli.ts"
+import * as AgentHarnessEngine from "../src/harness/AgentHarness.ts"
+import { runCode as engineRunCode } from "../src/harness/Step.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as NoeticHome from "../src/NoeticHome.ts"
 import {
   AgentHarness,
@@ -136,4 +142,32 @@ describe("NoeticHome default storages", () => {
       assert.strictEqual(NoeticHome.storageLocation(Path.join(home, "other")).kind, "file")
       assert.strictEqual(NoeticHome.storageLocation(Path.join(home, "other.db")).kind, "sqlite")
     }))
+})
+
+describe("the CLI on the default SQLite storage", () => {
+  it.live("lists, shows and clears executions a harness recorded in checkpoints/checkpoints.db", () =>
+    Effect.gen(function*() {
+      const home = freshDir()
+      const store = yield* CheckpointStore.makeWith(yield* NoeticHome.makeCheckpointStorage(home))
+      const harness = yield* AgentHarnessEngine.make({
+        name: "cli",
+        agentGraph: engineRunCode("root", (_: void, ctx) => Effect.as(ctx.append([{ type: "note", text: "hello" }]), "done"))
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+      yield* harness.execute(undefined, { executionId: "exec-sqlite" })
+      assert.isTrue(Fs.existsSync(NoeticHome.roots(home).checkpointsDatabase))
+
+      const cli = (...args: Array<string>) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(Cli.run(["--home", home, ...args]))
+          const out = (yield* TestConsole.logLines).map(String).join("\n")
+          return { exit, out }
+        }).pipe(Effect.provide(TestConsole.layer), Effect.provide(NodeServices.layer))
+      const listed = yield* cli("executions", "list", "--json")
+      assert.isTrue(Exit.isSuccess(listed.exit))
+      assert.deepStrictEqual(JSON.parse(listed.out), ["exec-sqlite"])
+      assert.include((yield* cli("executions", "show", "exec-sqlite")).out, "items      1")
+      yield* cli("executions", "clear", "exec-sqlite")
+      assert.deepStrictEqual(JSON.parse((yield* cli("executions", "list", "--json")).out), [])
+      assert.deepStrictEqual(yield* store.list, [])
+    }).pipe(Effect.scoped))
 })
