@@ -15,7 +15,7 @@
  *
  * `npm run bench:sqlite` prints one JSON document.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, type Scope, Stream } from "effect"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import { register } from "node:module"
@@ -25,8 +25,11 @@ import { DatabaseSync } from "node:sqlite"
 import * as AgentHarness from "../src/harness/AgentHarness.ts"
 import { runCode } from "../src/harness/Step.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as IpcClient from "../src/layers/IpcClient.ts"
+import * as IpcServer from "../src/layers/IpcServer.ts"
 import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
+import { makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
 import * as StepLedger from "../src/services/StepLedger.ts"
 import { makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import { now, round, tempRoot } from "./harness.ts"
@@ -275,6 +278,75 @@ const effectSqlClient = (dir: string, n: number) =>
     return { asIs, shimmed: "loads with effect/unstable redirected", ...measured }
   })
 
+type StorageFactory = () => Effect.Effect<StorageAdapterShape, unknown, Scope.Scope>
+const ipcFrame = (n: number) => ({ type: "item" as const, item: { n, payload: "x".repeat(200) } })
+
+/** Durable IPC frames per second over `storage`'s queue, emitted one at a time or in bursts (as bench/ipc.ts). */
+const durableFps = (storage: StorageFactory, count: number, burst: number) =>
+  Effect.scoped(Effect.gen(function*() {
+    const queue = yield* makeQueue(yield* storage(), { socketId: "bench" })
+    const path = Path.join(tempRoot("sqlite-ipc"), "s.sock")
+    const server = yield* IpcServer.make({ socketPath: path, queue })
+    const client = yield* IpcClient.connect({ socketPath: path })
+    yield* client.connected
+    const start = now()
+    const emitter = burst === 1
+      ? Effect.forEach(Array.from({ length: count }, (_, i) => ipcFrame(i + 1)), server.emit, { discard: true })
+      : Effect.forEach(
+        Array.from({ length: count / burst }, (_, b) => Array.from({ length: burst }, (_, i) => ipcFrame(b * burst + i + 1))),
+        server.emitAll,
+        { discard: true }
+      )
+    const consumer = client.frames.pipe(
+      Stream.take(count),
+      Stream.runForEach((delivery) => (delivery.seq! % 100 === 0 ? client.ack(delivery.seq!) : Effect.void))
+    )
+    yield* Effect.all([emitter, consumer], { concurrency: 2, discard: true })
+    return Math.round((count / (now() - start)) * 1000)
+  }))
+
+/** Appends `count` frames, then times a full replay from a cold queue to a new client (as bench/ipc.ts). */
+const replayMs = (storage: StorageFactory, count: number) =>
+  Effect.gen(function*() {
+    const path = Path.join(tempRoot("sqlite-ipc-replay"), "s.sock")
+    yield* Effect.scoped(Effect.gen(function*() {
+      const queue = yield* makeQueue(yield* storage(), { socketId: "bench" })
+      yield* queue.appendAll(Array.from({ length: count }, (_, i) => JSON.stringify(ipcFrame(i + 1))))
+    }))
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const queue = yield* makeQueue(yield* storage(), { socketId: "bench" })
+      yield* IpcServer.make({ socketPath: path, queue })
+      const start = now()
+      const client = yield* IpcClient.connect({ socketPath: path, ackedThrough: 0 })
+      yield* client.frames.pipe(Stream.take(count), Stream.runDrain)
+      return round(now() - start)
+    }))
+  })
+
+/** The durable IPC figures on SQLite and on file storage, in one run. */
+const ipc = Effect.gen(function*() {
+  const sqliteAt = Path.join(tempRoot("sqlite-ipc-db"), "subprocess.db")
+  const fileAt = tempRoot("file-ipc")
+  const sqlite: StorageFactory = () => SqliteStorage.make({ path: sqliteAt })
+  const files: StorageFactory = () => FileStorage.make({ root: fileAt })
+  const sqliteReplayAt = Path.join(tempRoot("sqlite-ipc-db2"), "subprocess.db")
+  const fileReplayAt = tempRoot("file-ipc2")
+  return {
+    oneAtATimeFramesPerSecond: {
+      sqlite: yield* durableFps(sqlite, 500, 1),
+      file: yield* durableFps(files, 500, 1)
+    },
+    bursts100FramesPerSecond: {
+      sqlite: yield* durableFps(sqlite, 5_000, 100),
+      file: yield* durableFps(files, 5_000, 100)
+    },
+    replay10000Ms: {
+      sqlite: yield* replayMs(() => SqliteStorage.make({ path: sqliteReplayAt }), 10_000),
+      file: yield* replayMs(() => FileStorage.make({ root: fileReplayAt }), 10_000)
+    }
+  }
+})
+
 /** Runs the SQLite benchmark and returns its figures. */
 export const run = () =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -332,6 +404,7 @@ export const run = () =>
     const stalls = [commitStalls(Path.join(dir, "stalls.db"), 1, 3_000), commitStalls(Path.join(dir, "stalls8.db"), 8, 1_000)]
     const restores = [yield* restore(1_000), yield* restore(10_000)]
     const client = yield* effectSqlClient(dir, 300)
+    const durableIpc = yield* ipc
 
     return {
       benchmark: "SQLite storage (node:sqlite, WAL, synchronous=FULL, group commit)",
@@ -371,6 +444,7 @@ export const run = () =>
         memoryStorageConcurrentStepsPerSecond: memoryConcurrent
       },
       commitBlocksEventLoop: stalls,
+      durableIpc,
       effectSqlClient: "sets" in client
         ? {
           asIs: client.asIs,
@@ -385,5 +459,7 @@ export const run = () =>
   })))
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  process.stdout.write(JSON.stringify(await run(), null, 2) + "\n")
+  // `npm run bench:sqlite -- ipc` runs only the durable IPC figures.
+  const figures = process.argv[2] === "ipc" ? await Effect.runPromise(ipc) : await run()
+  process.stdout.write(JSON.stringify(figures, null, 2) + "\n")
 }
