@@ -212,6 +212,38 @@ describe("SqliteStorage", () => {
       assert.deepStrictEqual(yield* storage.list("raced"), [])
     }))
 
+  it.effect("a write waits for another connection's write lock from a timer, so the event loop keeps running", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path })
+      const other = new DatabaseSync(path)
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      other.exec("BEGIN IMMEDIATE")
+      other.exec("INSERT INTO noetic_storage (key, value) VALUES (x'0061', '\"from the other\"')")
+      // Only a timer of this process ends the other transaction: were the storage
+      // waiting on the event loop, it would never fire and the write would time out.
+      setTimeout(() => other.exec("COMMIT"), 100)
+      yield* storage.set("b", "from the storage")
+      assert.deepStrictEqual(yield* storage.list(""), ["a", "b"])
+    }))
+
+  it.effect("a write lock held past lockTimeoutMs fails the write with Io, storing nothing", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path, lockTimeoutMs: 200 })
+      const other = new DatabaseSync(path)
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      other.exec("BEGIN IMMEDIATE")
+      const error = yield* Effect.flip(storage.set("k", 1))
+      assert.strictEqual(error.reason._tag, "Io")
+      assert.strictEqual(error.reason.key, "k")
+      other.exec("ROLLBACK")
+      assert.isTrue(Option.isNone(yield* storage.get("k")))
+      // The storage is usable again once the lock is gone.
+      yield* storage.set("k", 2)
+      assert.deepStrictEqual(yield* storage.get("k"), Option.some(2))
+    }))
+
   it.effect("a path that cannot be a database is a typed failure", () =>
     Effect.gen(function*() {
       const notADatabase = freshPath()
