@@ -253,5 +253,11 @@ describe("SqliteStorage", () => {
       const underAFile = Path.join(notADatabase, "inside.db")
       const ioError = yield* Effect.flip(SqliteStorage.make({ path: underAFile }))
       assert.strictEqual(ioError.operation, "open")
+      // A database whose table of that name has other columns.
+      const foreign = freshPath()
+      withRaw(foreign, (db) => db.exec("CREATE TABLE noetic_storage (id INTEGER PRIMARY KEY, data TEXT)"))
+      const foreignError = yield* Effect.flip(SqliteStorage.make({ path: foreign }))
+      assert.strictEqual(foreignError.operation, "open")
+      assert.strictEqual(foreignError.reason._tag, "Io")
     }))
 })

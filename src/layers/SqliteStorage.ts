@@ -256,7 +256,9 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         })
     )
 
-    yield* whenUnlocked("open", path, lockTimeoutMs, () => {
+    // Preparing reads the schema, so it may meet a lock too, and a table of that name
+    // with other columns fails here, typed, rather than on first use.
+    const statements = yield* whenUnlocked("open", path, lockTimeoutMs, () => {
       db.exec(`PRAGMA busy_timeout = ${SYNC_BUSY_TIMEOUT_MS}`)
       // Switching to WAL needs a moment without other connections; once the file is in
       // WAL mode (the first opener did it) this is a read of the mode.
@@ -264,23 +266,39 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       if (mode?.journal_mode !== "wal") throw new Error(`the database stays in journal mode ${String(mode?.journal_mode)}`)
       db.exec("PRAGMA synchronous = FULL")
       db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
+      return {
+        get: db.prepare(SQL.get),
+        set: db.prepare(SQL.set),
+        insertIfAbsent: db.prepare(SQL.insertIfAbsent),
+        delete: db.prepare(SQL.delete),
+        listAll: db.prepare(SQL.listAll),
+        listFrom: db.prepare(SQL.listFrom),
+        listRange: db.prepare(SQL.listRange),
+        scanAll: db.prepare(SQL.scanAll),
+        scanFrom: db.prepare(SQL.scanFrom),
+        scanRange: db.prepare(SQL.scanRange),
+        getMany: db.prepare(SQL.getMany),
+        begin: db.prepare("BEGIN IMMEDIATE"),
+        commit: db.prepare("COMMIT"),
+        rollback: db.prepare("ROLLBACK")
+      }
     })
-
-    const statement = (sql: string) => db.prepare(sql)
-    const getStatement = statement(SQL.get)
-    const setStatement = statement(SQL.set)
-    const insertIfAbsentStatement = statement(SQL.insertIfAbsent)
-    const deleteStatement = statement(SQL.delete)
-    const listAll = statement(SQL.listAll)
-    const listFrom = statement(SQL.listFrom)
-    const listRange = statement(SQL.listRange)
-    const scanAll = statement(SQL.scanAll)
-    const scanFrom = statement(SQL.scanFrom)
-    const scanRange = statement(SQL.scanRange)
-    const getManyStatement = statement(SQL.getMany)
-    const begin = statement("BEGIN IMMEDIATE")
-    const commit = statement("COMMIT")
-    const rollback = statement("ROLLBACK")
+    const {
+      begin,
+      commit,
+      get: getStatement,
+      getMany: getManyStatement,
+      insertIfAbsent: insertIfAbsentStatement,
+      listAll,
+      listFrom,
+      listRange,
+      rollback,
+      scanAll,
+      scanFrom,
+      scanRange,
+      set: setStatement
+    } = statements
+    const deleteStatement = statements.delete
 
     const guard = (operation: string, key: string) =>
       closed
