@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option, Scope } from "effect"
+import * as fc from "fast-check"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -68,6 +69,36 @@ describe("SqliteStorage", () => {
       assert.deepStrictEqual(yield* storage.list("\uFFFF"), ["\uFFFF", "\uFFFF\uFFFF"])
       assert.deepStrictEqual(yield* storage.list("b\uFFFF"), ["b\uFFFF", "b\uFFFFy"])
     }))
+
+  // Characters around every boundary where UTF-8 byte order and UTF-16 code unit order
+  // part, or where a range bound must carry.
+  const edgeChar = fc.constantFrom(
+    "a", "\u0000", "\u007F", "\u0080", "\u00FF", "\u0100", "\uD7FF", "\uE000", "\uFFFD", "\uFFFF",
+    "\u{10000}", "\u{1F600}", "\u{1F601}", "\u{10FFFF}"
+  )
+  const edgeKey = fc.string({ unit: edgeChar, minLength: 1, maxLength: 4 })
+
+  it("list and scan of any prefix agree with JavaScript's code-unit order", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(edgeKey, { maxLength: 25 }),
+        fc.array(fc.string({ unit: edgeChar, maxLength: 3 }), { maxLength: 6 }),
+        (keys, prefixes) =>
+          Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+            const storage = yield* SqliteStorage.make({ path: freshPath() })
+            yield* Effect.forEach(keys, (key) => storage.set(key, key), { concurrency: "unbounded", discard: true })
+            // Prefixes that end inside a surrogate pair, too.
+            const cut = keys.map((key) => key.slice(0, key.length - 1)).filter((prefix) => prefix.length > 0)
+            for (const prefix of ["", ...prefixes, ...cut]) {
+              const expected = keys.filter((key) => key.startsWith(prefix)).sort()
+              assert.deepStrictEqual(yield* storage.list(prefix), expected, JSON.stringify(prefix))
+              assert.deepStrictEqual((yield* storage.scan!(prefix)).map(([key]) => key), expected)
+            }
+          })))
+      ),
+      { numRuns: 60 }
+    )
+  }, 120_000)
 
   it.effect("no character of a prefix is special", () =>
     Effect.gen(function*() {
