@@ -21,6 +21,7 @@ import * as Fs from "node:fs"
 import { register } from "node:module"
 import * as Path from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
+import { Worker } from "node:worker_threads"
 import { DatabaseSync } from "node:sqlite"
 import * as AgentHarness from "../src/harness/AgentHarness.ts"
 import { runCode } from "../src/harness/Step.ts"
@@ -213,6 +214,58 @@ const commitStalls = (path: string, rows: number, n: number) => {
   }
 }
 
+/**
+ * The alternative to committing on the event loop: a worker thread owning the write
+ * connection, one message each way per commit. Returns the median round trip of a
+ * one-row commit there and of the same commit on the loop (plus the hop to the next
+ * turn of the loop the storage takes), alternating, in milliseconds.
+ */
+const workerVersusLoop = async (dir: string, n: number) => {
+  const setup = (path: string) => `
+    const db = new DatabaseSync(${JSON.stringify(path)})
+    db.exec("PRAGMA journal_mode = WAL"); db.exec("PRAGMA synchronous = FULL")
+    db.exec("CREATE TABLE IF NOT EXISTS noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+    const upsert = db.prepare(${JSON.stringify(SqliteStorage.SQL.set)})`
+  const worker = new Worker(
+    `const { parentPort } = require("node:worker_threads"); const { DatabaseSync } = require("node:sqlite");
+    ${setup(Path.join(dir, "worker.db"))}
+    parentPort.on("message", ([key, text]) => {
+      db.exec("BEGIN IMMEDIATE"); upsert.run(key, text); db.exec("COMMIT"); parentPort.postMessage(0)
+    })`,
+    { eval: true }
+  )
+  const db = new DatabaseSync(Path.join(dir, "loop.db"))
+  db.exec("PRAGMA journal_mode = WAL")
+  db.exec("PRAGMA synchronous = FULL")
+  db.exec("CREATE TABLE IF NOT EXISTS noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+  const upsert = db.prepare(SqliteStorage.SQL.set)
+  const viaWorker: Array<number> = []
+  const onLoop: Array<number> = []
+  for (let i = 0; i < n; i++) {
+    const key = Buffer.from(ledgerKey(i), "utf16le").swap16()
+    const text = JSON.stringify(ledgerRecord(i))
+    let start = now()
+    await new Promise((resolve) => {
+      worker.once("message", resolve)
+      worker.postMessage([key, text])
+    })
+    viaWorker.push(now() - start)
+    start = now()
+    await new Promise((resolve) => setImmediate(resolve))
+    db.exec("BEGIN IMMEDIATE")
+    upsert.run(key, text)
+    db.exec("COMMIT")
+    onLoop.push(now() - start)
+  }
+  db.close()
+  await worker.terminate()
+  // The first 1,100 commits grow a fresh log; after that both are in steady state.
+  return {
+    workerThreadSetMs: round(median(viaWorker.slice(1_100))),
+    onLoopSetMs: round(median(onLoop.slice(1_100)))
+  }
+}
+
 /** The longest and the 99th percentile stall of the event loop while `effect` runs. */
 const loopStalls = <A, E>(effect: Effect.Effect<A, E>) =>
   Effect.gen(function*() {
@@ -401,6 +454,7 @@ export const run = () =>
     const memorySequential = yield* throughput(memory, 8, 150, false, "mseq")
     const memoryConcurrent = yield* throughput(memory, 8, 150, true, "mpar")
 
+    const offLoop = yield* Effect.promise(() => workerVersusLoop(dir, 2_000))
     const stalls = [commitStalls(Path.join(dir, "stalls.db"), 1, 3_000), commitStalls(Path.join(dir, "stalls8.db"), 8, 1_000)]
     const restores = [yield* restore(1_000), yield* restore(10_000)]
     const client = yield* effectSqlClient(dir, 300)
@@ -444,6 +498,7 @@ export const run = () =>
         memoryStorageConcurrentStepsPerSecond: memoryConcurrent
       },
       commitBlocksEventLoop: stalls,
+      writesOffTheLoop: { ...offLoop, ratio: round(offLoop.workerThreadSetMs / offLoop.onLoopSetMs) },
       durableIpc,
       effectSqlClient: "sets" in client
         ? {
