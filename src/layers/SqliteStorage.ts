@@ -213,13 +213,17 @@ const whenUnlocked = <A>(
     const deadline = Date.now() + lockTimeoutMs
     let timer: ReturnType<typeof setTimeout> | undefined
     const attempt = (delay: number) => {
+      let result: A
       try {
-        resume(Effect.succeed(f()))
+        result = f()
       } catch (cause) {
         if (isBusy(cause) && Date.now() < deadline) {
           timer = setTimeout(() => attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay)
         } else resume(Effect.fail(storageFailure(operation, key, cause)))
+        return
       }
+      // Outside the try: resuming may run the caller's continuation right here.
+      resume(Effect.succeed(result))
     }
     attempt(RETRY_MIN_MS)
     return Effect.sync(() => clearTimeout(timer))
@@ -265,6 +269,9 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       const mode = db.prepare("PRAGMA journal_mode = WAL").get() as { journal_mode?: unknown } | undefined
       if (mode?.journal_mode !== "wal") throw new Error(`the database stays in journal mode ${String(mode?.journal_mode)}`)
       db.exec("PRAGMA synchronous = FULL")
+      // The log is rewritten in place once checkpointed (cheaper to fsync than growing
+      // it); after a burst that grew it past 64 MiB it is cut back to that.
+      db.exec("PRAGMA journal_size_limit = 67108864")
       db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
       return {
         get: db.prepare(SQL.get),
