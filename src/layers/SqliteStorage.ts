@@ -59,7 +59,7 @@ const DEFAULT_LOCK_TIMEOUT_MS = 10_000
  * reports busy; longer waits are retried from a timer, so a writer of another process
  * never stalls this process's other fibers for more than this at a time.
  */
-const SYNC_BUSY_TIMEOUT_MS = 25
+const SYNC_BUSY_TIMEOUT_MS = 5
 const RETRY_MIN_MS = 1
 const RETRY_MAX_MS = 50
 
