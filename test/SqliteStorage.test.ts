@@ -17,6 +17,7 @@ suite("sqlite", () => SqliteStorage.layer({ path: freshPath() }))
 /** A second connection to the file, as the sqlite3 shell or another tool would open it. */
 const withRaw = <A>(path: string, f: (db: DatabaseSync) => A): A => {
   const db = new DatabaseSync(path)
+  db.exec("PRAGMA busy_timeout = 10000")
   try {
     return f(db)
   } finally {

@@ -144,6 +144,7 @@ describe("SqliteStorage across processes", () => {
         const acked = Math.max(...writer.lines.map((line) => Number(line.split(" ")[1])))
 
         const check = new DatabaseSync(path, { readOnly: true })
+        check.exec("PRAGMA busy_timeout = 10000")
         const integrity = check.prepare("PRAGMA integrity_check").all()
         check.close()
         assert.deepStrictEqual(integrity, [{ integrity_check: "ok" }])

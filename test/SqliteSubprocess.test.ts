@@ -23,6 +23,8 @@ afterEach(() => {
 
 const keysIn = (path: string) => {
   const db = new DatabaseSync(path, { readOnly: true })
+  // Another process may be closing the database (its last connection checkpoints).
+  db.exec("PRAGMA busy_timeout = 10000")
   try {
     return (db.prepare("SELECT key FROM noetic_storage").all() as Array<{ key: Uint8Array }>).map((row) =>
       Buffer.from(row.key).swap16().toString("utf16le")
