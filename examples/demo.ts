@@ -2,7 +2,8 @@
  * Survive a host crash, for real.
  *
  * `npm run demo` starts a host process that runs a five-step research agent on a
- * durable harness (file storage under a temp dir). After the third step completes,
+ * durable harness (the default SQLite storage, `checkpoints/checkpoints.db`, under a
+ * temp home). After the third step completes,
  * the demo kills the host with SIGKILL. A second host process builds the same harness
  * and calls `resume(executionId)`: the three completed steps replay their recorded
  * outputs (including a random number and a model answer), the last two run, and the
@@ -16,7 +17,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
-import { AgentHarness, callModel, createCheckpointStore, createFileStorage, runCode } from "../src/promise/index.ts"
+import { AgentHarness, callModel, createCheckpointStore, createHomeStorage, runCode } from "../src/promise/index.ts"
 
 const EXECUTION_ID = "demo-execution"
 
@@ -25,7 +26,7 @@ const report = (event: Record<string, unknown>) => process.stdout.write(JSON.str
 
 const slow = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-const buildHarness = (root: string) => {
+const buildHarness = (root: string, storage = createHomeStorage("checkpoints", { home: root })) => {
   const step = <I, O>(id: string, body: (input: I) => Promise<O>) =>
     runCode(id, async (input: I) => {
       report({ event: "step-started", step: id })
@@ -56,7 +57,7 @@ const buildHarness = (root: string) => {
     },
     environment: {
       storage: {
-        checkpointStore: createCheckpointStore({ storage: createFileStorage({ root: Path.join(root, "checkpoints") }) })
+        checkpointStore: createCheckpointStore({ storage })
       }
     }
   })
@@ -64,12 +65,14 @@ const buildHarness = (root: string) => {
 
 /** A host process: `run` starts the execution, `resume` continues it. */
 const host = async (mode: "run" | "resume", root: string) => {
-  const harness = buildHarness(root)
+  const storage = createHomeStorage("checkpoints", { home: root })
+  const harness = buildHarness(root, storage)
   const result = mode === "run"
     ? await harness.execute("reinforcement learning", { executionId: EXECUTION_ID })
     : await harness.resume(EXECUTION_ID)
   report({ event: "finished", output: result?.output ?? null })
   await harness.close()
+  await storage.close()
 }
 
 /** Runs a host process and hands each reported event to `onEvent`. */

@@ -23,6 +23,12 @@ export * as FileStorage from "./layers/FileStorage.ts"
 /** A `StorageAdapter` on a PostgreSQL table, through `@effect/sql-pg`. */
 export * as PostgresStorage from "./layers/PostgresStorage.ts"
 
+/** A `StorageAdapter` in one SQLite database file, through `node:sqlite`: the embedded default. */
+export * as SqliteStorage from "./layers/SqliteStorage.ts"
+
+/** The on-disk roots under `$NOETIC_HOME` and the default SQLite storages in them. */
+export * as NoeticHome from "./NoeticHome.ts"
+
 /** The persisted snapshot record, schema version 2. */
 export * as CheckpointSnapshot from "./schema/CheckpointSnapshot.ts"
 

@@ -12,6 +12,7 @@ import * as AgentHarness from "../src/harness/AgentHarness.ts"
 import { runCode } from "../src/harness/Step.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
 import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
+import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as ExecutionLease from "../src/services/ExecutionLease.ts"
 import { makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
@@ -27,6 +28,12 @@ const backends: ReadonlyArray<{
   {
     name: "file",
     make: Effect.suspend(() => FileStorage.make({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-lease-")) }))
+  },
+  {
+    name: "sqlite",
+    make: Effect.suspend(() =>
+      SqliteStorage.make({ path: Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-lease-")), "leases.db") })
+    )
   },
   ...(pgUrl === undefined ? [] : [{
     name: "postgres",

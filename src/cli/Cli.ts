@@ -5,9 +5,8 @@
  */
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { Argument, CliError, Command, Flag } from "effect/cli"
-import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
-import { roots } from "../NoeticHome.ts"
+import { layerCheckpointStorage, makeSubprocessStorage, roots } from "../NoeticHome.ts"
 import { importNoeticDirectory } from "../NoeticImport.ts"
 import * as CheckpointStore from "../services/CheckpointStore.ts"
 import { StorageAdapter } from "../services/StorageAdapter.ts"
@@ -30,31 +29,38 @@ const noetic = Command.make("noetic-effect").pipe(
   Command.withDescription("Inspect and clear the durable state of noetic-effect executions")
 )
 
-/** The checkpoint store the shared flags select: Postgres with --pg, else files under the home. */
+/**
+ * The checkpoint store the shared flags select: Postgres with --pg, else the home's
+ * checkpoint storage (`checkpoints/checkpoints.db`, or the file storage an older setup
+ * left in `checkpoints/`).
+ */
 const checkpointStore = Effect.gen(function*() {
   const flags = yield* noetic
   const storage = Option.isSome(flags.pg)
     ? PostgresStorage.layerFromUrl(Redacted.make(flags.pg.value), {
       ...(Option.isSome(flags.table) ? { table: flags.table.value } : {})
     })
-    : FileStorage.layer({ root: roots(Option.getOrUndefined(flags.home)).checkpoints })
-  return yield* CheckpointStore.make.pipe(Effect.provide(storage as Layer.Layer<StorageAdapter, unknown>))
+    : layerCheckpointStorage(Option.getOrUndefined(flags.home))
+  // Built in the command's scope: the store is used after this returns, and a SQLite
+  // database or a Postgres pool must stay open until the command is done.
+  const context = yield* Layer.build(storage as Layer.Layer<StorageAdapter, unknown>)
+  return yield* CheckpointStore.make.pipe(Effect.provideContext(context))
 })
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print JSON"), Flag.withDefault(false))
 const executionId = Argument.String("execution-id").pipe(Argument.withDescription("The execution id"))
 
 const list = Command.make("list", { json }, ({ json }) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const store = yield* checkpointStore
     const ids = yield* store.list
     if (json) return yield* Console.log(JSON.stringify(ids))
     if (ids.length === 0) return yield* Console.log("no recorded executions")
     for (const id of ids) yield* Console.log(id)
-  })).pipe(Command.withDescription("List executions that have a snapshot"), Command.withAlias("ls"))
+  }))).pipe(Command.withDescription("List executions that have a snapshot"), Command.withAlias("ls"))
 
 const show = Command.make("show", { executionId, json }, ({ executionId, json }) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const store = yield* checkpointStore
     const snapshot = yield* store.load(executionId)
     if (Option.isNone(snapshot)) {
@@ -74,14 +80,14 @@ const show = Command.make("show", { executionId, json }, ({ executionId, json })
     yield* Console.log(`layers     ${Object.keys(s.layers).join(", ") || "-"}`)
     yield* Console.log(`frontier   ${s.frontier.map((entry) => entry.stepId).join(" > ") || "(idle)"}`)
     yield* Console.log(`ask-user   ${s.askUser.length} pending`)
-  })).pipe(Command.withDescription("Show an execution's snapshot"))
+  }))).pipe(Command.withDescription("Show an execution's snapshot"))
 
 const clear = Command.make("clear", { executionId }, ({ executionId }) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const store = yield* checkpointStore
     yield* store.clear(executionId)
     yield* Console.log(`cleared ${executionId}: snapshot and step ledger`)
-  })).pipe(Command.withDescription("Discard an execution's snapshot and every ledger entry"))
+  }))).pipe(Command.withDescription("Discard an execution's snapshot and every ledger entry"))
 
 const executions = Command.make("executions").pipe(
   Command.withDescription("Recorded executions"),
@@ -104,20 +110,19 @@ const importNoetic = Command.make(
   ({ directory }) =>
     Effect.gen(function*() {
       const flags = yield* noetic
-      const home = roots(Option.getOrUndefined(flags.home))
       const checkpoints = Option.isSome(flags.pg)
         ? PostgresStorage.layerFromUrl(Redacted.make(flags.pg.value), {
           ...(Option.isSome(flags.table) ? { table: flags.table.value } : {})
         })
-        : FileStorage.layer({ root: home.checkpoints })
+        : layerCheckpointStorage(Option.getOrUndefined(flags.home))
       const report = yield* Effect.gen(function*() {
         // Manifests go where the local subprocess adapter reads them: the home's subprocess root.
-        const subprocess = yield* FileStorage.make({ root: home.subprocess })
+        const subprocess = yield* makeSubprocessStorage(Option.getOrUndefined(flags.home))
         return yield* importNoeticDirectory(directory, { checkpoints: yield* StorageAdapter, subprocess }).pipe(
           Effect.catchTag("NoeticDirectoryUnreadable", (error) =>
             Effect.fail(new CliError.UserError({ cause: error, userMessage: error.message })))
         )
-      }).pipe(Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
+      }).pipe(Effect.scoped, Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
       yield* Console.log(
         `imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s)` +
           ` from ${directory}`

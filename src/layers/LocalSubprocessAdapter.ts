@@ -3,11 +3,13 @@
  * process, leading its own process group, so it keeps running when the host is
  * killed (even with SIGKILL) and a restarted host reattaches it.
  *
- * Layout (DESIGN §7): `root` (default `$NOETIC_HOME/subprocess`, else
- * `~/.noetic/subprocess`) holds manifests, results, watermarks and the children's IPC
- * queues, shared by host and children; children checkpoint under `checkpointRoot`
- * (default `checkpoints/` beside `root`); sockets and child logs go in `runDir`
- * (default `run/` beside `root`). Directories are 0700, files 0600.
+ * Layout (DESIGN §7): `root` holds manifests, results, watermarks and the children's
+ * IPC queues, shared by host and children; children checkpoint in `checkpointRoot`;
+ * sockets and child logs go in `runDir`. By default they are the home's
+ * (`$NOETIC_HOME`, else `~/.noetic`): `subprocess/subprocess.db`,
+ * `checkpoints/checkpoints.db` (SQLite, see `NoeticHome`) and `run/`. A `root` given as
+ * a directory is a file storage, with `checkpoints/` and `run/` beside it by default; one
+ * given as a database file (`.db`) is SQLite. Directories are 0700, files 0600.
  *
  * A spawn writes the manifest, starts `node [execArgv] subprocessChild.js` detached,
  * then records its pid and start time (`/proc/<pid>/stat` field 22). The child finds
@@ -47,7 +49,7 @@ import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { toModuleUrl } from "../internal/stepLoader.ts"
 import { IpcError, SocketClosed } from "../IpcError.ts"
-import { roots } from "../NoeticHome.ts"
+import { CHECKPOINTS_DATABASE, makeStorageAt, roots, storageLocation, SUBPROCESS_DATABASE } from "../NoeticHome.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import {
   clearChild,
@@ -76,14 +78,17 @@ import {
   type SubprocessHandle,
   unknownHandle
 } from "../services/SubprocessAdapter.ts"
-import * as FileStorage from "./FileStorage.ts"
 import * as IpcClient from "./IpcClient.ts"
 
 /** How the local adapter is built. */
 export interface LocalSubprocessAdapterOptions {
-  /** The subprocess root: manifests, results and IPC queues. Default `$NOETIC_HOME/subprocess` (else `~/.noetic/subprocess`). */
+  /**
+   * The subprocess storage: manifests, results and IPC queues; a directory (file
+   * storage) or a SQLite database file (see `NoeticHome.storageLocation`). Default
+   * `$NOETIC_HOME/subprocess/subprocess.db` (else under `~/.noetic`).
+   */
   readonly root?: string | undefined
-  /** Where children keep their checkpoints and step ledgers. Default `checkpoints/` beside `root`. */
+  /** Where children keep their checkpoints and step ledgers, a directory or a database file. Default `checkpoints/` beside `root`, or the home's `checkpoints/checkpoints.db`. */
   readonly checkpointRoot?: string | undefined
   /** Where sockets and child logs go. Default `run/` beside `root` (a short temp path when that is too long for a socket). */
   readonly runDir?: string | undefined
@@ -166,9 +171,16 @@ const logPathOf = (socketPath: string) => socketPath.replace(/\.sock$/, ".log")
 
 /** Builds the local adapter in the current scope (see the module doc for what the scope owns). */
 export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterOptions = {}) {
-  const root = NodePath.resolve(options.root ?? roots().subprocess)
-  const beside = NodePath.dirname(root)
-  const checkpointRoot = NodePath.resolve(options.checkpointRoot ?? NodePath.join(beside, "checkpoints"))
+  // Without a root, the home's layout: its SQLite databases (or the file storages an
+  // older setup left there) and its run/ directory.
+  const home = roots()
+  const root = NodePath.resolve(options.root ?? storageLocation(home.subprocess, SUBPROCESS_DATABASE).path)
+  const beside = options.root === undefined ? home.home : NodePath.dirname(root)
+  const checkpointRoot = NodePath.resolve(
+    options.checkpointRoot ?? (options.root === undefined
+      ? storageLocation(home.checkpoints, CHECKPOINTS_DATABASE).path
+      : NodePath.join(beside, "checkpoints"))
+  )
   const preferredRunDir = NodePath.resolve(options.runDir ?? NodePath.join(beside, "run"))
   const runDir = Buffer.byteLength(NodePath.join(preferredRunDir, "0123456789abcdef.sock")) <= MAX_SOCKET_PATH_BYTES
     ? preferredRunDir
@@ -181,7 +193,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const node = options.node ?? process.execPath
   const bootstrap = fileURLToPath(siblingModuleUrl("subprocessChild", "layers"))
 
-  const storage = yield* FileStorage.make({ root })
+  const storage = yield* makeStorageAt(root)
   const manifests = options.manifestStorage ?? storage
   const mirrored = options.manifestStorage !== undefined
   /** Records a manifest where the child reads it (the root) and, when separate, where the host lists it. */

@@ -37,7 +37,7 @@ import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointS
 import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
-import * as FileStorage from "./FileStorage.ts"
+import { makeStorageAt } from "../NoeticHome.ts"
 import * as IpcServer from "./IpcServer.ts"
 
 export { CHILD_FLAG } from "../internal/childFlag.ts"
@@ -113,7 +113,7 @@ const runStep = (
   Effect.gen(function*() {
     const { layer, step } = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
     const input: unknown = JSON.parse(manifest.serializedInput)
-    const checkpointStorage = yield* FileStorage.make({ root: manifest.checkpointRoot ?? "." })
+    const checkpointStorage = yield* makeStorageAt(manifest.checkpointRoot ?? ".")
     const store = streamingStore(yield* makeCheckpointStore(checkpointStorage), emitAll)
     const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
       Effect.provideService(CheckpointStore, store)
@@ -129,7 +129,7 @@ const dropQueue = (storage: StorageAdapterShape, handleId: string) =>
 
 /** The whole life of a child process. */
 export const runChild = Effect.fnUntraced(function*(root: string, handleId: string) {
-  const storage = yield* FileStorage.make({ root })
+  const storage = yield* makeStorageAt(root)
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
   // The child records its own pid too: a host killed between starting this process and

@@ -12,9 +12,12 @@ export {
 } from "./errors.ts"
 export {
   createFileStorage,
+  createHomeStorage,
   createInMemoryStorage,
   createPostgresStorage,
+  createSqliteStorage,
   type PostgresStorageAdapter,
+  type SqliteStorageAdapter,
   type StorageAdapter
 } from "./storage.ts"
 export {

@@ -9,8 +9,9 @@ import * as Path from "node:path"
 import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
-import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
+import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { unwrapExit } from "./errors.ts"
 
 /** The documented storage adapter shape; `getMany` is optional. */
@@ -121,6 +122,76 @@ export const createPostgresStorage = (options: {
     }))
   return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
 }
+
+/** A SQLite storage of the facade; it holds the database open until `close()`. */
+export interface SqliteStorageAdapter extends StorageAdapter, AsyncDisposable {
+  /** Commits the writes in flight and closes the database; later calls reject with a `STORAGE_IO` error. */
+  close(): Promise<void>
+}
+
+/**
+ * A durable storage in one SQLite database file (WAL, `synchronous=FULL`), created
+ * with its directory (0700, file 0600) when missing. It opens the file on first use;
+ * call `close()` when done. Several processes may share the file.
+ */
+export const createSqliteStorage = (options: {
+  readonly path: string
+  readonly lockTimeoutMs?: number
+}): SqliteStorageAdapter => {
+  const scope = Scope.makeUnsafe()
+  let closed = false
+  // Like the Postgres storage: the guard sits in the engine shape, so an engine that
+  // took this storage through toEngineStorage sees the close too.
+  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
+    Effect.suspend(() =>
+      closed
+        ? Effect.fail(
+          new StorageError({ operation, reason: new Io({ key, message: "the SQLite storage is closed", cause: null }) })
+        )
+        : effect
+    )
+  const build = Effect.map(
+    SqliteStorage.make(options).pipe(Scope.provide(scope)),
+    (storage): StorageAdapterShape => ({
+      get: (key) => guard("get", key, storage.get(key)),
+      set: (key, value) => guard("set", key, storage.set(key, value)),
+      delete: (key) => guard("delete", key, storage.delete(key)),
+      list: (prefix) => guard("list", prefix, storage.list(prefix)),
+      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys)),
+      scan: (prefix) => guard("scan", prefix, storage.scan!(prefix)),
+      compareAndSet: (key, expected, next) => guard("compareAndSet", key, storage.compareAndSet!(key, expected, next)),
+      setFenced: (key, value, fence) => guard("setFenced", key, storage.setFenced!(key, value, fence)),
+      deleteFenced: (key, fence) => guard("deleteFenced", key, storage.deleteFenced!(key, fence))
+    })
+  )
+  const adapter = fromEngine(guard("open", options.path, build))
+  sqlitePaths.set(adapter, options.path)
+  const close = () =>
+    runForFacade(Effect.suspend(() => {
+      closed = true
+      return Scope.close(scope, Exit.void)
+    }))
+  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
+}
+
+/**
+ * The default storage of a Noetic home (`home`, else `$NOETIC_HOME`, else `~/.noetic`):
+ * `checkpoints/checkpoints.db` for snapshots and step ledgers, `subprocess/subprocess.db`
+ * for subprocess manifests and IPC queues. Removing the home discards all recovery data.
+ */
+export const createHomeStorage = (
+  which: "checkpoints" | "subprocess",
+  options: { readonly home?: string } = {}
+): SqliteStorageAdapter => {
+  const home = roots(options.home)
+  return createSqliteStorage({ path: which === "checkpoints" ? home.checkpointsDatabase : home.subprocessDatabase })
+}
+
+// The local subprocess adapter's children open the same database file themselves.
+const sqlitePaths = new WeakMap<StorageAdapter, string>()
+
+/** The database file of a storage made by `createSqliteStorage`; undefined for any other storage. */
+export const sqliteStoragePath = (adapter: StorageAdapter): string | undefined => sqlitePaths.get(adapter)
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
   new StorageError({

@@ -4,6 +4,8 @@
  * @since 0.1.0
  */
 import { Cause, Effect, Exit, Option, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"
 import * as LocalSubprocessAdapter from "../layers/LocalSubprocessAdapter.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
@@ -18,7 +20,7 @@ import {
 } from "../services/SubprocessAdapter.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
-import { fileStorageRoot, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
+import { fileStorageRoot, runForFacade, sqliteStoragePath, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 /** noetic's lifecycle states of a subprocess handle. */
 export type SubprocessStatus = "starting" | "running" | "paused" | "completed" | "failed" | "stopped" | "stale"
@@ -387,8 +389,8 @@ export interface LocalSubprocessAdapterOptions
    */
   readonly onFrame?: (handle: LiveSubprocessHandle, frame: V1ServerFrame) => void | Promise<void>
   /**
-   * Where manifests are kept. A `createFileStorage` storage is the subprocess root
-   * itself (children open its directory); any other storage (Postgres, memory, a
+   * Where manifests are kept. A `createFileStorage` or `createSqliteStorage` storage is
+   * the subprocess root itself (children open it); any other storage (Postgres, memory, a
    * host's own) keeps the host's manifests, which `listLive` and `reattach` read,
    * while the children exchange their records under `root` (default
    * `$NOETIC_HOME/subprocess`). One without `get`, `set`, `delete` and `list` is
@@ -397,7 +399,11 @@ export interface LocalSubprocessAdapterOptions
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */
   readonly root?: string
-  /** Where children checkpoint: a `createFileStorage` storage. Default: `checkpoints/` beside the subprocess root. */
+  /**
+   * Where children checkpoint: a `createFileStorage` or `createSqliteStorage` storage.
+   * Default: `checkpoints/` beside a subprocess root directory, else the home's
+   * `checkpoints/checkpoints.db`.
+   */
   readonly checkpointStorage?: StorageAdapter
   /** noetic's name for `entry`: the module (path or URL) that defines the steps children run. */
   readonly registryEntry?: string
@@ -417,15 +423,21 @@ const checkStorage = (storage: StorageAdapter): void => {
 const rootOf = (storage: StorageAdapter | undefined, what: string): string | undefined => {
   if (storage === undefined) return undefined
   const root = fileStorageRoot(storage)
-  if (root === undefined) {
+  if (root !== undefined) return root
+  const database = sqliteStoragePath(storage)
+  if (database === undefined) {
     throw new NoeticConfigError({
       code: "SUBPROCESS_STORAGE_UNSUPPORTED",
-      message: `createLocalSubprocessAdapter: ${what} is not a createFileStorage storage, and child processes ` +
-        "open their checkpoint directory themselves, from their own process",
-      hint: `pass ${what} made by createFileStorage({ root }), or leave it out (checkpoints/ beside the subprocess root)`
+      message: `createLocalSubprocessAdapter: ${what} is not a createFileStorage or createSqliteStorage storage, and ` +
+        "child processes open their checkpoint storage themselves, from their own process",
+      hint: `pass ${what} made by createFileStorage({ root }) or createSqliteStorage({ path }), or leave it out`
     })
   }
-  return root
+  // The children tell a database from a directory by what is on disk, so the file
+  // exists before they look (an empty file is an empty SQLite database).
+  Fs.mkdirSync(Path.dirname(Path.resolve(database)), { recursive: true, mode: 0o700 })
+  Fs.closeSync(Fs.openSync(database, "a", 0o600))
+  return database
 }
 
 /**
@@ -439,7 +451,10 @@ export const createLocalSubprocessAdapter = (
   options: LocalSubprocessAdapterOptions = {}
 ): LocalSubprocessAdapterFacade => {
   const { checkpointStorage, onFrame, registryEntry, root, storage, ...rest } = options
-  const storageRoot = storage === undefined ? undefined : fileStorageRoot(storage)
+  // A file or SQLite storage is the subprocess root itself: the children open it too.
+  const storageRoot = storage === undefined || (fileStorageRoot(storage) === undefined && sqliteStoragePath(storage) === undefined)
+    ? undefined
+    : rootOf(storage, "storage")
   if (storage !== undefined && storageRoot === undefined) checkStorage(storage)
   const manifestStorage = storage !== undefined && storageRoot === undefined ? storage : undefined
   const subprocessRoot = storageRoot ?? root

@@ -1,0 +1,562 @@
+/**
+ * A `StorageAdapter` in one SQLite database file, through Node's built-in `node:sqlite`.
+ *
+ * The database runs in WAL mode with `synchronous=FULL`: a write is durable once its
+ * transaction commits, at the cost of one append and one fsync of the log. Writes
+ * issued together (parallel branches, a ledger append and a checkpoint, a burst of
+ * queue records) are committed as one transaction with one fsync (group commit).
+ * Several processes may share the file: SQLite's locks serialise their writers, and a
+ * process killed mid-transaction leaves nothing behind but a log tail SQLite ignores.
+ *
+ * Rows live in one table, `noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL)
+ * WITHOUT ROWID`. A key is stored as its UTF-16 code units, big-endian: SQLite compares
+ * blobs bytewise, so the primary key orders keys exactly as `list` promises (by UTF-16
+ * code unit; text in SQLite would compare UTF-8 bytes, which puts U+E000..U+FFFF after
+ * astral characters), and a prefix is a contiguous key range no matter which characters
+ * it holds. A value is the exact JSON text `JSON.stringify` produced.
+ *
+ * `node:sqlite` is loaded when the first database is opened, so importing this library
+ * loads nothing of it: on Node 22, where `node:sqlite` is experimental, opening a
+ * database prints Node's one-time `ExperimentalWarning`; Node 24 prints none.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import type * as NodeSqlite from "node:sqlite"
+import { Effect, Layer, Option, type Scope } from "effect"
+import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import {
+  decodeJson,
+  encodeExpected,
+  encodeJson,
+  type Fence,
+  fenceHolds,
+  fenceRefused,
+  StorageAdapter,
+  type StorageAdapterShape
+} from "../services/StorageAdapter.ts"
+
+/** Where a SQLite storage keeps its data. */
+export interface SqliteStorageOptions {
+  /** The database file; it and its directory are created (0600, 0700) when missing. */
+  readonly path: string
+  /**
+   * How long, in milliseconds, an operation waits for another process holding the
+   * database's write lock before it fails with reason `Io`. Default 10,000.
+   */
+  readonly lockTimeoutMs?: number | undefined
+}
+
+/** The table a SQLite storage keeps its rows in. */
+export const TABLE = "noetic_storage"
+
+const DIR_MODE = 0o700
+const FILE_MODE = 0o600
+const DEFAULT_LOCK_TIMEOUT_MS = 10_000
+/**
+ * How long SQLite itself waits (sleeping on the event loop) for a lock before it
+ * reports busy; longer waits are retried from a timer, so a writer of another process
+ * never stalls this process's other fibers for more than this at a time.
+ */
+const SYNC_BUSY_TIMEOUT_MS = 5
+const RETRY_MIN_MS = 1
+const RETRY_MAX_MS = 50
+
+const SQLITE_BUSY = 5
+const SQLITE_LOCKED = 6
+const SQLITE_PERM = 3
+const SQLITE_READONLY = 8
+const SQLITE_CANTOPEN = 14
+const SQLITE_CORRUPT = 11
+const SQLITE_NOTADB = 26
+
+/** The primary result code of a `node:sqlite` error, if it is one. */
+const sqliteCode = (cause: unknown): number | undefined =>
+  typeof cause === "object" && cause !== null && "errcode" in cause && typeof cause.errcode === "number"
+    ? cause.errcode & 0xff
+    : undefined
+
+const isBusy = (cause: unknown): boolean => {
+  const code = sqliteCode(cause)
+  return code === SQLITE_BUSY || code === SQLITE_LOCKED
+}
+
+const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+const storageFailure = (operation: string, key: string, cause: unknown): StorageError => {
+  const code = sqliteCode(cause)
+  const errno = typeof cause === "object" && cause !== null && "code" in cause ? cause.code : undefined
+  const message = messageOf(cause)
+  return new StorageError({
+    operation,
+    reason: code === SQLITE_PERM || code === SQLITE_READONLY || errno === "EACCES" || errno === "EPERM"
+      ? new Permission({ key, message, cause })
+      : code === SQLITE_CORRUPT || code === SQLITE_NOTADB
+      ? new Corrupt({ key, message: `the database is damaged or not a SQLite database: ${message}` })
+      : code === SQLITE_CANTOPEN
+      ? new Permission({ key, message: `cannot open the database: ${message}`, cause })
+      : new Io({ key, message, cause })
+  })
+}
+
+const corrupt = (operation: string, key: string, message: string) =>
+  new StorageError({ operation, reason: new Corrupt({ key, message }) })
+
+const checkKey = (operation: string, key: string): Effect.Effect<void, StorageError> =>
+  key.length > 0 && key.isWellFormed()
+    ? Effect.void
+    : Effect.fail(
+      new StorageError({
+        operation,
+        reason: new Unserializable({
+          key,
+          message: key.length === 0 ? "the key is empty" : "the key is not well-formed Unicode"
+        })
+      })
+    )
+
+/** A key as stored: its UTF-16 code units, big-endian, so bytewise order is code unit order. */
+const encodeStoredKey = (key: string): Uint8Array => {
+  const bytes = Buffer.from(key, "utf16le")
+  return bytes.swap16()
+}
+
+/** The key a stored key stands for, or undefined when it is not whole code units (a foreign row). */
+const decodeStoredKey = (stored: unknown): string | undefined => {
+  if (!(stored instanceof Uint8Array) || stored.byteLength % 2 !== 0) return undefined
+  return Buffer.from(stored).swap16().toString("utf16le")
+}
+
+/** A stored key as text for an error: the key when it decodes, else its bytes in hex. */
+const describeStoredKey = (stored: unknown): string =>
+  decodeStoredKey(stored) ??
+    (stored instanceof Uint8Array ? `0x${Buffer.from(stored).toString("hex")}` : String(stored))
+
+/**
+ * The least byte string above every byte string that starts with `lower`, or undefined
+ * when there is none (an empty prefix, or one of only 0xFF bytes).
+ */
+const upperBoundOf = (lower: Uint8Array): Uint8Array | undefined => {
+  let end = lower.length
+  while (end > 0 && lower[end - 1] === 0xff) end--
+  if (end === 0) return undefined
+  const upper = Uint8Array.from(lower.subarray(0, end))
+  upper[end - 1]!++
+  return upper
+}
+
+/** A row as `node:sqlite` hands it back; a row someone else wrote may hold anything. */
+interface StoredRow {
+  readonly key: unknown
+  readonly value?: unknown
+}
+
+/** One write of a group commit: run inside the shared transaction, then told its outcome. */
+interface PendingWrite {
+  /** Runs the write's statements; returns its result or a typed failure that wrote nothing. */
+  readonly apply: () => unknown
+  readonly operation: string
+  readonly key: string
+  readonly resume: (effect: Effect.Effect<unknown, StorageError>) => void
+  /** Set once the write ran or was withdrawn. */
+  settled: boolean
+}
+
+/** A typed failure an `apply` returns after writing nothing; the batch goes on. */
+class Refusal {
+  constructor(readonly error: StorageError) {}
+}
+
+/** `node:sqlite`, loaded on first use so importing this module prints no warning. */
+const loadSqlite = (): typeof NodeSqlite => process.getBuiltinModule("node:sqlite") as typeof NodeSqlite
+
+/**
+ * The statements a SQLite storage runs, exported so tests can check their query plans
+ * (a prefix is a range scan of the primary key; getMany and scan are one query each).
+ *
+ * @internal
+ */
+export const SQL = {
+  get: `SELECT value FROM ${TABLE} WHERE key = ?`,
+  set: `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  insertIfAbsent: `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+  delete: `DELETE FROM ${TABLE} WHERE key = ?`,
+  listAll: `SELECT key FROM ${TABLE} ORDER BY key`,
+  listFrom: `SELECT key FROM ${TABLE} WHERE key >= ? ORDER BY key`,
+  listRange: `SELECT key FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  scanAll: `SELECT key, value FROM ${TABLE} ORDER BY key`,
+  scanFrom: `SELECT key, value FROM ${TABLE} WHERE key >= ? ORDER BY key`,
+  scanRange: `SELECT key, value FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  // One statement for any number of keys: the keys travel as one JSON array of hex.
+  getMany: `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
+} as const
+
+/** Creates the database's directory (0700) and file (0600) when missing. */
+const prepareFile = (path: string) => {
+  Fs.mkdirSync(NodePath.dirname(path), { recursive: true, mode: DIR_MODE })
+  try {
+    Fs.closeSync(Fs.openSync(path, Fs.constants.O_CREAT | Fs.constants.O_EXCL | Fs.constants.O_WRONLY, FILE_MODE))
+  } catch (cause) {
+    if ((cause as { code?: unknown }).code !== "EEXIST") throw cause
+  }
+}
+
+/** Runs `f` on the event loop, retrying from a timer while another process holds the lock. */
+const whenUnlocked = <A>(
+  operation: string,
+  key: string,
+  lockTimeoutMs: number,
+  f: () => A
+): Effect.Effect<A, StorageError> =>
+  Effect.callback<A, StorageError>((resume) => {
+    const deadline = Date.now() + lockTimeoutMs
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const attempt = (delay: number) => {
+      let result: A
+      try {
+        result = f()
+      } catch (cause) {
+        if (isBusy(cause) && Date.now() < deadline) {
+          timer = setTimeout(() => attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay)
+        } else resume(Effect.fail(storageFailure(operation, key, cause)))
+        return
+      }
+      // Outside the try: resuming may run the caller's continuation right here.
+      resume(Effect.succeed(result))
+    }
+    attempt(RETRY_MIN_MS)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/**
+ * Opens (creating when missing) a SQLite storage at `options.path`; the database is
+ * closed when the scope closes, after the writes in flight commit.
+ */
+export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapterShape, StorageError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const path = NodePath.resolve(options.path)
+    const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS
+    // The group commit's state (see flush), declared first: closing flushes it.
+    let pending: Array<PendingWrite> = []
+    let scheduled = false
+    let lockWaitSince: number | undefined
+    let closed = false
+
+    const db = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          prepareFile(path)
+          const { DatabaseSync } = loadSqlite()
+          return new DatabaseSync(path, { enableForeignKeyConstraints: false })
+        },
+        catch: (cause) => storageFailure("open", path, cause)
+      }),
+      (db) =>
+        Effect.sync(() => {
+          flushNow()
+          closed = true
+          db.close()
+        })
+    )
+
+    // Preparing reads the schema, so it may meet a lock too, and a table of that name
+    // with other columns fails here, typed, rather than on first use.
+    const statements = yield* whenUnlocked("open", path, lockTimeoutMs, () => {
+      db.exec(`PRAGMA busy_timeout = ${SYNC_BUSY_TIMEOUT_MS}`)
+      // Switching to WAL needs a moment without other connections; once the file is in
+      // WAL mode (the first opener did it) this is a read of the mode.
+      const mode = db.prepare("PRAGMA journal_mode = WAL").get() as { journal_mode?: unknown } | undefined
+      if (mode?.journal_mode !== "wal") throw new Error(`the database stays in journal mode ${String(mode?.journal_mode)}`)
+      db.exec("PRAGMA synchronous = FULL")
+      // The log is rewritten in place once checkpointed (cheaper to fsync than growing
+      // it); after a burst that grew it past 64 MiB it is cut back to that.
+      db.exec("PRAGMA journal_size_limit = 67108864")
+      db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
+      return {
+        get: db.prepare(SQL.get),
+        set: db.prepare(SQL.set),
+        insertIfAbsent: db.prepare(SQL.insertIfAbsent),
+        delete: db.prepare(SQL.delete),
+        listAll: db.prepare(SQL.listAll),
+        listFrom: db.prepare(SQL.listFrom),
+        listRange: db.prepare(SQL.listRange),
+        scanAll: db.prepare(SQL.scanAll),
+        scanFrom: db.prepare(SQL.scanFrom),
+        scanRange: db.prepare(SQL.scanRange),
+        getMany: db.prepare(SQL.getMany),
+        begin: db.prepare("BEGIN IMMEDIATE"),
+        commit: db.prepare("COMMIT"),
+        rollback: db.prepare("ROLLBACK")
+      }
+    })
+    const {
+      begin,
+      commit,
+      get: getStatement,
+      getMany: getManyStatement,
+      insertIfAbsent: insertIfAbsentStatement,
+      listAll,
+      listFrom,
+      listRange,
+      rollback,
+      scanAll,
+      scanFrom,
+      scanRange,
+      set: setStatement
+    } = statements
+    const deleteStatement = statements.delete
+
+    const guard = (operation: string, key: string) =>
+      closed
+        ? Effect.fail(new StorageError({ operation, reason: new Io({ key, message: "the SQLite storage is closed", cause: null }) }))
+        : undefined
+
+    const decodeValue = (operation: string, key: string, value: unknown) =>
+      typeof value === "string"
+        ? decodeJson(operation, key, value)
+        : Effect.fail(corrupt(operation, key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`))
+
+    /**
+     * The rows as key-value pairs, or the `Corrupt` failure of the first damaged one.
+     * Plain code, not an effect per row: a ledger restore decodes thousands of rows.
+     */
+    const decodeRows = (
+      operation: string,
+      rows: ReadonlyArray<StoredRow>
+    ): Array<readonly [string, unknown]> | StorageError => {
+      const entries: Array<readonly [string, unknown]> = []
+      for (const row of rows) {
+        const key = decodeStoredKey(row.key)
+        if (key === undefined) return corrupt(operation, describeStoredKey(row.key), "the stored key is not UTF-16 text")
+        if (typeof row.value !== "string") {
+          return corrupt(operation, key, `the stored value is ${row.value === null ? "null" : `a ${typeof row.value}`}, not JSON text`)
+        }
+        try {
+          entries.push([key, JSON.parse(row.value)])
+        } catch (cause) {
+          return corrupt(operation, key, `not valid JSON: ${messageOf(cause)}`)
+        }
+      }
+      return entries
+    }
+
+    // Group commit. A write joins the pending batch; the batch runs at the next turn of
+    // the event loop, so every write issued in this turn joins it, in one transaction
+    // with one fsync. The transaction runs synchronously: no other fiber of this
+    // process sees it half done, and other processes are held off by SQLite's lock.
+
+    const settle = (write: PendingWrite, effect: Effect.Effect<unknown, StorageError>) => {
+      write.settled = true
+      write.resume(effect)
+    }
+
+    const runBatch = (batch: ReadonlyArray<PendingWrite>): "busy" | "done" => {
+      try {
+        begin.run()
+      } catch (cause) {
+        if (isBusy(cause)) return "busy"
+        for (const write of batch) settle(write, Effect.fail(storageFailure(write.operation, write.key, cause)))
+        return "done"
+      }
+      const outcomes: Array<unknown> = []
+      try {
+        for (const write of batch) outcomes.push(write.apply())
+        commit.run()
+      } catch (cause) {
+        try {
+          rollback.run()
+        } catch {
+          // The transaction is already gone (SQLite rolled it back on the error).
+        }
+        if (isBusy(cause)) return "busy"
+        for (const write of batch) settle(write, Effect.fail(storageFailure(write.operation, write.key, cause)))
+        return "done"
+      }
+      batch.forEach((write, i) => {
+        const outcome = outcomes[i]
+        settle(write, outcome instanceof Refusal ? Effect.fail(outcome.error) : Effect.succeed(outcome))
+      })
+      return "done"
+    }
+
+    const flush = (delay: number) => {
+      scheduled = false
+      const batch = pending.filter((write) => !write.settled)
+      pending = []
+      if (batch.length === 0) return
+      if (runBatch(batch) === "done") {
+        lockWaitSince = undefined
+        return
+      }
+      // Another process holds the write lock: wait from a timer, not on the loop, and
+      // let the writes that arrive meanwhile join this batch.
+      lockWaitSince ??= Date.now()
+      if (Date.now() - lockWaitSince >= lockTimeoutMs) {
+        lockWaitSince = undefined
+        for (const write of batch) {
+          settle(write, Effect.fail(storageFailure(write.operation, write.key, new Error("the database is locked by another process"))))
+        }
+        return
+      }
+      pending = batch.concat(pending)
+      scheduled = true
+      setTimeout(() => flush(Math.min(delay * 2, RETRY_MAX_MS)), delay)
+    }
+
+    /** Commits what is pending at once: on close, so no acknowledged write is lost. */
+    function flushNow() {
+      for (let tries = 0; pending.some((write) => !write.settled) && tries < 1000; tries++) flush(RETRY_MIN_MS)
+    }
+
+    const enqueue = <A>(operation: string, key: string, apply: () => A | Refusal): Effect.Effect<A, StorageError> =>
+      guard(operation, key) ??
+        Effect.callback<A, StorageError>((resume) => {
+          const write: PendingWrite = {
+            apply,
+            operation,
+            key,
+            resume: resume as PendingWrite["resume"],
+            settled: false
+          }
+          pending.push(write)
+          if (!scheduled) {
+            scheduled = true
+            setImmediate(() => flush(RETRY_MIN_MS))
+          }
+          // Interrupted before its batch ran: it never happens.
+          return Effect.sync(() => {
+            write.settled = true
+          })
+        })
+
+    const read = <A>(operation: string, key: string, f: () => A): Effect.Effect<A, StorageError> =>
+      guard(operation, key) ?? whenUnlocked(operation, key, lockTimeoutMs, f)
+
+    const get = Effect.fnUntraced(function*(key: string) {
+      yield* checkKey("get", key)
+      const row = yield* read("get", key, () => getStatement.get(encodeStoredKey(key)) as { value: unknown } | undefined)
+      if (row === undefined) return Option.none<unknown>()
+      return Option.some(yield* decodeValue("get", key, row.value))
+    })
+
+    const set = Effect.fnUntraced(function*(key: string, value: unknown) {
+      yield* checkKey("set", key)
+      const text = yield* encodeJson("set", key, value)
+      const stored = encodeStoredKey(key)
+      yield* enqueue("set", key, () => void setStatement.run(stored, text))
+    })
+
+    const remove = Effect.fnUntraced(function*(key: string) {
+      yield* checkKey("delete", key)
+      const stored = encodeStoredKey(key)
+      yield* enqueue("delete", key, () => void deleteStatement.run(stored))
+    })
+
+    /** The rows whose keys start with `prefix`, by an index range scan in key order. */
+    const range = (
+      operation: string,
+      prefix: string,
+      all: NodeSqlite.StatementSync,
+      from: NodeSqlite.StatementSync,
+      between: NodeSqlite.StatementSync
+    ) =>
+      read(operation, prefix, () => {
+        if (prefix.length === 0) return all.all()
+        const lower = encodeStoredKey(prefix)
+        const upper = upperBoundOf(lower)
+        return upper === undefined ? from.all(lower) : between.all(lower, upper)
+      }) as unknown as Effect.Effect<ReadonlyArray<StoredRow>, StorageError>
+
+    const list = Effect.fnUntraced(function*(prefix: string) {
+      const rows = yield* range("list", prefix, listAll, listFrom, listRange)
+      const keys: Array<string> = []
+      for (const row of rows) {
+        const key = decodeStoredKey(row.key)
+        if (key === undefined) return yield* corrupt("list", describeStoredKey(row.key), "the stored key is not UTF-16 text")
+        keys.push(key)
+      }
+      return keys
+    })
+
+    const scan = Effect.fnUntraced(function*(prefix: string) {
+      const rows = yield* range("scan", prefix, scanAll, scanFrom, scanRange)
+      const entries = decodeRows("scan", rows)
+      if (entries instanceof StorageError) return yield* entries
+      return entries as ReadonlyArray<readonly [string, unknown]>
+    })
+
+    const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
+      if (keys.length === 0) return new Map() as ReadonlyMap<string, unknown>
+      for (const key of keys) yield* checkKey("getMany", key)
+      const hex = JSON.stringify(keys.map((key) => Buffer.from(encodeStoredKey(key)).toString("hex")))
+      const rows = yield* read(
+        "getMany",
+        keys.join(","),
+        () => getManyStatement.all(hex) as unknown as ReadonlyArray<StoredRow>
+      )
+      const entries = decodeRows("getMany", rows)
+      if (entries instanceof StorageError) return yield* entries
+      return new Map(entries) as ReadonlyMap<string, unknown>
+    })
+
+    // The check and the write run inside the batch's transaction, which holds SQLite's
+    // write lock: no writer of this or any other process comes between them.
+    const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
+      yield* checkKey("compareAndSet", key)
+      const expectedText = yield* encodeExpected(key, expected)
+      const nextText = yield* encodeJson("compareAndSet", key, next)
+      const stored = encodeStoredKey(key)
+      return yield* enqueue("compareAndSet", key, () => {
+        if (expectedText === undefined) return insertIfAbsentStatement.run(stored, nextText).changes === 1
+        const row = getStatement.get(stored) as { value: unknown } | undefined
+        if (row?.value !== expectedText) return false
+        setStatement.run(stored, nextText)
+        return true
+      })
+    })
+
+    /** Undefined when the record at `fence.key` holds `fence.token`, else why the write is refused. */
+    const fenceRefusal = (operation: string, key: string, fence: Fence): Refusal | undefined => {
+      const row = getStatement.get(encodeStoredKey(fence.key)) as { value: unknown } | undefined
+      if (row === undefined) return new Refusal(fenceRefused(operation, key, fence))
+      let record: unknown
+      try {
+        record = typeof row.value === "string" ? JSON.parse(row.value) : undefined
+      } catch (cause) {
+        return new Refusal(corrupt(operation, fence.key, `not valid JSON: ${messageOf(cause)}`))
+      }
+      if (typeof row.value !== "string") return new Refusal(corrupt(operation, fence.key, "the stored value is not JSON text"))
+      return fenceHolds(record, fence.token) ? undefined : new Refusal(fenceRefused(operation, key, fence))
+    }
+
+    const setFenced = Effect.fnUntraced(function*(key: string, value: unknown, fence: Fence) {
+      yield* checkKey("setFenced", key)
+      yield* checkKey("setFenced", fence.key)
+      const text = yield* encodeJson("setFenced", key, value)
+      const stored = encodeStoredKey(key)
+      yield* enqueue("setFenced", key, () => {
+        const refused = fenceRefusal("setFenced", key, fence)
+        if (refused !== undefined) return refused
+        setStatement.run(stored, text)
+      })
+    })
+
+    const deleteFenced = Effect.fnUntraced(function*(key: string, fence: Fence) {
+      yield* checkKey("deleteFenced", key)
+      yield* checkKey("deleteFenced", fence.key)
+      const stored = encodeStoredKey(key)
+      yield* enqueue("deleteFenced", key, () => {
+        const refused = fenceRefusal("deleteFenced", key, fence)
+        if (refused !== undefined) return refused
+        deleteStatement.run(stored)
+      })
+    })
+
+    return StorageAdapter.of({ get, set, delete: remove, list, scan, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+      StorageAdapterShape
+  })
+
+/** A SQLite storage in the database file at `options.path`, closed when the layer is released. */
+export const layer = (options: SqliteStorageOptions): Layer.Layer<StorageAdapter, StorageError> =>
+  Layer.effect(StorageAdapter, make(options))
