@@ -70,10 +70,17 @@ export const isNoeticError = (u: unknown): u is NoeticError => {
 /** An Error for a thrown value of any kind (noetic's payloads carry Errors). */
 export const asError = (u: unknown): Error => {
   if (u instanceof Error) return u
+  // The value itself stays reachable as the Error's cause.
   if (typeof u === "object" && u !== null && "message" in u && typeof u.message === "string") {
-    return Object.assign(new Error(u.message), { cause: u })
+    return new Error(u.message, { cause: u })
   }
-  return new Error(typeof u === "string" ? u : JSON.stringify(u) ?? String(u))
+  let text: string
+  try {
+    text = typeof u === "string" ? u : JSON.stringify(u) ?? String(u)
+  } catch {
+    text = String(u)
+  }
+  return new Error(text, { cause: u })
 }
 
 /** The error a failed step rejects with: noetic's `step_failed` for `stepId`, caused by `cause`. */
@@ -119,17 +126,24 @@ export const toFacadeError = (error: unknown): Error => {
       const reason = typeof fields.reason === "string" ? fields.reason : undefined
       return new NoeticError({
         code,
-        message,
+        // noetic's wording for a cancellation.
+        message: reason === undefined ? "Cancelled" : `Cancelled: ${reason}`,
         cause: error,
         noeticError: reason === undefined ? { kind: "cancelled" } : { kind: "cancelled", reason }
       })
     }
+    if (error._tag === "ToolFailed" && typeof fields.stepId === "string") {
+      // noetic: a tool that threw a NoeticError rejects with it; anything else is the step's failure.
+      const cause = (error as { readonly cause?: unknown }).cause
+      return isNoeticError(cause) ? cause : stepFailed(fields.stepId, cause)
+    }
     if (typeof fields.stepId === "string") {
+      const cause = asError(error)
       return new NoeticError({
         code,
-        message,
+        message: `Step '${fields.stepId}' failed: ${cause.message}`,
         cause: error,
-        noeticError: { kind: "step_failed", stepId: fields.stepId, cause: asError(error), retriesExhausted: false }
+        noeticError: { kind: "step_failed", stepId: fields.stepId, cause, retriesExhausted: false }
       })
     }
     return new NoeticError({ code, message, cause: error })
@@ -140,6 +154,22 @@ export const toFacadeError = (error: unknown): Error => {
 // Objects a host's step body threw. They are not the engine's failures, whatever their
 // shape (an error with a `_tag` of its own), so they are never mapped.
 const thrownByHost = new WeakSet<object>()
+
+/**
+ * What a step body's throw becomes, as noetic's interpreter makes it: a cancellation
+ * stays one (given back to the engine as its `StepCancelled`, so a retry policy never
+ * re-runs it), anything else is `step_failed` for `stepId` with the thrown value as
+ * its cause.
+ */
+export const bodyFailure = (stepId: string, thrown: unknown, retriesExhausted: boolean): unknown => {
+  if (isNoeticError(thrown) && thrown.noeticError.kind === "cancelled") {
+    const engine = thrown.cause
+    return typeof engine === "object" && engine !== null && "_tag" in engine && engine._tag === "StepCancelled"
+      ? engine
+      : hostThrown(thrown)
+  }
+  return hostThrown(stepFailed(stepId, thrown, retriesExhausted))
+}
 
 /** Marks what a host's step body threw, so `unwrapExit` rethrows it exactly as it was thrown. */
 export const hostThrown = (error: unknown): unknown => {

@@ -43,6 +43,7 @@ import {
   isConfigError,
   isNoeticError,
   NoeticConfigError,
+  bodyFailure,
   hostThrown,
   type NoeticErrorPayload,
   stepFailed,
@@ -588,14 +589,21 @@ const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A 
 const engineStepOptions = (options: StepBuildOptions | undefined): Step.StepOptions =>
   options?.module === undefined ? {} : { module: options.module }
 
-/** A Promise-returning body as an Effect body; what it throws is what callers get back. */
-const effectBody = <I, O>(body: (input: I, ctx: StepContext) => O | PromiseLike<O>) =>
+/**
+ * A Promise-returning body as an Effect body. What it throws rejects, as in noetic,
+ * as a `step_failed` NoeticError of step `stepId` whose cause is the thrown value.
+ */
+const effectBody = <I, O>(
+  body: (input: I, ctx: StepContext) => O | PromiseLike<O>,
+  stepId: string,
+  retriesExhausted: boolean
+) =>
 (input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
   Effect.flatMap(Effect.context<never>(), (services) =>
     Effect.tryPromise({
       try: (signal): Promise<Awaited<O>> =>
         Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
-      catch: hostThrown
+      catch: (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
     }))
 
 const neverAborted = new AbortController().signal
@@ -647,7 +655,9 @@ export function runCode(
     Step.runCode({
       ...engineStepOptions(opts),
       id: opts.id,
-      execute: (typeof opts.execute === "function" ? effectBody(opts.execute) : opts.execute) as any,
+      execute: (typeof opts.execute === "function"
+        ? effectBody(opts.execute, opts.id, (opts.retry?.maxAttempts ?? 1) > 1)
+        : opts.execute) as any,
       ...(opts.retry === undefined ? {} : { retry: opts.retry })
     }), opts.subprocess)
 }
@@ -753,7 +763,12 @@ export function invokeTool(
           Effect.flatMap(Effect.context<never>(), (services) =>
             Effect.tryPromise({
               try: (signal) => Promise.resolve().then(() => given.execute(args, new StepContext(ctx, services, signal))),
-              catch: hostThrown
+              // noetic: a tool's NoeticError rejects as it is, anything else as the step's failure.
+              // (ToolFailed carries it to the facade's error mapping); a cancellation stays one.
+              catch: (thrown) =>
+                isNoeticError(thrown) && thrown.noeticError.kind === "cancelled"
+                  ? bodyFailure(idOrOptions.id, thrown, false)
+                  : thrown
             }))
       }
       : undefined
@@ -1035,7 +1050,21 @@ const childCause = (failure: unknown): unknown => {
   if (reason._tag !== "ChildFailed") return failure
   const json = reason.error
   if (typeof json !== "object" || json === null) return asError(json)
-  const fields = json as { readonly message?: unknown; readonly name?: unknown; readonly stack?: unknown }
+  const fields = json as {
+    readonly message?: unknown
+    readonly name?: unknown
+    readonly stack?: unknown
+    readonly noeticError?: { readonly kind?: unknown; readonly stepId?: unknown; readonly retriesExhausted?: unknown }
+  }
+  const payload = fields.noeticError
+  if (
+    payload?.kind === "step_failed" && typeof payload.stepId === "string" && typeof fields.message === "string"
+  ) {
+    // A body's step_failed from the child: its cause crossed as a message only (JSON drops Error fields).
+    const prefix = `Step '${payload.stepId}' failed: `
+    const message = fields.message.startsWith(prefix) ? fields.message.slice(prefix.length) : fields.message
+    return stepFailed(payload.stepId, new Error(message, { cause: json }), payload.retriesExhausted === true)
+  }
   const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(json))
   if (typeof fields.name === "string") error.name = fields.name
   if (typeof fields.stack === "string") error.stack = fields.stack
