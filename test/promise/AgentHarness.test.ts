@@ -109,7 +109,7 @@ describe("Promise facade: AgentHarness", () => {
     const outer = error as NoeticError
     expect(outer.message).toBe("Step 'root' failed: Step 'inner' failed: out of range")
     expect(outer.noeticError).toMatchObject({ kind: "step_failed", stepId: "root", retriesExhausted: false })
-    const inner = (outer.noeticError as { cause: NoeticError }).cause
+    const inner = (outer.noeticError as { cause?: Error }).cause as NoeticError
     expect(isNoeticError(inner)).toBe(true)
     expect(inner.noeticError).toMatchObject({ kind: "step_failed", stepId: "inner" })
     expect((inner.noeticError as { cause: unknown }).cause).toBe(boom)
