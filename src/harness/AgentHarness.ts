@@ -17,6 +17,7 @@ import {
   type ExecutionLedger,
   makeWith as makeStepLedger,
   StepLedger,
+  type StepIdentity,
   type StepLedgerShape
 } from "../services/StepLedger.ts"
 import {
@@ -37,10 +38,12 @@ import {
 import {
   LoopMaxIterations,
   ModelOutputInvalid,
+  ReplayDiverged,
   ResumeInputUnavailable,
   SpawnTimeout,
   StepCancelled,
   ToolFailed,
+  ToolOutcomeUnknown,
   UnknownAskUserPrompt,
   UnknownTool
 } from "./HarnessError.ts"
@@ -84,7 +87,17 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * checkpoint store (there is nothing to share).
    */
   readonly lease?: HarnessLeaseOptions
+  /**
+   * What a resume does when the step at a recorded path is not the one recorded
+   * there (an edited workflow). `"warn"` (the default): logs a warning naming the
+   * path and both identities, once per run, then runs the step fresh, discarding the
+   * recorded subtree. `"fail"`: fails the run with `ReplayDiverged`, discarding nothing.
+   */
+  readonly onDivergence?: DivergencePolicy
 }
+
+/** What a resume does at a recorded path whose step changed: see `AgentHarnessOptions.onDivergence`. */
+export type DivergencePolicy = "warn" | "fail"
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions } from "./LeasedRuns.ts"
 
@@ -142,7 +155,7 @@ export interface DetachedSpawnOptions {
 }
 
 /** What can fail a run besides the steps themselves. */
-export type RunError = EmptyStepId | StorageError
+export type RunError = EmptyStepId | StorageError | ReplayDiverged | ToolOutcomeUnknown
 
 /** What can fail `execute` and `resume` of a harness with `lease` besides a run. */
 export type LeaseError = ExecutionLeaseError
@@ -230,14 +243,42 @@ interface Frame {
   readonly path: string
   readonly counters: Map<string, number>
   readonly ledger: Option.Option<ExecutionLedger>
+  readonly run: RunState
+}
+
+/** What one run (an `execute`, a `resume`, a `harness.run`) keeps across its dispatches. */
+interface RunState {
+  /** The diverged paths already reported, so each is warned of once. */
+  readonly divergencesReported: Set<string>
+  /** Per parent path, the distinct child paths dispatched below it, in dispatch order. */
+  readonly dispatched: Map<string, Array<string>>
+}
+
+const newRunState = (): RunState => ({ divergencesReported: new Set(), dispatched: new Map() })
+
+/** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
+const noteDispatch = (run: RunState, parent: string, path: string): number => {
+  let list = run.dispatched.get(parent)
+  if (list === undefined) {
+    list = []
+    run.dispatched.set(parent, list)
+  }
+  const at = list.indexOf(path)
+  if (at !== -1) return at
+  list.push(path)
+  return list.length - 1
 }
 
 const frameAt = (parent: Frame, path: string): Frame => ({
   ctx: parent.ctx,
   path,
   counters: new Map(),
-  ledger: parent.ledger
+  ledger: parent.ledger,
+  run: parent.run
 })
+
+/** How a step's span marks its dispatch: replayed, run afresh, run after a divergence or an eviction. */
+export type ReplayMark = "hit" | "miss" | "diverged" | "evicted"
 
 /** Checks every step id reachable without running anything. */
 const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
@@ -360,6 +401,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
   const tools = options.tools ?? {}
+  const onDivergence: DivergencePolicy = options.onDivergence ?? "warn"
   const live = new Map<string, AgentContext>()
   // Keyed by the context's shared state, not the object: every step's view of a
   // context (parallel branches each have one) must queue on the same lock.
@@ -376,12 +418,17 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // Checkpoints
   // ---------------------------------------------------------------------------
 
-  const checkpoint = (ctx: AgentContext): Effect.Effect<void> => {
+  const checkpoint = (ctx: AgentContext): Effect.Effect<void> =>
+    Option.isNone(store) ? Effect.void : saveCheckpoint(ctx).pipe(
+      Effect.withSpan("AgentHarness.checkpoint", { attributes: { executionId: ctx.id, harness: options.name } })
+    )
+
+  const saveCheckpoint = (ctx: AgentContext): Effect.Effect<void> => {
     if (Option.isNone(store)) return Effect.void
     if (leases.enabled && !leases.holds(ctx.id)) {
       // Outside a leased run (a detached child settling after its parent returned, a
       // context of harness.run): the save takes the lease for its own duration.
-      return withLease(ctx.id, Effect.suspend(() => checkpoint(ctx)), "join").pipe(
+      return withLease(ctx.id, Effect.suspend(() => saveCheckpoint(ctx)), "join").pipe(
         Effect.catchCause((cause) =>
           Effect.logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
             Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
@@ -465,6 +512,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       : Effect.map(
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
+      ).pipe(
+        Effect.tap((restored) => Effect.annotateCurrentSpan("restored", Option.isSome(restored))),
+        Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })
       )
 
   const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
@@ -499,35 +549,118 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const path = `${parent.path}/${step.id}#${n}`
       const frame = frameAt(parent, path)
       const ctx = parent.ctx
+      const position = noteDispatch(parent.run, parent.path, path)
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       const settle = Effect.sync(() => ctx.exitStep(path))
+      // One span per dispatch; its `replay` attribute says whether the ledger answered.
+      const traced = (effect: Effect.Effect<unknown, unknown, unknown>) =>
+        effect.pipe(
+          Effect.ensuring(settle),
+          Effect.withSpan(`${step.kind} ${step.id}`, {
+            attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind }
+          })
+        )
+      const mark = (replay: ReplayMark) => Effect.annotateCurrentSpan("replay", replay)
       // Suspended, so a body that throws while building its Effect still settles the frontier.
       const body = Effect.suspend(() => interpret(step, input, frame))
-      if (Option.isNone(frame.ledger)) return Effect.ensuring(body, settle)
+      if (Option.isNone(frame.ledger)) return traced(Effect.andThen(mark("miss"), body))
       const ledger = frame.ledger.value
       const identity = { stepId: step.id, kind: step.kind }
+      const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
+      const record = (output: unknown) =>
+        Effect.andThen(
+          Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx)),
+          ledger.record(path, identity, output).pipe(
+            Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
+          )
+        )
       // The body may be interrupted (a failing sibling branch, a race); once it has
       // completed, its record is not: a completed step interrupted before its record
       // landed would run again on resume. A step that replays does not redo what it
       // changed in the context (cwd, layer state, answered prompts), so a change no
       // snapshot holds yet is saved before the record that makes the step replay.
+      // An at-most-once body starts only once its intent is durable: a failed intent
+      // write fails the step without running it.
       const runAndRecord = Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(body), (output) =>
-          Effect.andThen(
-            Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx)),
-            ledger.record(path, identity, output).pipe(
-              Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
-            )
-          ))
+        Effect.andThen(
+          atMostOnce ? ledger.recordIntent(path, identity) : Effect.void,
+          Effect.tap(restore(body), record)
+        )
       )
-      return ledger.lookup(path, identity).pipe(
-        Effect.catch((error) =>
-          Effect.as(Effect.logWarning("step ledger lookup failed; running the step", error), Option.none<unknown>())
-        ),
-        Effect.flatMap(Option.match({ onNone: () => runAndRecord, onSome: Effect.succeed })),
-        Effect.ensuring(settle)
-      )
+      const reconcile = (): Effect.Effect<unknown, unknown, unknown> => {
+        const reconciler = (step.kind === "runCode" || step.kind === "invokeTool") ? step.reconcile : undefined
+        if (reconciler === undefined) {
+          return Effect.fail(new ToolOutcomeUnknown({ executionId: ctx.id, path, step: identity }))
+        }
+        return Effect.annotateCurrentSpan("reconciled", true).pipe(
+          Effect.andThen(Effect.suspend(() => reconciler(input, stepContext({ ...frame, counters: new Map() })))),
+          Effect.flatMap((answer) =>
+            answer._tag === "Completed" ? Effect.as(Effect.uninterruptible(record(answer.output)), answer.output) : runAndRecord
+          )
+        )
+      }
+      return traced(Effect.flatMap(ledger.inspect(path, identity), (found) => {
+        switch (found._tag) {
+          case "Hit":
+            return Effect.as(mark("hit"), found.output)
+          case "Miss": {
+            if (found.evicted) return Effect.andThen(mark("evicted"), runAndRecord)
+            // Nothing here, but the ledger's child in this position below the parent is another
+            // step this run has not dispatched: the workflow renamed (or put a step before) it.
+            const displaced = parent.path === "" ? undefined : ledger.children(parent.path)[position]
+            if (displaced !== undefined && !(parent.run.dispatched.get(parent.path) ?? []).includes(displaced.path)) {
+              return Effect.andThen(
+                mark("diverged"),
+                diverged(frame, displaced.path, displaced, identity, ledger, runAndRecord)
+              )
+            }
+            return Effect.andThen(mark("miss"), runAndRecord)
+          }
+          case "Pending":
+            // An intent of a step now at-least-once is only a record of an earlier policy.
+            return Effect.andThen(mark("miss"), atMostOnce ? reconcile() : runAndRecord)
+          case "Diverged":
+            return Effect.andThen(mark("diverged"), diverged(frame, path, found.recorded, identity, ledger, runAndRecord))
+        }
+      }))
     })
+
+  /** A changed identity at a recorded path: fail under `"fail"`, else warn (once per run), discard, run fresh. */
+  const diverged = (
+    frame: Frame,
+    recordedPath: string,
+    recorded: StepIdentity,
+    current: StepIdentity,
+    ledger: ExecutionLedger,
+    runFresh: Effect.Effect<unknown, unknown, unknown>
+  ): Effect.Effect<unknown, unknown, unknown> => {
+    if (onDivergence === "fail") {
+      return Effect.fail(
+        new ReplayDiverged({
+          executionId: frame.ctx.id,
+          path: recordedPath,
+          recorded: { stepId: recorded.stepId, kind: recorded.kind },
+          current,
+          currentPath: frame.path
+        })
+      )
+    }
+    const reported = frame.run.divergencesReported.has(recordedPath)
+    frame.run.divergencesReported.add(recordedPath)
+    const where = recordedPath === frame.path ? "" : ` (now at ${frame.path})`
+    const warn = reported ? Effect.void : Effect.logWarning(
+      `replay diverged at ${recordedPath}: the ledger recorded ${recorded.kind} ${JSON.stringify(recorded.stepId)}, ` +
+        `the workflow now has ${current.kind} ${
+          JSON.stringify(current.stepId)
+        }${where}; running it fresh and discarding what was recorded there`
+    ).pipe(Effect.annotateLogs({ executionId: frame.ctx.id, path: recordedPath, harness: options.name }))
+    return warn.pipe(
+      Effect.andThen(ledger.discard(recordedPath).pipe(
+        Effect.catch((error) => Effect.logWarning("step ledger discard failed; running the step", error))
+      )),
+      Effect.andThen(runFresh)
+    )
+  }
 
   const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
     switch (step.kind) {
@@ -717,7 +850,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown) =>
     Effect.gen(function*() {
       const ledger = yield* openLedger(ctx.id)
-      const frame: Frame = { ctx, path: "", counters: new Map(), ledger }
+      const frame: Frame = { ctx, path: "", counters: new Map(), ledger, run: newRunState() }
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
@@ -766,7 +899,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           return yield* runRoot(root, ctx, input)
         }),
         "exclusive"
-      )
+      ).pipe(Effect.withSpan("AgentHarness.execute", { attributes: { executionId, harness: options.name } }))
     })
 
   const resume = (executionId: string, restoreOptions?: RestoreContextOptions) =>
@@ -777,7 +910,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         if (Option.isNone(yield* store.value.storage.get(snapshotKey(executionId)))) return Option.none()
       }
       return yield* withLease(executionId, resumeRestored(root, executionId, restoreOptions), "exclusive")
-    })
+    }).pipe(Effect.withSpan("AgentHarness.resume", { attributes: { executionId, harness: options.name } }))
 
   const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
@@ -792,9 +925,22 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       if (inFlight === undefined || (inFlight.state as { inputUnserializable?: boolean }).inputUnserializable) {
         // The root finished (or its input could not be persisted): only its recorded output can answer.
         const ledger = yield* openLedger(executionId)
+        const identity = { stepId: root.id, kind: root.kind }
+        if (Option.isSome(ledger) && onDivergence === "fail") {
+          const found = yield* ledger.value.inspect(rootPath, identity)
+          if (found._tag === "Diverged") {
+            return yield* new ReplayDiverged({
+              executionId,
+              path: rootPath,
+              recorded: found.recorded,
+              current: identity,
+              currentPath: rootPath
+            })
+          }
+        }
         const recorded = Option.isNone(ledger)
           ? Option.none()
-          : yield* ledger.value.lookup(rootPath, { stepId: root.id, kind: root.kind })
+          : yield* ledger.value.lookup(rootPath, identity)
         if (Option.isNone(recorded)) {
           return yield* new ResumeInputUnavailable({ executionId, rootStepId: root.id })
         }
@@ -816,7 +962,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         }
         const ledger = yield* openLedger(ctx.id)
         yield* ctx.ensureLayersInit()
-        return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
+        return yield* dispatch(step, input, { ctx, path: "", counters, ledger, run: newRunState() })
       }),
       "join"
     )

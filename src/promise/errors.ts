@@ -156,17 +156,17 @@ export const toFacadeError = (error: unknown): Error => {
 const thrownByHost = new WeakSet<object>()
 
 /**
- * What a step body's throw becomes, as noetic's interpreter makes it: a cancellation
- * stays one (given back to the engine as its `StepCancelled`, so a retry policy never
- * re-runs it), anything else is `step_failed` for `stepId` with the thrown value as
- * its cause.
+ * What a step body's throw becomes, as noetic's interpreter makes it: anything the
+ * body threw is `step_failed` for `stepId` with the thrown value as its cause. A
+ * NoeticError that is not a step's failure (a cancellation, a replay divergence, an
+ * at-most-once outcome unknown, storage or lease trouble) is the run's, not the
+ * step's: it travels up unchanged, given back to the engine as its own tagged error
+ * so the engine treats it as such (a retry policy never re-runs a cancellation).
  */
 export const bodyFailure = (stepId: string, thrown: unknown, retriesExhausted: boolean): unknown => {
-  if (isNoeticError(thrown) && thrown.noeticError.kind === "cancelled") {
+  if (isNoeticError(thrown) && thrown.noeticError.kind !== "step_failed") {
     const engine = thrown.cause
-    return typeof engine === "object" && engine !== null && "_tag" in engine && engine._tag === "StepCancelled"
-      ? engine
-      : hostThrown(thrown)
+    return typeof engine === "object" && engine !== null && "_tag" in engine ? engine : hostThrown(thrown)
   }
   return hostThrown(stepFailed(stepId, thrown, retriesExhausted))
 }

@@ -623,8 +623,42 @@ const payloadOf = (error: unknown, stepId: string): NoeticErrorPayload => {
   return { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
 }
 
+/** What `reconcile` answers: `Reconciled.completed(output)` or `Reconciled.rerun`. */
+export type Reconciled<O> = Step.Reconciled<O>
+
+/** Builds `reconcile`'s answers: `Reconciled.completed(output)`, `Reconciled.rerun`. */
+export const Reconciled = Step.Reconciled
+
+/**
+ * At-most-once options of `runCode` and `invokeTool`. With `effects: 'at-most-once'`
+ * an intent is recorded durably before the body runs; a resume that finds it without
+ * a completion never calls the body again: it calls `reconcile(input, ctx)`, or
+ * rejects with a `NoeticError` code `TOOL_OUTCOME_UNKNOWN` when there is none.
+ */
+export interface EffectsOptions<I, O> {
+  /** `'at-least-once'` (default): a body a crash cut short runs again on resume. */
+  readonly effects?: Step.EffectsPolicy
+  /** Finds out what became of a body a crash cut short. */
+  readonly reconcile?: (input: I, ctx: StepContext) => Reconciled<O> | Promise<Reconciled<O>>
+}
+
+/** The engine's form of an at-most-once option pair. */
+const engineEffects = <I, O>(opts: EffectsOptions<I, O>) => {
+  const reconcile = opts.reconcile
+  return {
+    ...(opts.effects === undefined ? {} : { effects: opts.effects }),
+    ...(reconcile === undefined ? {} : {
+      reconcile: typeof reconcile === "function"
+        ? (input: I, ctx: Step.StepContext) =>
+          Effect.flatMap(Effect.context<never>(), (services) =>
+            fromPromise(() => reconcile(input, new StepContext(ctx, services, neverAborted))))
+        : reconcile as never
+    })
+  }
+}
+
 /** Options of `runCode` (noetic's `RunCodeOpts`). */
-export interface RunCodeOptions<I, O> extends StepBuildOptions {
+export interface RunCodeOptions<I, O> extends StepBuildOptions, EffectsOptions<I, O> {
   readonly id: string
   readonly execute: (input: I, ctx: StepContext) => O | Promise<O>
   readonly retry?: Step.RetryPolicy
@@ -658,7 +692,8 @@ export function runCode(
       execute: (typeof opts.execute === "function"
         ? effectBody(opts.execute, opts.id, (opts.retry?.maxAttempts ?? 1) > 1)
         : opts.execute) as any,
-      ...(opts.retry === undefined ? {} : { retry: opts.retry })
+      ...(opts.retry === undefined ? {} : { retry: opts.retry }),
+      ...engineEffects(opts)
     }), opts.subprocess)
 }
 
@@ -731,7 +766,7 @@ export interface Tool<I = any, O = unknown> {
 }
 
 /** Options of `invokeTool` (noetic's `InvokeToolOpts`). */
-export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions {
+export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions, EffectsOptions<I, O> {
   readonly id: string
   readonly tool: Tool<I, O>
   readonly args?: Partial<I>
@@ -777,7 +812,8 @@ export function invokeTool(
       ...engineStepOptions(idOrOptions),
       id: idOrOptions.id,
       tool: definition ?? (given as never),
-      ...(idOrOptions.args === undefined ? {} : { args: idOrOptions.args })
+      ...(idOrOptions.args === undefined ? {} : { args: idOrOptions.args }),
+      ...engineEffects(idOrOptions)
     })
   )
 }
@@ -1195,6 +1231,13 @@ export interface AgentHarnessOptions<I = any, O = any> {
     readonly subprocess?: SubprocessAdapter
     readonly storage?: StorageEnvironment
   }
+  /**
+   * What a resume does when the step at a recorded path changed (an edited
+   * workflow): `'warn'` (default) logs a warning naming the path and both
+   * identities, then runs the step fresh; `'fail'` rejects with a `NoeticError`
+   * code `REPLAY_DIVERGED` naming the path.
+   */
+  readonly onDivergence?: "warn" | "fail"
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
@@ -1421,6 +1464,7 @@ export class AgentHarness<I = any, O = any> {
         params: options.params,
         tools,
         context: this.#layers,
+        ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,

@@ -2,8 +2,9 @@
  * The persisted records of the step ledger and the keys they live at.
  *
  * One record per key `execution:<id>:ledger:<seq>`, seq zero-padded to 16 digits. A
- * record either holds a completed step's output or is a tombstone that discards a
- * path and everything below it; a ledger is read by applying its records in seq order.
+ * record holds a completed step's output, an at-most-once step's intent to run, or
+ * is a tombstone that discards a path and everything below it; a ledger is read by
+ * applying its records in seq order.
  *
  * @since 0.1.0
  */
@@ -48,8 +49,23 @@ export const SubtreeDiscarded = Schema.TaggedStruct("SubtreeDiscarded", {
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */
 export type SubtreeDiscarded = typeof SubtreeDiscarded.Type
 
+/**
+ * An at-most-once step is about to run its body: written, durably, before the body
+ * starts. A later `StepRecorded` at the path supersedes it; one left alone means the
+ * body may or may not have done its work.
+ */
+export const IntentRecorded = Schema.TaggedStruct("IntentRecorded", {
+  version: Schema.Literal(LEDGER_ENTRY_VERSION),
+  path: Schema.String,
+  stepId: Schema.String,
+  kind: Schema.String
+})
+
+/** An at-most-once step's intent to run its body. */
+export type IntentRecorded = typeof IntentRecorded.Type
+
 /** Any ledger record. */
-export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded])
+export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded, IntentRecorded])
 
 /** Any ledger record. */
 export type LedgerEntry = typeof LedgerEntry.Type

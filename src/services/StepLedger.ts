@@ -61,6 +61,19 @@ export interface LedgerEntryView {
   readonly output: unknown
 }
 
+/**
+ * What the ledger holds at a path for a step about to run there:
+ * - `Hit`: a completed record of the same identity; `output` replays.
+ * - `Miss`: nothing; `evicted` when this ledger evicted a record there (retention).
+ * - `Diverged`: a record of another identity (`recorded`): the workflow changed.
+ * - `Pending`: an at-most-once step's intent with no completion after it.
+ */
+export type ReplayLookup =
+  | { readonly _tag: "Hit"; readonly output: unknown }
+  | { readonly _tag: "Miss"; readonly evicted: boolean }
+  | { readonly _tag: "Diverged"; readonly recorded: StepIdentity }
+  | { readonly _tag: "Pending" }
+
 /** The ledger of one execution, loaded from storage. */
 export interface ExecutionLedger {
   readonly executionId: string
@@ -81,6 +94,20 @@ export interface ExecutionLedger {
   readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
   /** The outputs this ledger would replay, one per path, in seq order. */
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
+  /** What is recorded at `path` for a step of `identity`, without discarding anything. */
+  readonly inspect: (path: string, identity: StepIdentity) => Effect.Effect<ReplayLookup>
+  /**
+   * The steps recorded directly below `path` (completed, or at-most-once intents), in
+   * the order they were recorded: what a resume compares its dispatches with.
+   */
+  readonly children: (path: string) => ReadonlyArray<{ readonly path: string } & StepIdentity>
+  /** Discards, durably, every record at `path` and below it (what `lookup` does on a changed identity). */
+  readonly discard: (path: string) => Effect.Effect<void, StorageError>
+  /**
+   * Records, durably, that an at-most-once step of `identity` is about to run its body
+   * at `path`; `record` at the same path supersedes it. Never dropped or size-capped.
+   */
+  readonly recordIntent: (path: string, identity: StepIdentity) => Effect.Effect<void, StorageError>
 }
 
 /** The operations of the step ledger. */
@@ -158,6 +185,8 @@ type HeldOutput =
   | { readonly _tag: "Value"; readonly value: unknown }
   | { readonly _tag: "Text"; readonly text: string }
   | { readonly _tag: "Undefined" }
+  // An at-most-once step's intent: no output yet.
+  | { readonly _tag: "Intent" }
 
 interface HeldEntry {
   readonly seq: number
@@ -319,6 +348,9 @@ export const makeWith = (
             kind: entry.kind,
             output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" }
           })
+        } else if (entry._tag === "IntentRecorded") {
+          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.applyStep(entry.path, { seq, stepId: entry.stepId, kind: entry.kind, output: { _tag: "Intent" } })
         } else {
           state.keep(seq, { _tag: "Discard", path: entry.path })
           state.applyDiscard(seq, entry.path)
@@ -407,20 +439,41 @@ export const makeWith = (
         }
       )
 
-      const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
-        const held = state.entries.get(path)
-        if (held === undefined) return Option.none<unknown>()
-        if (held.stepId === identity.stepId && held.kind === identity.kind) return Option.some(outputOf(held.output))
+      const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
           { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path },
           { _tag: "Discard", path },
           (seq) => state.applyDiscard(seq, path)
         )
+      })
+
+      const inspect = (path: string, identity: StepIdentity): Effect.Effect<ReplayLookup> =>
+        Effect.sync((): ReplayLookup => {
+          const held = state.entries.get(path)
+          if (held === undefined) return { _tag: "Miss", evicted: state.evictedPaths.has(path) }
+          if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
+            return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
+          }
+          return held.output._tag === "Intent" ? { _tag: "Pending" } : { _tag: "Hit", output: outputOf(held.output) }
+        })
+
+      const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
+        const found = yield* inspect(path, identity)
+        if (found._tag === "Hit") return Option.some(found.output)
+        if (found._tag === "Diverged") yield* discard(path)
         return Option.none<unknown>()
       })
 
+      const recordIntent = Effect.fn("StepLedger.recordIntent")(function*(path: string, identity: StepIdentity) {
+        yield* append(
+          { _tag: "IntentRecorded", version: LEDGER_ENTRY_VERSION, path, stepId: identity.stepId, kind: identity.kind },
+          { _tag: "Step", path },
+          (seq) => state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: { _tag: "Intent" } })
+        )
+      })
+
       const entries = Effect.sync(() =>
-        [...state.entries].map(([path, held]): LedgerEntryView => ({
+        [...state.entries].filter(([, held]) => held.output._tag !== "Intent").map(([path, held]): LedgerEntryView => ({
           seq: held.seq,
           path,
           stepId: held.stepId,
@@ -429,7 +482,28 @@ export const makeWith = (
         })).sort((a, b) => a.seq - b.seq)
       )
 
-      return { executionId, lookup, record, entries } satisfies ExecutionLedger
+      const children = (parent: string) => {
+        const found: Array<{ readonly path: string; readonly stepId: string; readonly kind: string; readonly seq: number }> = []
+        const prefix = `${parent}/`
+        for (const [path, held] of state.entries) {
+          if (!path.startsWith(prefix) || path.indexOf("/", prefix.length) !== -1 || path.indexOf("[", prefix.length) !== -1) {
+            continue
+          }
+          found.push({ path, stepId: held.stepId, kind: held.kind, seq: held.seq })
+        }
+        return found.sort((a, b) => a.seq - b.seq).map(({ kind, path, stepId }) => ({ path, stepId, kind }))
+      }
+
+      return {
+        executionId,
+        lookup,
+        record,
+        entries,
+        inspect,
+        children,
+        discard,
+        recordIntent
+      } satisfies ExecutionLedger
     })
 
     return StepLedger.of({
@@ -446,6 +520,8 @@ export const makeWith = (
 class LedgerState {
   readonly entries = new Map<string, HeldEntry>()
   readonly inflight = new Set<number>()
+  /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
+  readonly evictedPaths = new Set<string>()
   private readonly discards = new Map<number, string>()
   private readonly info = new Map<number, KeyInfo>()
   // Seqs of the keys in storage, ascending from `head`; a head index keeps eviction O(1).
@@ -491,6 +567,7 @@ class LedgerState {
   applyStep(path: string, held: HeldEntry): void {
     const current = this.entries.get(path)
     if (current !== undefined && current.seq > held.seq) return
+    this.evictedPaths.delete(path)
     for (const [seq, discarded] of this.discards) {
       if (seq > held.seq && isAtOrBelow(path, discarded)) return
     }
@@ -509,7 +586,10 @@ class LedgerState {
     this.info.delete(seq)
     if (info === undefined) return
     if (info._tag === "Step") {
-      if (this.entries.get(info.path)?.seq === seq) this.entries.delete(info.path)
+      if (this.entries.get(info.path)?.seq === seq) {
+        this.entries.delete(info.path)
+        this.evictedPaths.add(info.path)
+      }
     } else if (info._tag === "Discard") {
       this.discards.delete(seq)
     }
