@@ -8,7 +8,7 @@ import { Effect, Exit, Option, Scope } from "effect"
 import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
-import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { unwrapExit } from "./errors.ts"
 
 /** The documented storage adapter shape; `getMany` is optional. */
@@ -121,7 +121,7 @@ const hostFailure = (operation: string, key: string) => (cause: unknown) =>
  */
 export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageAdapterShape, StorageError> => {
   if (engineAdapter in adapter) return (adapter as StorageAdapter & EngineBacked)[engineAdapter]
-  const shape: StorageAdapterShape = {
+  const shape: StorageAdapterShape = makeStorage({
     get: (key) =>
       Effect.tryPromise({ try: () => adapter.get(key), catch: hostFailure("get", key) }).pipe(
         Effect.map((value) => (value === null || value === undefined ? Option.none() : Option.some(value)))
@@ -136,7 +136,7 @@ export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageA
       getMany: (keys: ReadonlyArray<string>) =>
         Effect.tryPromise({ try: () => adapter.getMany!(keys), catch: hostFailure("getMany", keys.join(",")) })
     })
-  }
+  })
   return Effect.succeed(shape)
 }
 

@@ -8,7 +8,7 @@
  */
 import { Effect, Exit, Option, Schema } from "effect"
 import { Io, StorageError } from "../Errors.ts"
-import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { make as makeStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 
 /** The defect a simulated crash dies with: the host is gone. */
 export class HostCrashed extends Schema.TaggedError<HostCrashed>("noetic-effect/testing/HostCrashed")(
@@ -102,21 +102,17 @@ export const make = (storage: StorageAdapterShape, plan: FaultPlan = {}): Faulty
         }))
     })
 
-  const wrapped: StorageAdapterShape = {
+  const wrapped: StorageAdapterShape = makeStorage({
     get: (key) => guard("get", key, false, storage.get(key)),
     set: (key, value) => guard("set", key, true, storage.set(key, value)),
     delete: (key) => guard("delete", key, true, storage.delete(key)),
     list: (prefix) => guard("list", prefix, false, storage.list(prefix)),
-    ...(storage.getMany === undefined ? {} : {
-      getMany: (keys: ReadonlyArray<string>) => guard("getMany", keys.join(","), false, storage.getMany!(keys))
-    }),
-    ...(storage.scan === undefined ? {} : {
-      scan: (prefix: string) => guard("scan", prefix, false, storage.scan!(prefix))
-    }),
+    getMany: (keys) => guard("getMany", keys.join(","), false, storage.getMany(keys)),
+    scan: (prefix) => guard("scan", prefix, false, storage.scan(prefix)),
     ...(storage.compareAndSet === undefined ? {} : {
       compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
         guard("compareAndSet", key, true, storage.compareAndSet!(key, expected, next))
     })
-  }
+  })
   return { storage: wrapped, operations, writes: () => writes, crashed: () => crashed }
 }
