@@ -7,9 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Effect, Option, Scope, Semaphore } from "effect"
+import { Effect, Option, Scope } from "effect"
 import { type CheckpointSchemaMismatch, type EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
-import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
+import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
 import {
@@ -32,6 +32,7 @@ import {
   type ToolOutcomeUnknown,
   UnknownAskUserPrompt
 } from "./HarnessError.ts"
+import * as Checkpointing from "./Checkpointing.ts"
 import * as Interpreter from "./Interpreter.ts"
 import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
 import {
@@ -49,6 +50,7 @@ export {
   validateGraph
 } from "./Interpreter.ts"
 export type { DivergencePolicy, ReplayMark, ToolHandler } from "./Interpreter.ts"
+export { toSnapshot } from "./Checkpointing.ts"
 
 /** How a harness is built. */
 export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | undefined> {
@@ -216,34 +218,6 @@ type GraphOutput<G> = G extends AnyStep ? StepOutput<G> : never
 type GraphError<G> = G extends AnyStep ? StepError<G> : never
 type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
 
-/** A frontier input that a snapshot can hold: the input itself when JSON can carry it. */
-const persistableInput = (input: unknown): { readonly input: unknown; readonly serializable: boolean } => {
-  try {
-    return JSON.stringify(input) === undefined && input !== undefined
-      ? { input: null, serializable: false }
-      : { input, serializable: true }
-  } catch {
-    return { input: null, serializable: false }
-  }
-}
-
-/** The snapshot of a context at `capturedAt`. */
-export const toSnapshot = (ctx: AgentContext, capturedAt: string): CheckpointSnapshot => ({
-  schemaVersion: CHECKPOINT_SCHEMA_VERSION,
-  executionId: ctx.id,
-  ...(ctx.threadId === undefined ? {} : { threadId: ctx.threadId }),
-  ...(ctx.resourceId === undefined ? {} : { resourceId: ctx.resourceId }),
-  frontier: ctx.frontier.map((entry) => {
-    const { input, serializable } = persistableInput(entry.input)
-    return serializable ? entry : { ...entry, input, state: { ...(entry.state as object), inputUnserializable: true } }
-  }),
-  layers: ctx.layers,
-  cwd: ctx.cwd,
-  askUser: ctx.pendingAskUser,
-  itemLog: { items: [...ctx.items] },
-  capturedAt
-})
-
 /**
  * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
  * `StepLedger` service, or a ledger with default retention over the store). The
@@ -273,63 +247,14 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   const live = new Map<string, AgentContext>()
-  // Keyed by the context's shared state, not the object: every step's view of a
-  // context (parallel branches each have one) must queue on the same lock.
-  const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
   // By shared state too: harness.run given different views of one context numbers on.
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
-  /** The context version the last snapshot that landed was taken at. */
-  const savedVersions = new WeakMap<ContextStore, number>()
   // Execution leases (DESIGN 16): only with `options.lease` on a durable harness.
   const leases = yield* makeLeasedRuns(options.lease, store, ledgerService)
   const { storeOf, withLease } = leases
 
-  // ---------------------------------------------------------------------------
-  // Checkpoints
-  // ---------------------------------------------------------------------------
-
-  const checkpoint = (ctx: AgentContext): Effect.Effect<void> =>
-    Option.isNone(store) ? Effect.void : saveCheckpoint(ctx).pipe(
-      Effect.withSpan("AgentHarness.checkpoint", { attributes: { executionId: ctx.id, harness: options.name } })
-    )
-
-  const saveCheckpoint = (ctx: AgentContext): Effect.Effect<void> => {
-    if (Option.isNone(store)) return Effect.void
-    if (leases.enabled && !leases.holds(ctx.id)) {
-      // Outside a leased run (a detached child settling after its parent returned, a
-      // context of harness.run): the save takes the lease for its own duration.
-      return withLease(ctx.id, Effect.suspend(() => saveCheckpoint(ctx)), "join").pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
-            Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
-          )
-        )
-      )
-    }
-    const target = Option.getOrElse(storeOf(ctx.id), () => store.value)
-    let lock = checkpointLocks.get(ctx.store)
-    if (lock === undefined) {
-      lock = Semaphore.makeUnsafe(1)
-      checkpointLocks.set(ctx.store, lock)
-    }
-    // The snapshot is taken inside the lock so a slower, older save never lands last.
-    return lock.withPermit(
-      Effect.gen(function*() {
-        const capturedAt = DateTime.formatIso(yield* DateTime.now)
-        const version = ctx.version
-        yield* target.save(toSnapshot(ctx, capturedAt))
-        savedVersions.set(ctx.store, version)
-      })
-    ).pipe(
-      Effect.catchCause((cause) =>
-        // A save refused because the lease was taken over interrupts the run (see
-        // withLease); only ordinary failures are logged and swallowed.
-        leases.holds(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
-          Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
-        )
-      )
-    )
-  }
+  // Checkpoint policy: when a snapshot lands, under which lock and lease.
+  const { checkpoint, checkpointIfChanged } = Checkpointing.make({ harness: options.name, store, leases })
 
   const newContext = (init: {
     readonly id: string
@@ -397,8 +322,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     tools,
     onDivergence,
     live,
-    checkpointIfChanged: (ctx) =>
-      Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx)),
+    checkpointIfChanged,
     restore,
     newContext
   })
