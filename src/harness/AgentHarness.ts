@@ -34,7 +34,12 @@ import {
 } from "./HarnessError.ts"
 import * as Checkpointing from "./Checkpointing.ts"
 import * as Interpreter from "./Interpreter.ts"
-import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
+import {
+  type HarnessLeaseOptions,
+  type LeaseTtlInvalid,
+  make as makeLeasedRuns,
+  validateLeaseOptions
+} from "./LeasedRuns.ts"
 import {
   type AnyStep,
   type Error as StepError,
@@ -80,7 +85,7 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   readonly onDivergence?: Interpreter.DivergencePolicy
 }
 
-export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions } from "./LeasedRuns.ts"
+export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
 
 /** Options of `execute`. */
 export interface ExecuteOptions {
@@ -219,6 +224,18 @@ type GraphError<G> = G extends AnyStep ? StepError<G> : never
 type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
 
 /**
+ * Every check a harness makes of its options before anything runs (step ids of the
+ * graph, lease ttl). `make` runs it; the Promise facade runs it at construction.
+ */
+export const validateOptions = (
+  options: Pick<AgentHarnessOptions, "agentGraph" | "lease">
+): Effect.Effect<void, EmptyStepId | LeaseTtlInvalid> =>
+  Effect.andThen(
+    options.agentGraph === undefined ? Effect.void : Interpreter.validateGraph(options.agentGraph),
+    validateLeaseOptions(options.lease)
+  )
+
+/**
  * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
  * `StepLedger` service, or a ledger with default retention over the store). The
  * harness's background work (detached-spawn watchers, in-process children) belongs
@@ -226,8 +243,8 @@ type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
  */
 export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefined = undefined>(
   options: AgentHarnessOptions<G>
-): Effect.fn.Return<AgentHarness<G>, EmptyStepId, Scope.Scope> {
-  if (options.agentGraph !== undefined) yield* Interpreter.validateGraph(options.agentGraph)
+): Effect.fn.Return<AgentHarness<G>, EmptyStepId | LeaseTtlInvalid, Scope.Scope> {
+  yield* validateOptions(options)
   const scope = yield* Effect.scope
   const store: Option.Option<CheckpointStoreShape> = yield* Effect.serviceOption(CheckpointStore)
   // A durable harness always keeps a ledger; without the StepLedger service it gets

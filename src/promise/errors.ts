@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Exit } from "effect"
+import { Cause, Exit, Schema } from "effect"
 import type { ConfigError } from "../Errors.ts"
 
 /**
@@ -94,17 +94,26 @@ export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = fa
   })
 }
 
-const CONFIG_TAGS = new Set([
-  "CheckpointSchemaMismatch",
-  "StepLedgerRetentionInvalid",
-  "NoStepConfigured",
-  "EmptyStepId",
-  "StepConfigInvalid"
-])
+/**
+ * What every configuration error of the engine carries, wherever it is raised
+ * (`Errors.ts`, the harness's lease options...): a tag, a documented code, a message
+ * and a hint. Run-time errors never carry a hint.
+ */
+const ConfigErrorFields = Schema.Struct({
+  _tag: Schema.String,
+  code: Schema.String,
+  message: Schema.String,
+  hint: Schema.String
+})
 
-/** Whether `error` is one of the engine's configuration errors (each becomes a `NoeticConfigError`). */
-export const isConfigError = (error: unknown): error is ConfigError =>
-  typeof error === "object" && error !== null && "_tag" in error && CONFIG_TAGS.has(String(error._tag))
+/** The fields of an engine configuration error. */
+export type EngineConfigError = typeof ConfigErrorFields.Type
+
+const isConfigErrorFields = Schema.is(ConfigErrorFields)
+
+/** Whether `error` is a configuration error of the engine (each becomes a `NoeticConfigError`), by its schema. */
+export const isConfigError = (error: unknown): error is EngineConfigError | ConfigError =>
+  isConfigErrorFields(error)
 
 /** SCREAMING_SNAKE from PascalCase: `UnknownHandle` to `UNKNOWN_HANDLE`. */
 const screamingSnake = (tag: string): string => tag.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
 import { randomUUID } from "node:crypto"
 import { AiError, LanguageModel } from "effect/ai"
 import type { StorageError } from "../Errors.ts"
@@ -1351,18 +1351,6 @@ const engineRestoreOptions = (
   }
 }
 
-/** Checks every reachable step id now, so a bad graph throws at construction. */
-const checkGraph = (step: AnyStep): void => {
-  if (typeof step.id !== "string" || step.id.trim() === "") {
-    throw new NoeticConfigError({
-      code: "EMPTY_STEP_ID",
-      message: `a ${step.kind} step in the agent graph has an empty id`,
-      hint: "Every step needs a non-empty id: it names the step's path in the ledger."
-    })
-  }
-  for (const child of Step.staticChildren(step as Step.AnyStep)) checkGraph(child)
-}
-
 const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
 
 /**
@@ -1396,15 +1384,14 @@ export class AgentHarness<I = any, O = any> {
     this.agentGraph = options.agentGraph
     const storage = options.environment?.storage
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
-    const ttlMs = storage?.lease?.ttlMs
-    if (ttlMs !== undefined && !(ttlMs > 0 && Number.isFinite(ttlMs))) {
-      throw configError(
-        "LEASE_TTL_INVALID",
-        `environment.storage.lease.ttlMs must be a positive, finite number of milliseconds, got ${ttlMs}`,
-        "Pass a ttlMs longer than the longest pause you expect a live host to take (default 30000), or leave it out."
-      )
-    }
-    if (options.agentGraph !== undefined) checkGraph(options.agentGraph)
+    // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
+    const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
+      ...(options.agentGraph === undefined ? {} : { agentGraph: options.agentGraph as Step.AnyStep }),
+      ...(storage?.lease === undefined ? {} : {
+        lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
+      })
+    })))
+    if (Result.isFailure(checked)) throw toFacadeError(checked.failure)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
     this.#ledgerStorage = storage?.adapter
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? defaultLayers()
@@ -1468,7 +1455,7 @@ export class AgentHarness<I = any, O = any> {
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,
-            ...(storage.lease.ttlMs === undefined ? {} : { ttl: Duration.millis(storage.lease.ttlMs) })
+            ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs })
           }
         })
       }))
