@@ -51,6 +51,7 @@ import {
   unwrapExit,
   asError
 } from "./errors.ts"
+import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
   fromEngineSubprocessAdapter,
@@ -309,8 +310,6 @@ const mergeLayers = (
 // Contexts
 // -----------------------------------------------------------------------------
 
-const engineOf = Symbol.for("noetic-effect/promise/engineContext")
-
 /** The working directory as noetic's contexts carry it. */
 export interface CwdState {
   cwd: string
@@ -331,14 +330,12 @@ export interface ItemLog {
  * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
  */
 export class AgentContext {
-  /** @internal */
-  readonly [engineOf]: EngineContext
   #harness: AgentHarness | undefined
   #itemLog: ItemLog | undefined
 
   /** @internal */
   constructor(engine: EngineContext, harness?: AgentHarness) {
-    this[engineOf] = engine
+    Bridge.context.attach(this, engine)
     this.#harness = harness
   }
 
@@ -349,34 +346,34 @@ export class AgentContext {
 
   /** The execution id. */
   get id(): string {
-    return this[engineOf].id
+    return Bridge.context.of(this).id
   }
   /** The thread: a random UUID unless one was given. */
   get threadId(): string {
-    return this[engineOf].threadId ?? this[engineOf].id
+    return Bridge.context.of(this).threadId ?? Bridge.context.of(this).id
   }
   get resourceId(): string | undefined {
-    return this[engineOf].resourceId
+    return Bridge.context.of(this).resourceId
   }
   /** Host wiring given to `execute`, `createContext` or `restore`; assignable, never persisted. */
   get state(): any {
-    return this[engineOf].state
+    return Bridge.context.of(this).state
   }
   set state(value: unknown) {
-    this[engineOf].state = value
+    Bridge.context.of(this).state = value
   }
   /** The context this one was made under, or null at the root. */
   get parent(): AgentContext | null {
-    const parent = this[engineOf].parent
+    const parent = Bridge.context.of(this).parent
     return parent === undefined ? null : wrapContext(parent, this.#harness)
   }
   /** How many parents this context has: 0 at the root. */
   get depth(): number {
-    return this[engineOf].depth
+    return Bridge.context.of(this).depth
   }
   /** The item log (`itemLog.items`, oldest first). */
   get itemLog(): ItemLog {
-    const engine = this[engineOf]
+    const engine = Bridge.context.of(this)
     return this.#itemLog ??= {
       get items() {
         return engine.items
@@ -388,7 +385,7 @@ export class AgentContext {
   }
   /** The working directory: the current one (the process cwd when none was set) and the previous one. */
   get cwdState(): CwdState {
-    const cwd = this[engineOf].cwd
+    const cwd = Bridge.context.of(this).cwd
     const previous = cwd?.previous
     return {
       cwd: cwd?.current ?? process.cwd(),
@@ -397,7 +394,7 @@ export class AgentContext {
   }
   /** The layers of this context, as they were given (noetic definitions stay themselves). */
   get layers(): Array<ContextLayer> {
-    return [...this[engineOf].layerDefinitions] as Array<ContextLayer>
+    return [...Bridge.context.of(this).layerDefinitions] as Array<ContextLayer>
   }
   /** The harness this context belongs to: `ctx.harness.run(step, input, ctx)` composes steps. */
   get harness(): AgentHarness {
@@ -413,70 +410,70 @@ export class AgentContext {
   }
   /** Whether `abort` was called on this context or one it was made under. */
   get aborted(): boolean {
-    return this[engineOf].aborted
+    return Bridge.context.of(this).aborted
   }
   /** The reason the first `abort` gave. */
   get abortReason(): string | undefined {
-    return this[engineOf].abortReason
+    return Bridge.context.of(this).abortReason
   }
   /**
    * Cancels this context and every context made under it: the next step dispatched on
    * any of them rejects with a `NoeticError` of kind `cancelled`. It never travels up.
    */
   abort(reason?: string): void {
-    this[engineOf].abort(reason)
+    Bridge.context.of(this).abort(reason)
   }
   /** The item log, oldest first (same as `itemLog.items`). */
   get items(): ReadonlyArray<Item> {
-    return this[engineOf].items
+    return Bridge.context.of(this).items
   }
   /** Each context layer's state, by layer id. */
   get layerStates(): Readonly<Record<string, unknown>> {
-    return this[engineOf].layers
+    return Bridge.context.of(this).layers
   }
   /** One layer's state. */
   layerState<S = unknown>(layerId: string): S | undefined {
-    return this[engineOf].layerState<S>(layerId)
+    return Bridge.context.of(this).layerState<S>(layerId)
   }
   /** The working directory as a snapshot records it (`current`, `previous`), or null when none was set. */
   get cwd(): Cwd | null {
-    return this[engineOf].cwd
+    return Bridge.context.of(this).cwd
   }
   /** Ask-user prompts waiting for an answer. */
   get pendingAskUser(): ReadonlyArray<AskUserPrompt> {
-    return this[engineOf].pendingAskUser
+    return Bridge.context.of(this).pendingAskUser
   }
   /** The frontier of the snapshot this context was restored from: which steps were in flight. */
   get frontier(): ReadonlyArray<FrontierEntry> {
-    return this[engineOf].restoredFrontier
+    return Bridge.context.of(this).restoredFrontier
   }
   /** Saves a snapshot now (a no-op without a checkpoint store); never rejects. */
   checkpoint(): Promise<void> {
-    return Effect.runPromise(this[engineOf].checkpoint())
+    return Effect.runPromise(Bridge.context.of(this).checkpoint())
   }
   /** The append pipeline: layer hooks, dedupe by id and response id, layer state, checkpoint. */
   append(items: ReadonlyArray<Item>): Promise<ReadonlyArray<Item>> {
-    return Effect.runPromise(this[engineOf].append(items))
+    return Effect.runPromise(Bridge.context.of(this).append(items))
   }
   /** Changes the working directory, remembering the previous one. */
   setCwd(path: string | null): Promise<void> {
-    return Effect.runPromise(this[engineOf].setCwd(path))
+    return Effect.runPromise(Bridge.context.of(this).setCwd(path))
   }
   /** Replaces a layer's state. */
   updateLayer<S>(layerId: string, f: (state: S | undefined) => S): Promise<void> {
-    return Effect.runPromise(this[engineOf].updateLayer(layerId, f))
+    return Effect.runPromise(Bridge.context.of(this).updateLayer(layerId, f))
   }
   /** Enqueues an ask-user prompt (checkpointing it) and resolves with the answer. */
   askUser(input: unknown, options?: { readonly id?: string }): Promise<unknown> {
-    return run(this[engineOf].askUser(input, options))
+    return run(Bridge.context.of(this).askUser(input, options))
   }
   /** Answers a pending prompt. */
   resolveAskUser(promptId: string, output: unknown): Promise<void> {
-    return run(this[engineOf].resolveAskUser(promptId, output))
+    return run(Bridge.context.of(this).resolveAskUser(promptId, output))
   }
   /** Cancels a pending prompt; its asker rejects. */
   cancelAskUser(promptId: string, reason?: string): Promise<void> {
-    return run(this[engineOf].cancelAskUser(promptId, reason))
+    return run(Bridge.context.of(this).cancelAskUser(promptId, reason))
   }
 }
 
@@ -560,10 +557,11 @@ export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
 export type NoeticContext<_TContext = any, _TState = unknown> = AgentContext
 
 /** The subprocess adapter a facade step was built with (`runCode`/`spawn` option `subprocess`). */
-const stepAdapters = new WeakMap<object, SubprocessAdapter>()
+
 
 /** The subprocess adapter a step was built with, if any: `detachedSpawn` dispatches it there. */
-export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined => stepAdapters.get(step)
+export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined =>
+  Bridge.stepSubprocess.get(step) as SubprocessAdapter | undefined
 
 /** Options every builder's positional form takes. */
 export interface StepBuildOptions {
@@ -582,7 +580,7 @@ const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A 
     if (isConfigError(error)) throw toFacadeError(error)
     throw error
   }
-  if (subprocess !== undefined) stepAdapters.set(built, subprocess)
+  if (subprocess !== undefined) Bridge.stepSubprocess.attach(built, subprocess)
   return built
 }
 
@@ -1345,7 +1343,7 @@ const engineRestoreOptions = (
 ): EngineHarness.RestoreContextOptions => {
   const layers = layersFor(options?.contextLayers ?? options?.context)
   return {
-    ...(options?.parent === undefined ? {} : { parent: options.parent[engineOf] }),
+    ...(options?.parent === undefined ? {} : { parent: Bridge.context.of(options.parent) }),
     ...(options?.state === undefined ? {} : { state: options.state }),
     ...(layers === undefined ? {} : { context: layers })
   }
@@ -1510,7 +1508,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. A failing save is logged, never thrown. */
   checkpoint(ctx: AgentContext): Promise<void> {
-    return this.#use((engine) => engine.checkpoint(ctx[engineOf]))
+    return this.#use((engine) => engine.checkpoint(Bridge.context.of(ctx)))
   }
 
   /**
@@ -1556,7 +1554,7 @@ export class AgentHarness<I = any, O = any> {
    * parent's). Layer `init` hooks run before its first step.
    */
   createContext(options: CreateContextOptions = {}): AgentContext {
-    const parent = options.parent?.[engineOf]
+    const parent = (options.parent === undefined ? undefined : Bridge.context.of(options.parent))
     const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
     const extra = this.#toEngineLayers(options.extraContextLayers)
     const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
@@ -1590,7 +1588,7 @@ export class AgentHarness<I = any, O = any> {
    */
   run<SI, SO>(step: AnyStep<SI, SO>, input: SI, ctx: AgentContext): Promise<SO> {
     if (ctx instanceof StepContext) return ctx.run(step, input)
-    return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, ctx[engineOf]))
+    return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, Bridge.context.of(ctx)))
   }
 
   /**
@@ -1619,7 +1617,7 @@ export class AgentHarness<I = any, O = any> {
           ...(adapter === undefined ? {} : { subprocess: yield* adapter })
         }
         return toFacadeHandle(
-          yield* engine.detachedSpawn(step as Step.Step<SI, unknown, unknown, never>, input, parentCtx[engineOf], engineOptions)
+          yield* engine.detachedSpawn(step as Step.Step<SI, unknown, unknown, never>, input, Bridge.context.of(parentCtx), engineOptions)
         )
       })
     )

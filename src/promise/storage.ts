@@ -9,6 +9,7 @@ import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import * as Bridge from "./bridge.ts"
 import { unwrapExit } from "./errors.ts"
 
 /** The documented storage adapter shape; `getMany` is optional. */
@@ -20,25 +21,18 @@ export interface StorageAdapter {
   getMany?<T = unknown>(keys: ReadonlyArray<string>): Promise<Map<string, T>>
 }
 
-const engineAdapter = Symbol.for("noetic-effect/promise/engineAdapter")
-
-interface EngineBacked {
-  readonly [engineAdapter]: Effect.Effect<StorageAdapterShape, StorageError>
-}
-
 /** Wraps an engine storage (built lazily, once) as a Promise adapter. */
-const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapter & EngineBacked => {
+const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapter => {
   const cached = Effect.runSync(Effect.cached(build))
   const use = <A>(f: (storage: StorageAdapterShape) => Effect.Effect<A, StorageError>) => runForFacade(Effect.flatMap(cached, f))
-  return {
-    [engineAdapter]: cached,
+  return Bridge.storage.attach({
     get: <T>(key: string) => use((s) => Effect.map(s.get(key), (value) => Option.getOrNull(value) as T | null)),
     set: (key, value) => use((s) => s.set(key, value)),
     delete: (key) => use((s) => s.delete(key)),
     list: (prefix) => use((s) => s.list(prefix)),
     getMany: <T>(keys: ReadonlyArray<string>) =>
-      use((s) => Effect.map(s.getMany!(keys), (found) => new Map(found) as Map<string, T>))
-  }
+      use((s) => Effect.map(s.getMany(keys), (found) => new Map(found) as Map<string, T>))
+  } satisfies StorageAdapter, cached)
 }
 
 /** An in-memory storage: it stores a JSON copy of each value, like a disk would. */
@@ -120,7 +114,8 @@ const hostFailure = (operation: string, key: string) => (cause: unknown) =>
  * its Promises, and its rejections become `StorageError` with reason `Io`.
  */
 export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageAdapterShape, StorageError> => {
-  if (engineAdapter in adapter) return (adapter as StorageAdapter & EngineBacked)[engineAdapter]
+  const engine = Bridge.storage.get(adapter)
+  if (engine !== undefined) return engine
   const shape: StorageAdapterShape = makeStorage({
     get: (key) =>
       Effect.tryPromise({ try: () => adapter.get(key), catch: hostFailure("get", key) }).pipe(
