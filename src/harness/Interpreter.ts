@@ -243,7 +243,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const record = (output: unknown) =>
         Effect.andThen(
           deps.checkpointIfChanged(ctx),
-          ledger.record(path, identity, output).pipe(
+          ledger.record(path, identity, output, position).pipe(
             Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
           )
         )
@@ -256,7 +256,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // write fails the step without running it.
       const runAndRecord = Effect.uninterruptibleMask((restore) =>
         Effect.andThen(
-          atMostOnce ? ledger.recordIntent(path, identity) : Effect.void,
+          atMostOnce ? ledger.recordIntent(path, identity, position) : Effect.void,
           Effect.tap(restore(body), record)
         )
       )
@@ -278,9 +278,12 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             return Effect.as(mark("hit"), found.output)
           case "Miss": {
             if (found.evicted) return Effect.andThen(mark("evicted"), runAndRecord)
-            // Nothing here, but the ledger's child in this position below the parent is another
-            // step this run has not dispatched: the workflow renamed (or put a step before) it.
-            const displaced = parent.path === "" ? undefined : ledger.children(parent.path)[position]
+            // Nothing here, but the ledger recorded another step, not dispatched by this run, at
+            // this position below the parent: the workflow renamed it (or put a step before it).
+            // A child that failed records nothing, so it leaves no false position behind.
+            const displaced = parent.path === "" ? undefined : ledger.children(parent.path).find((child) =>
+              child.position === position && child.path !== path
+            )
             if (displaced !== undefined && !(parent.run.dispatched.get(parent.path) ?? []).includes(displaced.path)) {
               return Effect.andThen(
                 mark("diverged"),

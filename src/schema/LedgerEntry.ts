@@ -34,7 +34,13 @@ export const StepRecorded = Schema.TaggedStruct("StepRecorded", {
   path: Schema.String,
   stepId: Schema.String,
   kind: Schema.String,
-  output: RecordedOutput
+  output: RecordedOutput,
+  /**
+   * The step's place among the distinct children its parent dispatched, in order:
+   * a resume that finds another step there learns the workflow changed. Absent in
+   * records written before it existed.
+   */
+  position: Schema.optionalKey(Schema.Number)
 })
 
 /** A completed step: its identity at `path` and its output. */
@@ -58,7 +64,9 @@ export const IntentRecorded = Schema.TaggedStruct("IntentRecorded", {
   version: Schema.Literal(LEDGER_ENTRY_VERSION),
   path: Schema.String,
   stepId: Schema.String,
-  kind: Schema.String
+  kind: Schema.String,
+  /** As `StepRecorded`'s. */
+  position: Schema.optionalKey(Schema.Number)
 })
 
 /** An at-most-once step's intent to run its body. */

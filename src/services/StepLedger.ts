@@ -36,6 +36,13 @@ export interface StepIdentity {
   readonly kind: string
 }
 
+/** A recorded child of a path, as `children` reports it. */
+export interface RecordedChild extends StepIdentity {
+  readonly path: string
+  /** Its place among its parent's distinct children, when the record carries one. */
+  readonly position: number | undefined
+}
+
 /** Caps on what the ledger keeps; `Infinity` disables an axis. */
 export interface StepLedgerRetention {
   /** Largest output recorded, in UTF-8 bytes of its JSON. */
@@ -91,23 +98,29 @@ export interface ExecutionLedger {
    * instance, NaN) are dropped (counted, first drop of each kind logs a warning);
    * past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
-  readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
+  readonly record: (
+    path: string,
+    identity: StepIdentity,
+    output: unknown,
+    position?: number
+  ) => Effect.Effect<void, StorageError>
   /** The outputs this ledger would replay, one per path, in seq order. */
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
   /** What is recorded at `path` for a step of `identity`, without discarding anything. */
   readonly inspect: (path: string, identity: StepIdentity) => Effect.Effect<ReplayLookup>
   /**
    * The steps recorded directly below `path` (completed, or at-most-once intents), in
-   * the order they were recorded: what a resume compares its dispatches with.
+   * the order they were recorded, with their positions: what a resume compares its
+   * dispatches with.
    */
-  readonly children: (path: string) => ReadonlyArray<{ readonly path: string } & StepIdentity>
+  readonly children: (path: string) => ReadonlyArray<RecordedChild>
   /** Discards, durably, every record at `path` and below it (what `lookup` does on a changed identity). */
   readonly discard: (path: string) => Effect.Effect<void, StorageError>
   /**
    * Records, durably, that an at-most-once step of `identity` is about to run its body
    * at `path`; `record` at the same path supersedes it. Never dropped or size-capped.
    */
-  readonly recordIntent: (path: string, identity: StepIdentity) => Effect.Effect<void, StorageError>
+  readonly recordIntent: (path: string, identity: StepIdentity, position?: number) => Effect.Effect<void, StorageError>
 }
 
 /** The operations of the step ledger. */
@@ -193,6 +206,7 @@ interface HeldEntry {
   readonly stepId: string
   readonly kind: string
   readonly output: HeldOutput
+  readonly position?: number | undefined
 }
 
 /** What each key still in storage holds, so evicting it can update the lookup state. */
@@ -346,11 +360,18 @@ export const makeWith = (
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
-            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" }
+            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" },
+            position: entry.position
           })
         } else if (entry._tag === "IntentRecorded") {
           state.keep(seq, { _tag: "Step", path: entry.path })
-          state.applyStep(entry.path, { seq, stepId: entry.stepId, kind: entry.kind, output: { _tag: "Intent" } })
+          state.applyStep(entry.path, {
+            seq,
+            stepId: entry.stepId,
+            kind: entry.kind,
+            output: { _tag: "Intent" },
+            position: entry.position
+          })
         } else {
           state.keep(seq, { _tag: "Discard", path: entry.path })
           state.applyDiscard(seq, entry.path)
@@ -403,7 +424,7 @@ export const makeWith = (
         })
 
       const record = Effect.fn("StepLedger.record")(
-        function*(path: string, identity: StepIdentity, output: unknown) {
+        function*(path: string, identity: StepIdentity, output: unknown, position?: number) {
           const measured = measure(output)
           if (measured._tag === "Unserializable") {
             counters.droppedUnserializable++
@@ -430,11 +451,12 @@ export const makeWith = (
             path,
             stepId: identity.stepId,
             kind: identity.kind,
-            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output }
+            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
+            ...(position === undefined ? {} : { position })
           }
           yield* append(entry, { _tag: "Step", path }, (seq) => {
             counters.recorded++
-            state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held })
+            state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
           })
         }
       )
@@ -464,13 +486,29 @@ export const makeWith = (
         return Option.none<unknown>()
       })
 
-      const recordIntent = Effect.fn("StepLedger.recordIntent")(function*(path: string, identity: StepIdentity) {
-        yield* append(
-          { _tag: "IntentRecorded", version: LEDGER_ENTRY_VERSION, path, stepId: identity.stepId, kind: identity.kind },
-          { _tag: "Step", path },
-          (seq) => state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: { _tag: "Intent" } })
-        )
-      })
+      const recordIntent = Effect.fn("StepLedger.recordIntent")(
+        function*(path: string, identity: StepIdentity, position?: number) {
+          yield* append(
+            {
+              _tag: "IntentRecorded",
+              version: LEDGER_ENTRY_VERSION,
+              path,
+              stepId: identity.stepId,
+              kind: identity.kind,
+              ...(position === undefined ? {} : { position })
+            },
+            { _tag: "Step", path },
+            (seq) =>
+              state.applyStep(path, {
+                seq,
+                stepId: identity.stepId,
+                kind: identity.kind,
+                output: { _tag: "Intent" },
+                position
+              })
+          )
+        }
+      )
 
       const entries = Effect.sync(() =>
         [...state.entries].filter(([, held]) => held.output._tag !== "Intent").map(([path, held]): LedgerEntryView => ({
@@ -482,16 +520,16 @@ export const makeWith = (
         })).sort((a, b) => a.seq - b.seq)
       )
 
-      const children = (parent: string) => {
-        const found: Array<{ readonly path: string; readonly stepId: string; readonly kind: string; readonly seq: number }> = []
+      const children = (parent: string): ReadonlyArray<RecordedChild> => {
+        const found: Array<RecordedChild & { readonly seq: number }> = []
         const prefix = `${parent}/`
         for (const [path, held] of state.entries) {
           if (!path.startsWith(prefix) || path.indexOf("/", prefix.length) !== -1 || path.indexOf("[", prefix.length) !== -1) {
             continue
           }
-          found.push({ path, stepId: held.stepId, kind: held.kind, seq: held.seq })
+          found.push({ path, stepId: held.stepId, kind: held.kind, position: held.position, seq: held.seq })
         }
-        return found.sort((a, b) => a.seq - b.seq).map(({ kind, path, stepId }) => ({ path, stepId, kind }))
+        return found.sort((a, b) => a.seq - b.seq).map(({ seq: _, ...child }) => child)
       }
 
       return {

@@ -196,6 +196,33 @@ describe("divergence: a renamed step", () => {
     }))
 })
 
+describe("divergence: no false alarms", () => {
+  it.effect("a child that failed (caught by its parent) leaves no gap that looks like a rename", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMemory
+      let crash = true
+      const runs: Record<string, number> = {}
+      const count = (id: string) => Effect.sync(() => (runs[id] = (runs[id] ?? 0) + 1))
+      const graph = runCode("root", (_: void, ctx) =>
+        Effect.gen(function*() {
+          yield* ctx.run(runCode("a", () => Effect.as(count("a"), "a")), undefined)
+          // "flaky" fails on the first run only; the parent carries on without it.
+          yield* Effect.ignore(ctx.run(runCode("flaky", () => Effect.andThen(count("flaky"), Effect.suspend(() => runs.flaky === 1 ? Effect.fail("no") : Effect.succeed("ok")))), undefined))
+          yield* ctx.run(runCode("b", () => Effect.as(count("b"), "b")), undefined)
+          if (crash) return yield* Effect.die("host crashed")
+          return "done"
+        }))
+      yield* Effect.exit((yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).execute(undefined, {
+        executionId: "gap"
+      }))
+      crash = false
+      const resumed = yield* (yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).resume("gap")
+      assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("done"))
+      // "flaky" runs again (it never completed); "a" and "b" replay.
+      assert.deepStrictEqual(runs, { a: 1, flaky: 2, b: 1 })
+    }))
+})
+
 describe("replay-aware tracing", () => {
   it.effect("a crashed run resumed shows replay hit on its completed steps and miss on the rest", () =>
     Effect.gen(function*() {
