@@ -25,6 +25,12 @@ import {
 import {
   type AnyStep,
   type CallModel,
+  type Conditional,
+  type InParallel,
+  type InvokeTool,
+  type Loop,
+  type RunCode,
+  type Spawn,
   type RetryPolicy,
   type Settled,
   type Snapshot,
@@ -46,6 +52,9 @@ export interface ChildContextOptions {
   readonly state?: unknown
   readonly context?: ReadonlyArray<ContextLayer<any>>
 }
+
+/** What interpreting a step gives: its output, failing with what the step fails with. */
+type Interpreted = Effect.Effect<unknown, unknown, unknown>
 
 /** What the interpreter needs of its harness. */
 export interface InterpreterDeps {
@@ -338,186 +347,219 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     )
   }
 
+  /** One function per step kind. */
   const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
     switch (step.kind) {
-      case "runCode": {
-        // Each attempt numbers its child steps afresh, so a retried body replays its
-        // children at the same paths as its first attempt did.
-        const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
-        return step.retry === undefined || step.retry.maxAttempts <= 1
-          ? attempt
-          : Effect.retry(attempt, {
-            schedule: retrySchedule(step.retry),
-            times: step.retry.maxAttempts - 1,
-            // A cancelled context is not a failure to retry: it would redo work after the abort.
-            while: (error) => !isCancelled(error)
-          })
-      }
+      case "runCode":
+        return runCodeStep(step, input, frame)
       case "callModel":
-        return Effect.gen(function*() {
-          const ctx = stepContext(frame)
-          const model = yield* LanguageModel.LanguageModel
-          const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
-          const metadata = response.content.find((part) => part.type === "response-metadata")
-          const text = response.text
-          // Without a provider id, the made-up one also names the text: a turn re-issued
-          // after a crash that returns the same answer is not doubled, and one that
-          // returns another answer is a new turn in the log, as it is downstream.
-          const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
-          const turn: Array<Item> = [
-            { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
-            { type: "message", role: "assistant", responseId, content: text }
-          ]
-          yield* frame.ctx.append(turn)
-          if (step.result === "turn") return { responseId, text }
-          if (step.result === "text") return text
-          return yield* parseOutput(step, text)
-        })
-      case "invokeTool": {
-        const ctx = stepContext(frame)
-        const args = step.args === undefined
-          ? input
-          : typeof input === "object" && input !== null && !Array.isArray(input)
-          ? { ...input, ...step.args }
-          : input === undefined
-          ? { ...step.args }
-          : input
-        const handler = step.definition !== undefined ? step.definition.execute : deps.tools[step.tool]
-        if (handler === undefined) {
-          return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(deps.tools) }))
-        }
-        return Effect.mapError(
-          Effect.suspend(() => handler(args, ctx)),
-          (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
-        )
-      }
+        return callModelStep(step, input, frame)
+      case "invokeTool":
+        return invokeToolStep(step, input, frame)
       case "conditional":
-        return Effect.flatMap(
-          step.route(input, stepContext(frame)),
-          (next) => next === null ? Effect.succeed(input) : dispatch(next, input, frame)
-        )
+        return conditionalStep(step, input, frame)
       case "inParallel":
-        return Effect.flatMap(step.paths(input, stepContext(frame)), (paths) => {
-          const branches = paths.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
-          const concurrency = step.concurrency ?? "unbounded"
-          const merged = (results: ReadonlyArray<unknown>) =>
-            step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
-          switch (step.mode) {
-            case "all":
-              return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
-            case "race":
-              // Every path starts at once: a race limited to some of them could be won by none.
-              return Effect.raceAll(branches)
-            case "settle":
-              return Effect.flatMap(
-                Effect.all(
-                  branches.map((branch, i) =>
-                    Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
-                      Result.isSuccess(result)
-                        ? { _tag: "Success", stepId: paths[i]!.id, status: "fulfilled", value: result.success }
-                        : { _tag: "Failure", stepId: paths[i]!.id, status: "rejected", error: result.failure })
-                  ),
-                  { concurrency }
-                ),
-                merged
-              )
-          }
-        })
+        return inParallelStep(step, input, frame)
       case "loop":
-        return Effect.gen(function*() {
-          const ctx = stepContext(frame)
-          const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          const history: Array<unknown> = []
-          let current = input
-          let lastOutput: { readonly value: unknown } | undefined
-          let stepCount = 0
-          for (let iteration = 1;; iteration++) {
-            if (frame.ctx.aborted) {
-              return yield* new StepCancelled(cancelledFields(frame.ctx))
-            }
-            if (iteration > step.maxIterations) {
-              return yield* new LoopMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
-            }
-            const run = Effect.suspend(() => {
-              let chain: Effect.Effect<unknown, unknown, unknown> = Effect.succeed(current)
-              for (const body of step.steps) chain = Effect.flatMap(chain, (value) => dispatch(body, value, frame))
-              return chain
-            })
-            const outcome = yield* Effect.result(run)
-            let output: unknown
-            if (Result.isFailure(outcome)) {
-              const error = outcome.failure
-              const action = step.onError === undefined || isCancelled(error) ? "abort" : step.onError(error, ctx)
-              if (action === "retry") continue
-              if (action !== "skip") return yield* Effect.fail(error)
-              if (lastOutput === undefined) continue
-              output = lastOutput.value
-            } else {
-              output = outcome.success
-              stepCount++
-            }
-            lastOutput = { value: output }
-            history.push(output)
-            if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
-            const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-            const snapshot: Snapshot = {
-              stepCount,
-              tokens: { input: 0, output: 0, total: 0 },
-              elapsed: now - startedAt,
-              cost: 0,
-              lastOutput: output,
-              lastText: textOf(output),
-              history: [...history],
-              depth: frame.ctx.depth
-            }
-            // noetic: an until that throws stops the loop.
-            const verdict = yield* step.until(snapshot).pipe(
-              Effect.catchCause((cause) =>
-                Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
-              )
-            )
-            if (verdict.stop) return output
-            current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
-          }
-        })
+        return loopStep(step, input, frame)
       case "spawn":
-        return Effect.suspend(() => {
-          // An in-process child agent: its own context (parent = the caller's), its steps
-          // recorded below the spawn's path in the same execution ledger. A child that
-          // ran before a crash gets its context back: its replayed steps do not append
-          // again, so a fresh context would lose what they added to its log and layers.
-          const id = `${frame.ctx.id}${frame.path}`
-          // Like a failed ledger lookup, a child snapshot that cannot be read only costs
-          // the child its earlier log.
-          const childOptions: ChildContextOptions = step.context === undefined
-            ? { parent: frame.ctx }
-            : { parent: frame.ctx, context: step.context }
-          const restoredChild = Effect.catch(deps.restore(id, childOptions), (error) =>
-            Effect.as(
-              Effect.logWarning("child agent context could not be restored; it starts fresh", error),
-              Option.none<AgentContext>()
-            ))
-          return Effect.flatMap(restoredChild, (restored) => {
-            const child = Option.getOrElse(restored, () =>
-              deps.newContext({
-                id,
-                threadId: frame.ctx.threadId,
-                resourceId: frame.ctx.resourceId,
-                restore: childOptions
-              }))
-            // Live while it runs, so the host can answer its ask-user prompts by its id.
-            deps.live.set(child.id, child)
-            const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
-            const timed = step.timeout === undefined ? run : Effect.timeoutOrElse(run, {
-              duration: Duration.millis(step.timeout),
-              orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))
-            })
-            return timed.pipe(Effect.ensuring(Effect.sync(() => deps.live.delete(child.id))))
-          })
-        })
+        return spawnStep(step, input, frame)
     }
   }
 
+  /** Runs a body, retried on its policy. */
+  const runCodeStep = (step: RunCode<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    // Each attempt numbers its child steps afresh, so a retried body replays its
+    // children at the same paths as its first attempt did.
+    const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
+    return step.retry === undefined || step.retry.maxAttempts <= 1
+      ? attempt
+      : Effect.retry(attempt, {
+        schedule: retrySchedule(step.retry),
+        times: step.retry.maxAttempts - 1,
+        // A cancelled context is not a failure to retry: it would redo work after the abort.
+        while: (error) => !isCancelled(error)
+      })
+  }
+
+  /** One model turn, appended to the log. */
+  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.gen(function*() {
+      const ctx = stepContext(frame)
+      const model = yield* LanguageModel.LanguageModel
+      const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
+      const metadata = response.content.find((part) => part.type === "response-metadata")
+      const text = response.text
+      // Without a provider id, the made-up one also names the text: a turn re-issued
+      // after a crash that returns the same answer is not doubled, and one that
+      // returns another answer is a new turn in the log, as it is downstream.
+      const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
+      const turn: Array<Item> = [
+        { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
+        { type: "message", role: "assistant", responseId, content: text }
+      ]
+      yield* frame.ctx.append(turn)
+      if (step.result === "turn") return { responseId, text }
+      if (step.result === "text") return text
+      return yield* parseOutput(step, text)
+    })
+  }
+
+  /** Calls the step's tool, or the harness tool it names. */
+  const invokeToolStep = (step: InvokeTool<any>, input: unknown, frame: Frame): Interpreted => {
+    const ctx = stepContext(frame)
+    const args = step.args === undefined
+      ? input
+      : typeof input === "object" && input !== null && !Array.isArray(input)
+      ? { ...input, ...step.args }
+      : input === undefined
+      ? { ...step.args }
+      : input
+    const handler = step.definition !== undefined ? step.definition.execute : deps.tools[step.tool]
+    if (handler === undefined) {
+      return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(deps.tools) }))
+    }
+    return Effect.mapError(
+      Effect.suspend(() => handler(args, ctx)),
+      (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
+    )
+  }
+
+  /** Runs the step the route picks, or passes the input through. */
+  const conditionalStep = (step: Conditional<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.flatMap(
+      step.route(input, stepContext(frame)),
+      (next) => next === null ? Effect.succeed(input) : dispatch(next, input, frame)
+    )
+  }
+
+  /** Runs the branches concurrently and combines them by mode. */
+  const inParallelStep = (step: InParallel<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.flatMap(step.paths(input, stepContext(frame)), (paths) => {
+      const branches = paths.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
+      const concurrency = step.concurrency ?? "unbounded"
+      const merged = (results: ReadonlyArray<unknown>) =>
+        step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
+      switch (step.mode) {
+        case "all":
+          return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
+        case "race":
+          // Every path starts at once: a race limited to some of them could be won by none.
+          return Effect.raceAll(branches)
+        case "settle":
+          return Effect.flatMap(
+            Effect.all(
+              branches.map((branch, i) =>
+                Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
+                  Result.isSuccess(result)
+                    ? { _tag: "Success", stepId: paths[i]!.id, status: "fulfilled", value: result.success }
+                    : { _tag: "Failure", stepId: paths[i]!.id, status: "rejected", error: result.failure })
+              ),
+              { concurrency }
+            ),
+            merged
+          )
+      }
+    })
+  }
+
+  /** Runs the body steps until the verdict stops it. */
+  const loopStep = (step: Loop<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.gen(function*() {
+      const ctx = stepContext(frame)
+      const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const history: Array<unknown> = []
+      let current = input
+      let lastOutput: { readonly value: unknown } | undefined
+      let stepCount = 0
+      for (let iteration = 1;; iteration++) {
+        if (frame.ctx.aborted) {
+          return yield* new StepCancelled(cancelledFields(frame.ctx))
+        }
+        if (iteration > step.maxIterations) {
+          return yield* new LoopMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
+        }
+        const run = Effect.suspend(() => {
+          let chain: Effect.Effect<unknown, unknown, unknown> = Effect.succeed(current)
+          for (const body of step.steps) chain = Effect.flatMap(chain, (value) => dispatch(body, value, frame))
+          return chain
+        })
+        const outcome = yield* Effect.result(run)
+        let output: unknown
+        if (Result.isFailure(outcome)) {
+          const error = outcome.failure
+          const action = step.onError === undefined || isCancelled(error) ? "abort" : step.onError(error, ctx)
+          if (action === "retry") continue
+          if (action !== "skip") return yield* Effect.fail(error)
+          if (lastOutput === undefined) continue
+          output = lastOutput.value
+        } else {
+          output = outcome.success
+          stepCount++
+        }
+        lastOutput = { value: output }
+        history.push(output)
+        if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
+        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        const snapshot: Snapshot = {
+          stepCount,
+          tokens: { input: 0, output: 0, total: 0 },
+          elapsed: now - startedAt,
+          cost: 0,
+          lastOutput: output,
+          lastText: textOf(output),
+          history: [...history],
+          depth: frame.ctx.depth
+        }
+        // noetic: an until that throws stops the loop.
+        const verdict = yield* step.until(snapshot).pipe(
+          Effect.catchCause((cause) =>
+            Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
+          )
+        )
+        if (verdict.stop) return output
+        current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
+      }
+    })
+  }
+
+  /** Runs a child agent in its own context below this path. */
+  const spawnStep = (step: Spawn<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.suspend(() => {
+      // An in-process child agent: its own context (parent = the caller's), its steps
+      // recorded below the spawn's path in the same execution ledger. A child that
+      // ran before a crash gets its context back: its replayed steps do not append
+      // again, so a fresh context would lose what they added to its log and layers.
+      const id = `${frame.ctx.id}${frame.path}`
+      // Like a failed ledger lookup, a child snapshot that cannot be read only costs
+      // the child its earlier log.
+      const childOptions: ChildContextOptions = step.context === undefined
+        ? { parent: frame.ctx }
+        : { parent: frame.ctx, context: step.context }
+      const restoredChild = Effect.catch(deps.restore(id, childOptions), (error) =>
+        Effect.as(
+          Effect.logWarning("child agent context could not be restored; it starts fresh", error),
+          Option.none<AgentContext>()
+        ))
+      return Effect.flatMap(restoredChild, (restored) => {
+        const child = Option.getOrElse(restored, () =>
+          deps.newContext({
+            id,
+            threadId: frame.ctx.threadId,
+            resourceId: frame.ctx.resourceId,
+            restore: childOptions
+          }))
+        // Live while it runs, so the host can answer its ask-user prompts by its id.
+        deps.live.set(child.id, child)
+        const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+        const timed = step.timeout === undefined ? run : Effect.timeoutOrElse(run, {
+          duration: Duration.millis(step.timeout),
+          orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))
+        })
+        return timed.pipe(Effect.ensuring(Effect.sync(() => deps.live.delete(child.id))))
+      })
+    })
+  }
 
   return { dispatch }
 }
