@@ -11,6 +11,7 @@ import {
   createInMemorySubprocessAdapter,
   DEFAULT_STEP_LEDGER_RETENTION,
   inParallel,
+  invokeTool,
   NoeticConfigError,
   isNoeticError,
   NoeticError,
@@ -147,6 +148,27 @@ describe("Promise facade: AgentHarness", () => {
       ctx
     )
     expect(viaCtx).toEqual({ kind: "step_failed", stepId: "once", cause: boom, retriesExhausted: false })
+  })
+
+  it("a tool that throws rejects with step_failed of its invokeTool step; a tool's own NoeticError passes as it is", async () => {
+    const boom = new Error("quota exceeded")
+    const harness = track(new AgentHarness({
+      name: "tools",
+      params: {},
+      tools: { search: () => { throw boom } }
+    }))
+    const ctx = harness.createContext()
+    const byName = await harness.run(invokeTool({ id: "look", tool: { name: "look", execute: () => { throw boom } } }), {}, ctx)
+      .then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(byName)).toBe(true)
+    expect((byName as NoeticError).message).toBe("Step 'look' failed: quota exceeded")
+    expect((byName as NoeticError).noeticError).toEqual({ kind: "step_failed", stepId: "look", cause: boom, retriesExhausted: false })
+    const harnessTool = await harness.run(invokeTool("find", "search"), {}, ctx).then(() => undefined, (e: unknown) => e)
+    expect((harnessTool as NoeticError).noeticError).toMatchObject({ kind: "step_failed", stepId: "find", cause: boom })
+    const own = new NoeticError({ code: "BUDGET", message: "over budget", noeticError: { kind: "budget_exceeded" } })
+    const passed = await harness.run(invokeTool({ id: "spend", tool: { execute: () => { throw own } } }), {}, ctx)
+      .then(() => undefined, (e: unknown) => e)
+    expect(passed).toBe(own)
   })
 
   it("a cancelled context rejects with noetic's cancelled kind, not step_failed", async () => {
