@@ -52,7 +52,7 @@ export * as AgentContext from "./harness/AgentContext.ts"
 
 /** Step builders: runCode, callModel, invokeTool, conditional, inParallel, loop, spawn. */
 export * as Step from "./harness/Step.ts"
-export { callModel, conditional, inParallel, invokeTool, loop, runCode, spawn } from "./harness/Step.ts"
+export { callModel, conditional, inParallel, invokeTool, loop, Reconciled, runCode, spawn } from "./harness/Step.ts"
 
 /** Runtime failures of the harness. */
 export * as HarnessError from "./harness/HarnessError.ts"

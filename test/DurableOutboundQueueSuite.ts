@@ -7,18 +7,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Scheduler } from "effect"
 import type { StorageError } from "../src/Errors.ts"
 import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
-import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
+import { make, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 
 /** Wraps a storage to count calls per operation. */
 const counting = (storage: StorageAdapterShape) => {
   const calls = { get: 0, getMany: 0, set: 0, delete: 0, list: 0 }
-  const counted: StorageAdapterShape = {
+  const counted: StorageAdapterShape = make({
     get: (key) => Effect.suspend(() => (calls.get++, storage.get(key))),
     set: (key, value) => Effect.suspend(() => (calls.set++, storage.set(key, value))),
     delete: (key) => Effect.suspend(() => (calls.delete++, storage.delete(key))),
     list: (prefix) => Effect.suspend(() => (calls.list++, storage.list(prefix))),
-    getMany: (keys) => Effect.suspend(() => (calls.getMany++, storage.getMany!(keys)))
-  }
+    getMany: (keys) => Effect.suspend(() => (calls.getMany++, storage.getMany(keys)))
+  })
   return { calls, counted }
 }
 

@@ -7,10 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Duration, Effect, Hash, Option, Result, Schedule, Scope, Semaphore } from "effect"
-import { LanguageModel } from "effect/ai"
-import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
-import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
+import { Effect, Option, Scope } from "effect"
+import { type CheckpointSchemaMismatch, type EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
+import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
 import {
@@ -26,44 +25,37 @@ import {
   type SubprocessError,
   type SubprocessHandle
 } from "../services/SubprocessAdapter.ts"
+import { AgentContext, type ContextLayer, type ContextStore, defaultLayers, randomUuid } from "./AgentContext.ts"
 import {
-  AgentContext,
-  type ContextLayer,
-  type ContextStore,
-  defaultLayers,
-  type Item,
-  randomUuid
-} from "./AgentContext.ts"
-import {
-  LoopMaxIterations,
-  ModelOutputInvalid,
+  ReplayDiverged,
   ResumeInputUnavailable,
-  SpawnTimeout,
-  StepCancelled,
-  ToolFailed,
-  UnknownAskUserPrompt,
-  UnknownTool
+  type ToolOutcomeUnknown,
+  UnknownAskUserPrompt
 } from "./HarnessError.ts"
-import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
+import * as Checkpointing from "./Checkpointing.ts"
+import * as Interpreter from "./Interpreter.ts"
+import {
+  type HarnessLeaseOptions,
+  type LeaseTtlInvalid,
+  make as makeLeasedRuns,
+  validateLeaseOptions
+} from "./LeasedRuns.ts"
 import {
   type AnyStep,
-  type CallModel,
   type Error as StepError,
   type Input as StepInput,
   type Output as StepOutput,
   type Services as StepServices,
-  type RetryPolicy,
-  type Settled,
-  type Snapshot,
-  type StandardSchema,
-  staticChildren,
-  type Step,
-  type StepContext,
-  type Verdict
+  type Step
 } from "./Step.ts"
 
-/** A tool the harness offers to `invokeTool` steps. */
-export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
+export {
+  /** The schedule of a step's retry policy. */
+  retrySchedule,
+  validateGraph
+} from "./Interpreter.ts"
+export type { DivergencePolicy, ReplayMark, ToolHandler } from "./Interpreter.ts"
+export { toSnapshot } from "./Checkpointing.ts"
 
 /** How a harness is built. */
 export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | undefined> {
@@ -73,7 +65,7 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   /** Free-form parameters the host gives its steps (read them from `harness.params`). */
   readonly params?: unknown
   /** Tools `invokeTool` steps call by name. */
-  readonly tools?: Readonly<Record<string, ToolHandler>>
+  readonly tools?: Readonly<Record<string, Interpreter.ToolHandler>>
   /** The context layers of every context; defaults to scratchpad, instructions, history. */
   readonly context?: ReadonlyArray<ContextLayer<any>>
   /** The default adapter of `detachedSpawn`; the `SubprocessAdapter` service, else in-process. */
@@ -84,9 +76,16 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * checkpoint store (there is nothing to share).
    */
   readonly lease?: HarnessLeaseOptions
+  /**
+   * What a resume does when the step at a recorded path is not the one recorded
+   * there (an edited workflow). `"warn"` (the default): logs a warning naming the
+   * path and both identities, once per run, then runs the step fresh, discarding the
+   * recorded subtree. `"fail"`: fails the run with `ReplayDiverged`, discarding nothing.
+   */
+  readonly onDivergence?: Interpreter.DivergencePolicy
 }
 
-export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions } from "./LeasedRuns.ts"
+export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
 
 /** Options of `execute`. */
 export interface ExecuteOptions {
@@ -142,7 +141,7 @@ export interface DetachedSpawnOptions {
 }
 
 /** What can fail a run besides the steps themselves. */
-export type RunError = EmptyStepId | StorageError
+export type RunError = EmptyStepId | StorageError | ReplayDiverged | ToolOutcomeUnknown
 
 /** What can fail `execute` and `resume` of a harness with `lease` besides a run. */
 export type LeaseError = ExecutionLeaseError
@@ -224,114 +223,17 @@ type GraphOutput<G> = G extends AnyStep ? StepOutput<G> : never
 type GraphError<G> = G extends AnyStep ? StepError<G> : never
 type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
 
-/** Where a dispatch happens: the context, its path, and the per-parent dispatch counters. */
-interface Frame {
-  readonly ctx: AgentContext
-  readonly path: string
-  readonly counters: Map<string, number>
-  readonly ledger: Option.Option<ExecutionLedger>
-}
-
-const frameAt = (parent: Frame, path: string): Frame => ({
-  ctx: parent.ctx,
-  path,
-  counters: new Map(),
-  ledger: parent.ledger
-})
-
-/** Checks every step id reachable without running anything. */
-const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
-  Effect.suspend(() => {
-    if (typeof step.id !== "string" || step.id.trim() === "") return Effect.fail(emptyStepId(step))
-    return Effect.forEach(staticChildren(step), validateGraph, { discard: true })
-  })
-
-const emptyStepId = (step: AnyStep) =>
-  new EmptyStepId({
-    kind: step.kind,
-    message: `a ${step.kind} step has an empty id`,
-    hint: "every step needs a non-empty id: it names the step's path in the ledger"
-  })
-
 /**
- * The schedule of a retry policy: `fixed` waits `initialDelay` each time, `linear`
- * `initialDelay * n` before retry n, `exponential` doubles from `initialDelay`; each
- * delay is capped by `maxDelay` (30 s when absent, as in noetic).
+ * Every check a harness makes of its options before anything runs (step ids of the
+ * graph, lease ttl). `make` runs it; the Promise facade runs it at construction.
  */
-export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.Duration> =>
-  Schedule.fromStepWithMetadata(Effect.succeed((meta: { readonly attempt: number }) => {
-    const n = Math.max(1, meta.attempt)
-    const raw = policy.backoff === "fixed"
-      ? policy.initialDelay
-      : policy.backoff === "linear"
-      ? policy.initialDelay * n
-      : policy.initialDelay * 2 ** (n - 1)
-    // noetic caps every delay at maxDelay, 30 s when not given.
-    const delay = Duration.millis(Math.min(raw, policy.maxDelay ?? 30_000))
-    return Effect.succeed([delay, delay] as [Duration.Duration, Duration.Duration])
-  }))
-
-/** The `output` schema's value of a reply: its text as JSON, validated. */
-const parseOutput = (step: CallModel<any, any, any>, text: string) =>
-  Effect.gen(function*() {
-    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
-    let json: unknown
-    try {
-      json = JSON.parse(text)
-    } catch (error) {
-      return yield* invalid([`not JSON: ${String(error)}`])
-    }
-    const schema = step.output as StandardSchema
-    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
-    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
-    return result.value
-  })
-
-const cancelledFields = (ctx: AgentContext) =>
-  ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
-
-const isCancelled = (error: unknown): boolean =>
-  typeof error === "object" && error !== null && "_tag" in error && error._tag === "StepCancelled"
-
-/** The text of a loop iteration's output, as noetic's snapshot has it. */
-const textOf = (output: unknown): string => {
-  if (typeof output === "string") return output
-  if (typeof output === "object" && output !== null && "text" in output) return String(output.text)
-  if (output === undefined) return ""
-  try {
-    return JSON.stringify(output) ?? ""
-  } catch {
-    return String(output)
-  }
-}
-
-/** A frontier input that a snapshot can hold: the input itself when JSON can carry it. */
-const persistableInput = (input: unknown): { readonly input: unknown; readonly serializable: boolean } => {
-  try {
-    return JSON.stringify(input) === undefined && input !== undefined
-      ? { input: null, serializable: false }
-      : { input, serializable: true }
-  } catch {
-    return { input: null, serializable: false }
-  }
-}
-
-/** The snapshot of a context at `capturedAt`. */
-export const toSnapshot = (ctx: AgentContext, capturedAt: string): CheckpointSnapshot => ({
-  schemaVersion: CHECKPOINT_SCHEMA_VERSION,
-  executionId: ctx.id,
-  ...(ctx.threadId === undefined ? {} : { threadId: ctx.threadId }),
-  ...(ctx.resourceId === undefined ? {} : { resourceId: ctx.resourceId }),
-  frontier: ctx.frontier.map((entry) => {
-    const { input, serializable } = persistableInput(entry.input)
-    return serializable ? entry : { ...entry, input, state: { ...(entry.state as object), inputUnserializable: true } }
-  }),
-  layers: ctx.layers,
-  cwd: ctx.cwd,
-  askUser: ctx.pendingAskUser,
-  itemLog: { items: [...ctx.items] },
-  capturedAt
-})
+export const validateOptions = (
+  options: Pick<AgentHarnessOptions, "agentGraph" | "lease">
+): Effect.Effect<void, EmptyStepId | LeaseTtlInvalid> =>
+  Effect.andThen(
+    options.agentGraph === undefined ? Effect.void : Interpreter.validateGraph(options.agentGraph),
+    validateLeaseOptions(options.lease)
+  )
 
 /**
  * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
@@ -341,8 +243,8 @@ export const toSnapshot = (ctx: AgentContext, capturedAt: string): CheckpointSna
  */
 export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefined = undefined>(
   options: AgentHarnessOptions<G>
-): Effect.fn.Return<AgentHarness<G>, EmptyStepId, Scope.Scope> {
-  if (options.agentGraph !== undefined) yield* validateGraph(options.agentGraph)
+): Effect.fn.Return<AgentHarness<G>, EmptyStepId | LeaseTtlInvalid, Scope.Scope> {
+  yield* validateOptions(options)
   const scope = yield* Effect.scope
   const store: Option.Option<CheckpointStoreShape> = yield* Effect.serviceOption(CheckpointStore)
   // A durable harness always keeps a ledger; without the StepLedger service it gets
@@ -360,63 +262,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
   const tools = options.tools ?? {}
+  const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   const live = new Map<string, AgentContext>()
-  // Keyed by the context's shared state, not the object: every step's view of a
-  // context (parallel branches each have one) must queue on the same lock.
-  const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
   // By shared state too: harness.run given different views of one context numbers on.
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
-  /** The context version the last snapshot that landed was taken at. */
-  const savedVersions = new WeakMap<ContextStore, number>()
   // Execution leases (DESIGN 16): only with `options.lease` on a durable harness.
   const leases = yield* makeLeasedRuns(options.lease, store, ledgerService)
   const { storeOf, withLease } = leases
 
-  // ---------------------------------------------------------------------------
-  // Checkpoints
-  // ---------------------------------------------------------------------------
-
-  const checkpoint = (ctx: AgentContext): Effect.Effect<void> => {
-    if (Option.isNone(store)) return Effect.void
-    if (leases.enabled && !leases.holds(ctx.id)) {
-      // Outside a leased run (a detached child settling after its parent returned, a
-      // context of harness.run): the save takes the lease for its own duration.
-      return withLease(ctx.id, Effect.suspend(() => checkpoint(ctx)), "join").pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
-            Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
-          )
-        )
-      )
-    }
-    const target = Option.getOrElse(storeOf(ctx.id), () => store.value)
-    let lock = checkpointLocks.get(ctx.store)
-    if (lock === undefined) {
-      lock = Semaphore.makeUnsafe(1)
-      checkpointLocks.set(ctx.store, lock)
-    }
-    // The snapshot is taken inside the lock so a slower, older save never lands last.
-    return lock.withPermit(
-      Effect.gen(function*() {
-        const capturedAt = DateTime.formatIso(yield* DateTime.now)
-        const version = ctx.version
-        // A child agent names its parent, so clearing the parent finds it (CheckpointStore.clear).
-        yield* target.save(
-          toSnapshot(ctx, capturedAt),
-          ctx.parent === undefined ? undefined : { parentExecutionId: ctx.parent.id }
-        )
-        savedVersions.set(ctx.store, version)
-      })
-    ).pipe(
-      Effect.catchCause((cause) =>
-        // A save refused because the lease was taken over interrupts the run (see
-        // withLease); only ordinary failures are logged and swallowed.
-        leases.holds(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
-          Effect.annotateLogs({ executionId: ctx.id, harness: options.name })
-        )
-      )
-    )
-  }
+  // Checkpoint policy: when a snapshot lands, under which lock and lease.
+  const { checkpoint, checkpointIfChanged } = Checkpointing.make({ harness: options.name, store, leases })
 
   const newContext = (init: {
     readonly id: string
@@ -469,6 +324,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       : Effect.map(
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
+      ).pipe(
+        Effect.tap((restored) => Effect.annotateCurrentSpan("restored", Option.isSome(restored))),
+        Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })
       )
 
   const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
@@ -476,278 +334,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     return ledgers === undefined ? Effect.succeedNone : Effect.asSome(ledgers.open(executionId))
   }
 
-  // ---------------------------------------------------------------------------
-  // Dispatch: replay from the ledger, or run and record
-  // ---------------------------------------------------------------------------
-
-  const stepContext = (frame: Frame): StepContext => {
-    let asks = 0
-    // A view of the context bound to this dispatch: it reads and writes the same
-    // context (AgentContext keeps its state in one shared store object).
-    const view = Object.create(frame.ctx) as AgentContext & { -readonly [K in keyof StepContext]: StepContext[K] }
-    view.path = frame.path
-    view.run = (step, input) => dispatch(step as AnyStep, input, frame) as any
-    // Prompt ids follow the path, so a step re-run after a restore joins its restored prompt.
-    view.askUser = (input, askOptions = {}) =>
-      frame.ctx.askUser(input, { id: askOptions.id ?? `${frame.ctx.id}${frame.path}/askUser#${asks++}` })
-    return view
-  }
-
-  const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
-    Effect.suspend(() => {
-      if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
-      // noetic: an aborted context throws `cancelled` at the next step boundary.
-      if (parent.ctx.aborted) return Effect.fail(new StepCancelled(cancelledFields(parent.ctx)))
-      const n = parent.counters.get(step.id) ?? 0
-      parent.counters.set(step.id, n + 1)
-      const path = `${parent.path}/${step.id}#${n}`
-      const frame = frameAt(parent, path)
-      const ctx = parent.ctx
-      ctx.enterStep(path, { stepId: step.id, input, state: { path } })
-      const settle = Effect.sync(() => ctx.exitStep(path))
-      // Suspended, so a body that throws while building its Effect still settles the frontier.
-      const body = Effect.suspend(() => interpret(step, input, frame))
-      if (Option.isNone(frame.ledger)) return Effect.ensuring(body, settle)
-      const ledger = frame.ledger.value
-      const identity = { stepId: step.id, kind: step.kind }
-      // The body may be interrupted (a failing sibling branch, a race); once it has
-      // completed, its record is not: a completed step interrupted before its record
-      // landed would run again on resume. A step that replays does not redo what it
-      // changed in the context (cwd, layer state, answered prompts), so a change no
-      // snapshot holds yet is saved before the record that makes the step replay.
-      const runAndRecord = Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(body), (output) =>
-          Effect.andThen(
-            Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx)),
-            ledger.record(path, identity, output).pipe(
-              Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
-            )
-          ))
-      )
-      return ledger.lookup(path, identity).pipe(
-        Effect.catch((error) =>
-          Effect.as(Effect.logWarning("step ledger lookup failed; running the step", error), Option.none<unknown>())
-        ),
-        Effect.flatMap(Option.match({ onNone: () => runAndRecord, onSome: Effect.succeed })),
-        Effect.ensuring(settle)
-      )
-    })
-
-  /** Runs `run` (the in-process dispatch of `step`) as a child of `adapter`, and waits for its output. */
-  const throughAdapter = (
-    adapter: SubprocessAdapterShape,
-    step: AnyStep,
-    input: unknown,
-    child: { readonly id: string; readonly threadId: string | undefined; readonly resourceId: string | undefined },
-    parent: AgentContext,
-    run: Effect.Effect<unknown, unknown, unknown>
-  ): Effect.Effect<unknown, unknown, unknown> =>
-    Effect.flatMap(Effect.context<never>(), (services) =>
-      Effect.flatMap(
-        adapter.spawn({
-          step,
-          input,
-          executionId: child.id,
-          parentExecutionId: parent.id,
-          threadId: child.threadId,
-          resourceId: child.resourceId,
-          runInProcess: Effect.provideContext(run, services as never) as Effect.Effect<unknown, unknown>
-        }),
-        (handle) => handle.await
-      ))
-
-  const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
-    switch (step.kind) {
-      case "runCode": {
-        // Each attempt numbers its child steps afresh, so a retried body replays its
-        // children at the same paths as its first attempt did.
-        const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
-        const retried = step.retry === undefined || step.retry.maxAttempts <= 1
-          ? attempt
-          : Effect.retry(attempt, {
-            schedule: retrySchedule(step.retry),
-            times: step.retry.maxAttempts - 1,
-            // A cancelled context is not a failure to retry: it would redo work after the abort.
-            while: (error) => !isCancelled(error)
-          })
-        // A runCode given its own adapter runs through it, except as the root of an
-        // execution: that is how an adapter runs it (in a child process or in-process).
-        return step.subprocess === undefined || frame.path.lastIndexOf("/") === 0
-          ? retried
-          : throughAdapter(step.subprocess, step, input, {
-            id: `${frame.ctx.id}${frame.path}`,
-            threadId: frame.ctx.threadId,
-            resourceId: frame.ctx.resourceId
-          }, frame.ctx, retried)
-      }
-      case "callModel":
-        return Effect.gen(function*() {
-          const ctx = stepContext(frame)
-          const model = yield* LanguageModel.LanguageModel
-          const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
-          const metadata = response.content.find((part) => part.type === "response-metadata")
-          const text = response.text
-          // Without a provider id, the made-up one also names the text: a turn re-issued
-          // after a crash that returns the same answer is not doubled, and one that
-          // returns another answer is a new turn in the log, as it is downstream.
-          const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
-          const turn: Array<Item> = [
-            { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
-            { type: "message", role: "assistant", responseId, content: text }
-          ]
-          yield* frame.ctx.append(turn)
-          if (step.result === "turn") return { responseId, text }
-          if (step.result === "text") return text
-          return yield* parseOutput(step, text)
-        })
-      case "invokeTool": {
-        const ctx = stepContext(frame)
-        const args = step.args === undefined
-          ? input
-          : typeof input === "object" && input !== null && !Array.isArray(input)
-          ? { ...input, ...step.args }
-          : input === undefined
-          ? { ...step.args }
-          : input
-        const handler = step.definition !== undefined ? step.definition.execute : tools[step.tool]
-        if (handler === undefined) {
-          return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(tools) }))
-        }
-        return Effect.mapError(
-          Effect.suspend(() => handler(args, ctx)),
-          (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
-        )
-      }
-      case "conditional":
-        return Effect.flatMap(
-          step.route(input, stepContext(frame)),
-          (next) => next === null ? Effect.succeed(input) : dispatch(next, input, frame)
-        )
-      case "inParallel":
-        return Effect.flatMap(step.paths(input, stepContext(frame)), (paths) => {
-          const branches = paths.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
-          const concurrency = step.concurrency ?? "unbounded"
-          const merged = (results: ReadonlyArray<unknown>) =>
-            step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
-          switch (step.mode) {
-            case "all":
-              return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
-            case "race":
-              // Every path starts at once: a race limited to some of them could be won by none.
-              return Effect.raceAll(branches)
-            case "settle":
-              return Effect.flatMap(
-                Effect.all(
-                  branches.map((branch, i) =>
-                    Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
-                      Result.isSuccess(result)
-                        ? { _tag: "Success", stepId: paths[i]!.id, status: "fulfilled", value: result.success }
-                        : { _tag: "Failure", stepId: paths[i]!.id, status: "rejected", error: result.failure })
-                  ),
-                  { concurrency }
-                ),
-                merged
-              )
-          }
-        })
-      case "loop":
-        return Effect.gen(function*() {
-          const ctx = stepContext(frame)
-          const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          const history: Array<unknown> = []
-          let current = input
-          let lastOutput: { readonly value: unknown } | undefined
-          let stepCount = 0
-          for (let iteration = 1;; iteration++) {
-            if (frame.ctx.aborted) {
-              return yield* new StepCancelled(cancelledFields(frame.ctx))
-            }
-            if (iteration > step.maxIterations) {
-              return yield* new LoopMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
-            }
-            const run = Effect.suspend(() => {
-              let chain: Effect.Effect<unknown, unknown, unknown> = Effect.succeed(current)
-              for (const body of step.steps) chain = Effect.flatMap(chain, (value) => dispatch(body, value, frame))
-              return chain
-            })
-            const outcome = yield* Effect.result(run)
-            let output: unknown
-            if (Result.isFailure(outcome)) {
-              const error = outcome.failure
-              const action = step.onError === undefined || isCancelled(error) ? "abort" : step.onError(error, ctx)
-              if (action === "retry") continue
-              if (action !== "skip") return yield* Effect.fail(error)
-              if (lastOutput === undefined) continue
-              output = lastOutput.value
-            } else {
-              output = outcome.success
-              stepCount++
-            }
-            lastOutput = { value: output }
-            history.push(output)
-            if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
-            const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-            const snapshot: Snapshot = {
-              stepCount,
-              tokens: { input: 0, output: 0, total: 0 },
-              elapsed: now - startedAt,
-              cost: 0,
-              lastOutput: output,
-              lastText: textOf(output),
-              history: [...history],
-              depth: frame.ctx.depth
-            }
-            // noetic: an until that throws stops the loop.
-            const verdict = yield* step.until(snapshot).pipe(
-              Effect.catchCause((cause) =>
-                Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
-              )
-            )
-            if (verdict.stop) return output
-            current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
-          }
-        })
-      case "spawn":
-        return Effect.suspend(() => {
-          // An in-process child agent: its own context (parent = the caller's), its steps
-          // recorded below the spawn's path in the same execution ledger. A child that
-          // ran before a crash gets its context back: its replayed steps do not append
-          // again, so a fresh context would lose what they added to its log and layers.
-          const id = `${frame.ctx.id}${frame.path}`
-          // Like a failed ledger lookup, a child snapshot that cannot be read only costs
-          // the child its earlier log.
-          const childOptions: RestoreContextOptions = step.context === undefined
-            ? { parent: frame.ctx }
-            : { parent: frame.ctx, context: step.context }
-          const restoredChild = Effect.catch(restore(id, childOptions), (error) =>
-            Effect.as(
-              Effect.logWarning("child agent context could not be restored; it starts fresh", error),
-              Option.none<AgentContext>()
-            ))
-          return Effect.flatMap(restoredChild, (restored) => {
-            const child = Option.getOrElse(restored, () =>
-              newContext({
-                id,
-                threadId: frame.ctx.threadId,
-                resourceId: frame.ctx.resourceId,
-                restore: childOptions
-              }))
-            // Live while it runs, so the host can answer its ask-user prompts by its id.
-            live.set(child.id, child)
-            const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
-            // A spawn step given an adapter dispatches its child through it (noetic's `subprocess`).
-            const dispatched = step.subprocess === undefined
-              ? run
-              : throughAdapter(step.subprocess, step.child, input, child, frame.ctx, run)
-            const timed = step.timeout === undefined ? dispatched : Effect.timeoutOrElse(dispatched, {
-              duration: Duration.millis(step.timeout),
-              orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))
-            })
-            return timed.pipe(Effect.ensuring(Effect.sync(() => live.delete(child.id))))
-          })
-        })
-    }
-  }
+  const { dispatch } = Interpreter.make({
+    harness: options.name,
+    tools,
+    onDivergence,
+    live,
+    checkpointIfChanged,
+    restore,
+    newContext
+  })
 
   // ---------------------------------------------------------------------------
   // Entry points
@@ -757,7 +352,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown) =>
     Effect.gen(function*() {
       const ledger = yield* openLedger(ctx.id)
-      const frame: Frame = { ctx, path: "", counters: new Map(), ledger }
+      const frame = Interpreter.rootFrame(ctx, ledger)
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
@@ -806,7 +401,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           return yield* runRoot(root, ctx, input)
         }),
         "exclusive"
-      )
+      ).pipe(Effect.withSpan("AgentHarness.execute", { attributes: { executionId, harness: options.name } }))
     })
 
   const resume = (executionId: string, restoreOptions?: RestoreContextOptions) =>
@@ -817,7 +412,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         if (Option.isNone(yield* store.value.storage.get(snapshotKey(executionId)))) return Option.none()
       }
       return yield* withLease(executionId, resumeRestored(root, executionId, restoreOptions), "exclusive")
-    })
+    }).pipe(Effect.withSpan("AgentHarness.resume", { attributes: { executionId, harness: options.name } }))
 
   const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
@@ -832,9 +427,22 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       if (inFlight === undefined || (inFlight.state as { inputUnserializable?: boolean }).inputUnserializable) {
         // The root finished (or its input could not be persisted): only its recorded output can answer.
         const ledger = yield* openLedger(executionId)
+        const identity = { stepId: root.id, kind: root.kind }
+        if (Option.isSome(ledger) && onDivergence === "fail") {
+          const found = yield* ledger.value.inspect(rootPath, identity)
+          if (found._tag === "Diverged") {
+            return yield* new ReplayDiverged({
+              executionId,
+              path: rootPath,
+              recorded: found.recorded,
+              current: identity,
+              currentPath: rootPath
+            })
+          }
+        }
         const recorded = Option.isNone(ledger)
           ? Option.none()
-          : yield* ledger.value.lookup(rootPath, { stepId: root.id, kind: root.kind })
+          : yield* ledger.value.lookup(rootPath, identity)
         if (Option.isNone(recorded)) {
           return yield* new ResumeInputUnavailable({ executionId, rootStepId: root.id })
         }
@@ -856,7 +464,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         }
         const ledger = yield* openLedger(ctx.id)
         yield* ctx.ensureLayersInit()
-        return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
+        return yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
       }),
       "join"
     )
@@ -868,7 +476,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     spawnOptions: DetachedSpawnOptions = {}
   ) =>
     Effect.gen(function*() {
-      yield* validateGraph(step)
+      yield* Interpreter.validateGraph(step)
       const adapter = spawnOptions.subprocess ?? step.subprocess ?? subprocess
       const services = yield* Effect.context<never>()
       const child = yield* createContext({

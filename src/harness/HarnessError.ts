@@ -99,3 +99,49 @@ export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("
     return `the reply of step ${this.stepId} does not match its output schema: ${this.issues.join("; ")}`
   }
 }
+
+/** A step's identity at a path: its id and kind. */
+const StepIdentity = Schema.Struct({ stepId: Schema.String, kind: Schema.String })
+
+/**
+ * The step at a recorded path is not the one recorded there (the workflow was
+ * edited between the run and its resume), and the harness has `onDivergence: "fail"`.
+ * Nothing was discarded: fix the workflow, or resume under the default policy.
+ */
+export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("noetic-effect/ReplayDiverged")(
+  "ReplayDiverged",
+  {
+    executionId: Schema.String,
+    /** The recorded path the workflow no longer matches. */
+    path: Schema.String,
+    recorded: StepIdentity,
+    current: StepIdentity,
+    /** Where the current step runs: `path` for a changed kind, its own path for a renamed or inserted step. */
+    currentPath: Schema.String
+  }
+) {
+  override get message(): string {
+    return `replay diverged at ${this.path} of execution ${this.executionId}: the ledger recorded ${this.recorded.kind} ${
+      JSON.stringify(this.recorded.stepId)
+    } there, the workflow now has ${this.current.kind} ${JSON.stringify(this.current.stepId)}${
+      this.currentPath === this.path ? "" : ` (at ${this.currentPath})`
+    }`
+  }
+}
+
+/**
+ * An at-most-once step found its intent recorded without a completion (a crash cut
+ * its body short) and has no `reconcile`: whether the body took effect is unknown,
+ * so it is not run again. Check the outside world, then clear the execution or give
+ * the step a `reconcile`.
+ */
+export class ToolOutcomeUnknown extends Schema.TaggedError<ToolOutcomeUnknown>("noetic-effect/ToolOutcomeUnknown")(
+  "ToolOutcomeUnknown",
+  { executionId: Schema.String, path: Schema.String, step: StepIdentity }
+) {
+  override get message(): string {
+    return `the outcome of at-most-once ${this.step.kind} ${
+      JSON.stringify(this.step.stepId)
+    } at ${this.path} of execution ${this.executionId} is unknown: its body started before a crash and did not record a completion; it is not run again without a reconcile`
+  }
+}

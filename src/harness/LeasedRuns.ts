@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, Exit, Option, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Option, Schema, Scope } from "effect"
 import type { StorageError } from "../Errors.ts"
 import { type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import {
@@ -31,6 +31,43 @@ export interface HarnessLeaseOptions {
 
 /** The lease ttl of a harness that names none. */
 export const DEFAULT_LEASE_TTL: Duration.Input = "30 seconds"
+
+/** A harness's lease ttl is not a positive, finite duration (a configuration error). */
+export class LeaseTtlInvalid extends Schema.TaggedError<LeaseTtlInvalid>("noetic-effect/LeaseTtlInvalid")(
+  "LeaseTtlInvalid",
+  { ttl: Schema.String, message: Schema.String, hint: Schema.String }
+) {
+  /** The documented error code. */
+  get code(): "LEASE_TTL_INVALID" {
+    return "LEASE_TTL_INVALID"
+  }
+}
+
+/** The millis of a ttl, NaN for what is not a duration. */
+const ttlMillis = (ttl: Duration.Input): number => {
+  if (typeof ttl === "number" && Number.isNaN(ttl)) return Number.NaN
+  try {
+    return Duration.toMillis(Duration.fromInputUnsafe(ttl))
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** Checks lease options before anything runs: a ttl that never expires, or is over at once, is refused. */
+export const validateLeaseOptions = (options: HarnessLeaseOptions | undefined): Effect.Effect<void, LeaseTtlInvalid> =>
+  Effect.suspend(() => {
+    if (options?.ttl === undefined) return Effect.void
+    const millis = ttlMillis(options.ttl)
+    if (millis > 0 && Number.isFinite(millis)) return Effect.void
+    return Effect.fail(
+      new LeaseTtlInvalid({
+        ttl: String(options.ttl),
+        message: `the lease ttl must be a positive, finite duration, got ${String(options.ttl)}`,
+        hint:
+          "Pass a ttl longer than the longest pause you expect a live host to take (default 30 seconds), or leave it out."
+      })
+    )
+  })
 
 /** The leases a harness holds, and how it runs under one. */
 export interface LeasedRuns {

@@ -112,8 +112,46 @@ export interface Step<I, O, E = never, R = never, K extends StepKind = StepKind>
   readonly subprocess: SubprocessAdapterShape | undefined
 }
 
+/**
+ * How often a step's body may take effect across crashes and resumes.
+ * `at-least-once` (the default): a body interrupted by a crash runs again on resume.
+ * `at-most-once`: an intent is recorded durably before the body runs, and a resume
+ * that finds it without a completion never calls the body again: it asks the step's
+ * `reconcile`, else fails with `ToolOutcomeUnknown`.
+ */
+export type EffectsPolicy = "at-least-once" | "at-most-once"
+
+/** What `reconcile` found out about a body that may have run: its output, or that it must run again. */
+export type Reconciled<O> =
+  | { readonly _tag: "Completed"; readonly output: O }
+  | { readonly _tag: "Rerun" }
+
+/** Builds `reconcile`'s answers. */
+export const Reconciled = {
+  /** The body had taken effect; `output` is recorded as its output. */
+  completed: <O>(output: O): Reconciled<O> => ({ _tag: "Completed", output }),
+  /** The body had not taken effect: run it (a fresh intent is recorded first). */
+  rerun: { _tag: "Rerun" } as Reconciled<never>
+} as const
+
+/**
+ * Asks the outside world what became of an at-most-once body a crash cut short
+ * (look the payment up by its idempotency key, list the sent mails...).
+ */
+export type Reconcile<I, O> = (input: I, ctx: StepContext) => Effect.Effect<Reconciled<O>, unknown, unknown>
+
+/** The at-most-once fields of `runCode` and `invokeTool`. */
+export interface EffectsOptions<I, O> {
+  /** `at-least-once` when absent. */
+  readonly effects?: EffectsPolicy | undefined
+  /** Consulted on resume when an at-most-once body's outcome is unknown. */
+  readonly reconcile?: Reconcile<I, O> | undefined
+}
+
 /** Runs code. Its body may run child steps through `ctx.run`. */
 export interface RunCode<I, O, E, R> extends Step<I, O, E, R, "runCode"> {
+  readonly effects: EffectsPolicy
+  readonly reconcile: Reconcile<I, O> | undefined
   readonly body: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>
   /** Re-runs a failing body on this schedule; only the final success is recorded. */
   readonly retry: RetryPolicy | undefined
@@ -170,6 +208,8 @@ export interface ToolDefinition<I = any, O = unknown> {
 
 /** Calls a tool: a `ToolDefinition` the step carries, or a harness tool named by string. */
 export interface InvokeTool<I> extends Step<I, unknown, UnknownTool | ToolFailed, never, "invokeTool"> {
+  readonly effects: EffectsPolicy
+  readonly reconcile: Reconcile<I, unknown> | undefined
   /** The tool's name (the harness tool it names, or the definition's name). */
   readonly tool: string
   /** The tool the step carries; the harness's tools are looked up when absent. */
@@ -294,7 +334,7 @@ const asEffect = <A>(value: A | Effect.Effect<A, unknown, unknown>): Effect.Effe
 // -----------------------------------------------------------------------------
 
 /** Options of `runCode` (noetic's `RunCodeOpts`, with an Effect-returning `execute`). */
-export interface RunCodeOptions<I, O, E, R> extends StepOptions {
+export interface RunCodeOptions<I, O, E, R> extends StepOptions, EffectsOptions<I, O> {
   readonly id: string
   readonly execute: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>
   readonly retry?: RetryPolicy | undefined
@@ -308,12 +348,12 @@ export function runCode<I, O, E = never, R = never>(options: RunCodeOptions<I, O
 export function runCode<I, O, E = never, R = never>(
   id: string,
   body: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>,
-  options?: StepOptions & { readonly retry?: RetryPolicy | undefined }
+  options?: StepOptions & EffectsOptions<I, O> & { readonly retry?: RetryPolicy | undefined }
 ): RunCode<I, O, E, R>
 export function runCode(
   idOrOptions: string | RunCodeOptions<any, any, any, any>,
   body?: (input: any, ctx: StepContext) => Effect.Effect<any, any, any>,
-  options?: StepOptions & { readonly retry?: RetryPolicy | undefined }
+  options?: StepOptions & EffectsOptions<any, any> & { readonly retry?: RetryPolicy | undefined }
 ): RunCode<any, any, any, any> {
   const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body } : idOrOptions
   const built = base(opts.id, "runCode", opts)
@@ -326,7 +366,23 @@ export function runCode(
     )
   }
   if (opts.retry !== undefined) checkRetry(opts.retry)
-  return { ...built, body: opts.execute!, retry: opts.retry }
+  return { ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) }
+}
+
+const effectsOf = <I, O>(kind: StepKind, opts: EffectsOptions<I, O>) => {
+  const effects = opts.effects ?? "at-least-once"
+  if (effects !== "at-least-once" && effects !== "at-most-once") {
+    invalidStep(
+      kind,
+      "INVALID_EFFECTS_POLICY",
+      `effects must be 'at-least-once' or 'at-most-once', got ${JSON.stringify(effects)}.`,
+      "Leave effects out for at-least-once, or pass 'at-most-once' for a body that must never run twice."
+    )
+  }
+  if (opts.reconcile !== undefined && typeof opts.reconcile !== "function") {
+    invalidStep(kind, "INVALID_RECONCILE", "reconcile must be a function.", "Pass reconcile: (input, ctx) => Effect.succeed(Reconciled.rerun).")
+  }
+  return { effects, reconcile: opts.reconcile }
 }
 
 const checkRetry = (retry: RetryPolicy): void => {
@@ -461,7 +517,7 @@ export function callModel(
 // -----------------------------------------------------------------------------
 
 /** Options of `invokeTool` (noetic's `InvokeToolOpts`): the tool object and fixed arguments. */
-export interface InvokeToolOptions<I> extends StepOptions {
+export interface InvokeToolOptions<I> extends StepOptions, EffectsOptions<I, unknown> {
   readonly id: string
   readonly tool: ToolDefinition<I> | string
   readonly args?: Partial<I> | undefined
@@ -473,11 +529,15 @@ export interface InvokeToolOptions<I> extends StepOptions {
  * calls the harness tool of that name.
  */
 export function invokeTool<I = unknown>(options: InvokeToolOptions<I>): InvokeTool<I>
-export function invokeTool<I = unknown>(id: string, tool: string, options?: StepOptions): InvokeTool<I>
+export function invokeTool<I = unknown>(
+  id: string,
+  tool: string,
+  options?: StepOptions & EffectsOptions<I, unknown>
+): InvokeTool<I>
 export function invokeTool(
   idOrOptions: string | InvokeToolOptions<any>,
   tool?: string,
-  options?: StepOptions
+  options?: StepOptions & EffectsOptions<any, unknown>
 ): InvokeTool<any> {
   const opts: InvokeToolOptions<any> = typeof idOrOptions === "string"
     ? { ...options, id: idOrOptions, tool: tool! }
@@ -498,7 +558,8 @@ export function invokeTool(
     ...built,
     tool: definition === undefined ? given as string : definition.name ?? opts.id,
     definition,
-    args: opts.args as Readonly<Record<string, unknown>> | undefined
+    args: opts.args as Readonly<Record<string, unknown>> | undefined,
+    ...effectsOf("invokeTool", opts)
   }
 }
 

@@ -21,6 +21,7 @@ import {
   type Fence,
   fenceHolds,
   fenceRefused,
+  make as makeStorage,
   sortKeys,
   StorageAdapter,
   type StorageAdapterShape,
@@ -371,7 +372,9 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     )
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced }) satisfies StorageAdapterShape
+  return StorageAdapter.of(
+    makeStorage({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced })
+  ) satisfies StorageAdapterShape
 })
 
 /** A file storage over `options.root` for the life of the layer. */

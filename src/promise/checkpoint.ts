@@ -23,6 +23,7 @@ import {
   validateRetention
 } from "../services/StepLedger.ts"
 import { isNoeticConfigError, NoeticConfigError, unwrapExit } from "./errors.ts"
+import * as Bridge from "./bridge.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 export type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
@@ -86,12 +87,6 @@ export interface CheckpointStore {
   clear(executionId: string): Promise<void>
 }
 
-const engineCheckpointStore = Symbol.for("noetic-effect/promise/engineCheckpointStore")
-
-interface EngineBacked {
-  readonly [engineCheckpointStore]: Effect.Effect<CheckpointStoreShape, StorageError>
-}
-
 /** A checkpoint store over `storage`; its step ledgers live in the same storage. */
 export const createCheckpointStore = (options: { readonly storage: StorageAdapter }): CheckpointStore => {
   // Built once and shared, so the store's per-process state (which executions it
@@ -99,14 +94,13 @@ export const createCheckpointStore = (options: { readonly storage: StorageAdapte
   const engine = Effect.runSync(Effect.cached(Effect.flatMap(toEngineStorage(options.storage), makeWith)))
   const use = <A, E>(f: (store: CheckpointStoreShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
-  const store: CheckpointStore & EngineBacked = {
-    [engineCheckpointStore]: engine,
+  const store: CheckpointStore = {
     save: (snapshot) => use((s) => s.save(snapshot)),
     load: (executionId) => use((s) => Effect.map(s.load(executionId), Option.getOrNull)),
     list: () => use((s) => Effect.map(s.list, (ids) => ids.map((executionId) => ({ executionId })))),
     clear: (executionId) => use((s) => s.clear(executionId))
   }
-  return store
+  return Bridge.checkpointStore.attach(store, engine)
 }
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
@@ -131,7 +125,8 @@ export const toEngineCheckpointStore = (
   store: CheckpointStore,
   ledgerStorage?: Effect.Effect<StorageAdapterShape, StorageError>
 ): Effect.Effect<CheckpointStoreShape, StorageError> => {
-  if (engineCheckpointStore in store) return (store as CheckpointStore & EngineBacked)[engineCheckpointStore]
+  const engine = Bridge.checkpointStore.get(store)
+  if (engine !== undefined) return engine
   return Effect.map(ledgerStorage ?? makeMemory, (storage): CheckpointStoreShape => ({
     storage,
     save: (snapshot) =>
@@ -175,7 +170,7 @@ export const toEngineCheckpointStore = (
 }
 
 /** Whether a checkpoint store was made by `createCheckpointStore`. */
-export const isEngineBackedCheckpointStore = (store: CheckpointStore): boolean => engineCheckpointStore in store
+export const isEngineBackedCheckpointStore = (store: CheckpointStore): boolean => Bridge.checkpointStore.has(store)
 
 /**
  * Fills in and checks step-ledger caps for a facade constructor, synchronously:

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Exit } from "effect"
+import { Cause, Exit, Schema } from "effect"
 import type { ConfigError } from "../Errors.ts"
 
 /**
@@ -70,10 +70,17 @@ export const isNoeticError = (u: unknown): u is NoeticError => {
 /** An Error for a thrown value of any kind (noetic's payloads carry Errors). */
 export const asError = (u: unknown): Error => {
   if (u instanceof Error) return u
+  // The value itself stays reachable as the Error's cause.
   if (typeof u === "object" && u !== null && "message" in u && typeof u.message === "string") {
-    return Object.assign(new Error(u.message), { cause: u })
+    return new Error(u.message, { cause: u })
   }
-  return new Error(typeof u === "string" ? u : JSON.stringify(u) ?? String(u))
+  let text: string
+  try {
+    text = typeof u === "string" ? u : JSON.stringify(u) ?? String(u)
+  } catch {
+    text = String(u)
+  }
+  return new Error(text, { cause: u })
 }
 
 /** The error a failed step rejects with: noetic's `step_failed` for `stepId`, caused by `cause`. */
@@ -87,17 +94,26 @@ export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = fa
   })
 }
 
-const CONFIG_TAGS = new Set([
-  "CheckpointSchemaMismatch",
-  "StepLedgerRetentionInvalid",
-  "NoStepConfigured",
-  "EmptyStepId",
-  "StepConfigInvalid"
-])
+/**
+ * What every configuration error of the engine carries, wherever it is raised
+ * (`Errors.ts`, the harness's lease options...): a tag, a documented code, a message
+ * and a hint. Run-time errors never carry a hint.
+ */
+const ConfigErrorFields = Schema.Struct({
+  _tag: Schema.String,
+  code: Schema.String,
+  message: Schema.String,
+  hint: Schema.String
+})
 
-/** Whether `error` is one of the engine's configuration errors (each becomes a `NoeticConfigError`). */
-export const isConfigError = (error: unknown): error is ConfigError =>
-  typeof error === "object" && error !== null && "_tag" in error && CONFIG_TAGS.has(String(error._tag))
+/** The fields of an engine configuration error. */
+export type EngineConfigError = typeof ConfigErrorFields.Type
+
+const isConfigErrorFields = Schema.is(ConfigErrorFields)
+
+/** Whether `error` is a configuration error of the engine (each becomes a `NoeticConfigError`), by its schema. */
+export const isConfigError = (error: unknown): error is EngineConfigError | ConfigError =>
+  isConfigErrorFields(error)
 
 /** SCREAMING_SNAKE from PascalCase: `UnknownHandle` to `UNKNOWN_HANDLE`. */
 const screamingSnake = (tag: string): string => tag.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
@@ -119,17 +135,24 @@ export const toFacadeError = (error: unknown): Error => {
       const reason = typeof fields.reason === "string" ? fields.reason : undefined
       return new NoeticError({
         code,
-        message,
+        // noetic's wording for a cancellation.
+        message: reason === undefined ? "Cancelled" : `Cancelled: ${reason}`,
         cause: error,
         noeticError: reason === undefined ? { kind: "cancelled" } : { kind: "cancelled", reason }
       })
     }
+    if (error._tag === "ToolFailed" && typeof fields.stepId === "string") {
+      // noetic: a tool that threw a NoeticError rejects with it; anything else is the step's failure.
+      const cause = (error as { readonly cause?: unknown }).cause
+      return isNoeticError(cause) ? cause : stepFailed(fields.stepId, cause)
+    }
     if (typeof fields.stepId === "string") {
+      const cause = asError(error)
       return new NoeticError({
         code,
-        message,
+        message: `Step '${fields.stepId}' failed: ${cause.message}`,
         cause: error,
-        noeticError: { kind: "step_failed", stepId: fields.stepId, cause: asError(error), retriesExhausted: false }
+        noeticError: { kind: "step_failed", stepId: fields.stepId, cause, retriesExhausted: false }
       })
     }
     return new NoeticError({ code, message, cause: error })
@@ -140,6 +163,22 @@ export const toFacadeError = (error: unknown): Error => {
 // Objects a host's step body threw. They are not the engine's failures, whatever their
 // shape (an error with a `_tag` of its own), so they are never mapped.
 const thrownByHost = new WeakSet<object>()
+
+/**
+ * What a step body's throw becomes, as noetic's interpreter makes it: anything the
+ * body threw is `step_failed` for `stepId` with the thrown value as its cause. A
+ * NoeticError that is not a step's failure (a cancellation, a replay divergence, an
+ * at-most-once outcome unknown, storage or lease trouble) is the run's, not the
+ * step's: it travels up unchanged, given back to the engine as its own tagged error
+ * so the engine treats it as such (a retry policy never re-runs a cancellation).
+ */
+export const bodyFailure = (stepId: string, thrown: unknown, retriesExhausted: boolean): unknown => {
+  if (isNoeticError(thrown) && thrown.noeticError.kind !== "step_failed") {
+    const engine = thrown.cause
+    return typeof engine === "object" && engine !== null && "_tag" in engine ? engine : hostThrown(thrown)
+  }
+  return hostThrown(stepFailed(stepId, thrown, retriesExhausted))
+}
 
 /** Marks what a host's step body threw, so `unwrapExit` rethrows it exactly as it was thrown. */
 export const hostThrown = (error: unknown): unknown => {

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
 import { randomUUID } from "node:crypto"
 import { AiError, LanguageModel } from "effect/ai"
 import type { StorageError } from "../Errors.ts"
@@ -43,6 +43,7 @@ import {
   isConfigError,
   isNoeticError,
   NoeticConfigError,
+  bodyFailure,
   hostThrown,
   type NoeticErrorPayload,
   stepFailed,
@@ -50,6 +51,7 @@ import {
   unwrapExit,
   asError
 } from "./errors.ts"
+import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
   fromEngineSubprocessAdapter,
@@ -308,8 +310,6 @@ const mergeLayers = (
 // Contexts
 // -----------------------------------------------------------------------------
 
-const engineOf = Symbol.for("noetic-effect/promise/engineContext")
-
 /** The working directory as noetic's contexts carry it. */
 export interface CwdState {
   cwd: string
@@ -330,14 +330,12 @@ export interface ItemLog {
  * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
  */
 export class AgentContext {
-  /** @internal */
-  readonly [engineOf]: EngineContext
   #harness: AgentHarness | undefined
   #itemLog: ItemLog | undefined
 
   /** @internal */
   constructor(engine: EngineContext, harness?: AgentHarness) {
-    this[engineOf] = engine
+    Bridge.context.attach(this, engine)
     this.#harness = harness
   }
 
@@ -348,34 +346,34 @@ export class AgentContext {
 
   /** The execution id. */
   get id(): string {
-    return this[engineOf].id
+    return Bridge.context.of(this).id
   }
   /** The thread: a random UUID unless one was given. */
   get threadId(): string {
-    return this[engineOf].threadId ?? this[engineOf].id
+    return Bridge.context.of(this).threadId ?? Bridge.context.of(this).id
   }
   get resourceId(): string | undefined {
-    return this[engineOf].resourceId
+    return Bridge.context.of(this).resourceId
   }
   /** Host wiring given to `execute`, `createContext` or `restore`; assignable, never persisted. */
   get state(): any {
-    return this[engineOf].state
+    return Bridge.context.of(this).state
   }
   set state(value: unknown) {
-    this[engineOf].state = value
+    Bridge.context.of(this).state = value
   }
   /** The context this one was made under, or null at the root. */
   get parent(): AgentContext | null {
-    const parent = this[engineOf].parent
+    const parent = Bridge.context.of(this).parent
     return parent === undefined ? null : wrapContext(parent, this.#harness)
   }
   /** How many parents this context has: 0 at the root. */
   get depth(): number {
-    return this[engineOf].depth
+    return Bridge.context.of(this).depth
   }
   /** The item log (`itemLog.items`, oldest first). */
   get itemLog(): ItemLog {
-    const engine = this[engineOf]
+    const engine = Bridge.context.of(this)
     return this.#itemLog ??= {
       get items() {
         return engine.items
@@ -387,7 +385,7 @@ export class AgentContext {
   }
   /** The working directory: the current one (the process cwd when none was set) and the previous one. */
   get cwdState(): CwdState {
-    const cwd = this[engineOf].cwd
+    const cwd = Bridge.context.of(this).cwd
     const previous = cwd?.previous
     return {
       cwd: cwd?.current ?? process.cwd(),
@@ -396,7 +394,7 @@ export class AgentContext {
   }
   /** The layers of this context, as they were given (noetic definitions stay themselves). */
   get layers(): Array<ContextLayer> {
-    return [...this[engineOf].layerDefinitions] as Array<ContextLayer>
+    return [...Bridge.context.of(this).layerDefinitions] as Array<ContextLayer>
   }
   /** The harness this context belongs to: `ctx.harness.run(step, input, ctx)` composes steps. */
   get harness(): AgentHarness {
@@ -412,70 +410,70 @@ export class AgentContext {
   }
   /** Whether `abort` was called on this context or one it was made under. */
   get aborted(): boolean {
-    return this[engineOf].aborted
+    return Bridge.context.of(this).aborted
   }
   /** The reason the first `abort` gave. */
   get abortReason(): string | undefined {
-    return this[engineOf].abortReason
+    return Bridge.context.of(this).abortReason
   }
   /**
    * Cancels this context and every context made under it: the next step dispatched on
    * any of them rejects with a `NoeticError` of kind `cancelled`. It never travels up.
    */
   abort(reason?: string): void {
-    this[engineOf].abort(reason)
+    Bridge.context.of(this).abort(reason)
   }
   /** The item log, oldest first (same as `itemLog.items`). */
   get items(): ReadonlyArray<Item> {
-    return this[engineOf].items
+    return Bridge.context.of(this).items
   }
   /** Each context layer's state, by layer id. */
   get layerStates(): Readonly<Record<string, unknown>> {
-    return this[engineOf].layers
+    return Bridge.context.of(this).layers
   }
   /** One layer's state. */
   layerState<S = unknown>(layerId: string): S | undefined {
-    return this[engineOf].layerState<S>(layerId)
+    return Bridge.context.of(this).layerState<S>(layerId)
   }
   /** The working directory as a snapshot records it (`current`, `previous`), or null when none was set. */
   get cwd(): Cwd | null {
-    return this[engineOf].cwd
+    return Bridge.context.of(this).cwd
   }
   /** Ask-user prompts waiting for an answer. */
   get pendingAskUser(): ReadonlyArray<AskUserPrompt> {
-    return this[engineOf].pendingAskUser
+    return Bridge.context.of(this).pendingAskUser
   }
   /** The frontier of the snapshot this context was restored from: which steps were in flight. */
   get frontier(): ReadonlyArray<FrontierEntry> {
-    return this[engineOf].restoredFrontier
+    return Bridge.context.of(this).restoredFrontier
   }
   /** Saves a snapshot now (a no-op without a checkpoint store); never rejects. */
   checkpoint(): Promise<void> {
-    return Effect.runPromise(this[engineOf].checkpoint())
+    return Effect.runPromise(Bridge.context.of(this).checkpoint())
   }
   /** The append pipeline: layer hooks, dedupe by id and response id, layer state, checkpoint. */
   append(items: ReadonlyArray<Item>): Promise<ReadonlyArray<Item>> {
-    return Effect.runPromise(this[engineOf].append(items))
+    return Effect.runPromise(Bridge.context.of(this).append(items))
   }
   /** Changes the working directory, remembering the previous one. */
   setCwd(path: string | null): Promise<void> {
-    return Effect.runPromise(this[engineOf].setCwd(path))
+    return Effect.runPromise(Bridge.context.of(this).setCwd(path))
   }
   /** Replaces a layer's state. */
   updateLayer<S>(layerId: string, f: (state: S | undefined) => S): Promise<void> {
-    return Effect.runPromise(this[engineOf].updateLayer(layerId, f))
+    return Effect.runPromise(Bridge.context.of(this).updateLayer(layerId, f))
   }
   /** Enqueues an ask-user prompt (checkpointing it) and resolves with the answer. */
   askUser(input: unknown, options?: { readonly id?: string }): Promise<unknown> {
-    return run(this[engineOf].askUser(input, options))
+    return run(Bridge.context.of(this).askUser(input, options))
   }
   /** Answers a pending prompt. */
   resolveAskUser(promptId: string, output: unknown): Promise<void> {
-    return run(this[engineOf].resolveAskUser(promptId, output))
+    return run(Bridge.context.of(this).resolveAskUser(promptId, output))
   }
   /** Cancels a pending prompt; its asker rejects. */
   cancelAskUser(promptId: string, reason?: string): Promise<void> {
-    return run(this[engineOf].cancelAskUser(promptId, reason))
+    return run(Bridge.context.of(this).cancelAskUser(promptId, reason))
   }
 }
 
@@ -559,10 +557,11 @@ export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
 export type NoeticContext<_TContext = any, _TState = unknown> = AgentContext
 
 /** The subprocess adapter a facade step was built with (`runCode`/`spawn` option `subprocess`). */
-const stepAdapters = new WeakMap<object, SubprocessAdapter>()
+
 
 /** The subprocess adapter a step was built with, if any: `detachedSpawn` dispatches it there. */
-export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined => stepAdapters.get(step)
+export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined =>
+  Bridge.stepSubprocess.get(step) as SubprocessAdapter | undefined
 
 /** Options every builder's positional form takes. */
 export interface StepBuildOptions {
@@ -581,7 +580,7 @@ const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A 
     if (isConfigError(error)) throw toFacadeError(error)
     throw error
   }
-  if (subprocess !== undefined) stepAdapters.set(built, subprocess)
+  if (subprocess !== undefined) Bridge.stepSubprocess.attach(built, subprocess)
   return built
 }
 
@@ -594,14 +593,21 @@ const engineStepOptions = (options: StepBuildOptions | undefined): Step.StepOpti
     : { subprocess: toEngineSubprocessShape(options.subprocess, "the step's subprocess option") })
 })
 
-/** A Promise-returning body as an Effect body; what it throws is what callers get back. */
-const effectBody = <I, O>(body: (input: I, ctx: StepContext) => O | PromiseLike<O>) =>
+/**
+ * A Promise-returning body as an Effect body. What it throws rejects, as in noetic,
+ * as a `step_failed` NoeticError of step `stepId` whose cause is the thrown value.
+ */
+const effectBody = <I, O>(
+  body: (input: I, ctx: StepContext) => O | PromiseLike<O>,
+  stepId: string,
+  retriesExhausted: boolean
+) =>
 (input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
   Effect.flatMap(Effect.context<never>(), (services) =>
     Effect.tryPromise({
       try: (signal): Promise<Awaited<O>> =>
         Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
-      catch: hostThrown
+      catch: (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
     }))
 
 const neverAborted = new AbortController().signal
@@ -621,8 +627,42 @@ const payloadOf = (error: unknown, stepId: string): NoeticErrorPayload => {
   return { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
 }
 
+/** What `reconcile` answers: `Reconciled.completed(output)` or `Reconciled.rerun`. */
+export type Reconciled<O> = Step.Reconciled<O>
+
+/** Builds `reconcile`'s answers: `Reconciled.completed(output)`, `Reconciled.rerun`. */
+export const Reconciled = Step.Reconciled
+
+/**
+ * At-most-once options of `runCode` and `invokeTool`. With `effects: 'at-most-once'`
+ * an intent is recorded durably before the body runs; a resume that finds it without
+ * a completion never calls the body again: it calls `reconcile(input, ctx)`, or
+ * rejects with a `NoeticError` code `TOOL_OUTCOME_UNKNOWN` when there is none.
+ */
+export interface EffectsOptions<I, O> {
+  /** `'at-least-once'` (default): a body a crash cut short runs again on resume. */
+  readonly effects?: Step.EffectsPolicy
+  /** Finds out what became of a body a crash cut short. */
+  readonly reconcile?: (input: I, ctx: StepContext) => Reconciled<O> | Promise<Reconciled<O>>
+}
+
+/** The engine's form of an at-most-once option pair. */
+const engineEffects = <I, O>(opts: EffectsOptions<I, O>) => {
+  const reconcile = opts.reconcile
+  return {
+    ...(opts.effects === undefined ? {} : { effects: opts.effects }),
+    ...(reconcile === undefined ? {} : {
+      reconcile: typeof reconcile === "function"
+        ? (input: I, ctx: Step.StepContext) =>
+          Effect.flatMap(Effect.context<never>(), (services) =>
+            fromPromise(() => reconcile(input, new StepContext(ctx, services, neverAborted))))
+        : reconcile as never
+    })
+  }
+}
+
 /** Options of `runCode` (noetic's `RunCodeOpts`). */
-export interface RunCodeOptions<I, O> extends StepBuildOptions {
+export interface RunCodeOptions<I, O> extends StepBuildOptions, EffectsOptions<I, O> {
   readonly id: string
   readonly execute: (input: I, ctx: StepContext) => O | Promise<O>
   readonly retry?: Step.RetryPolicy
@@ -653,8 +693,11 @@ export function runCode(
     Step.runCode({
       ...engineStepOptions(opts),
       id: opts.id,
-      execute: (typeof opts.execute === "function" ? effectBody(opts.execute) : opts.execute) as any,
-      ...(opts.retry === undefined ? {} : { retry: opts.retry })
+      execute: (typeof opts.execute === "function"
+        ? effectBody(opts.execute, opts.id, (opts.retry?.maxAttempts ?? 1) > 1)
+        : opts.execute) as any,
+      ...(opts.retry === undefined ? {} : { retry: opts.retry }),
+      ...engineEffects(opts)
     }), opts.subprocess)
 }
 
@@ -727,7 +770,7 @@ export interface Tool<I = any, O = unknown> {
 }
 
 /** Options of `invokeTool` (noetic's `InvokeToolOpts`). */
-export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions {
+export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions, EffectsOptions<I, O> {
   readonly id: string
   readonly tool: Tool<I, O>
   readonly args?: Partial<I>
@@ -759,7 +802,12 @@ export function invokeTool(
           Effect.flatMap(Effect.context<never>(), (services) =>
             Effect.tryPromise({
               try: (signal) => Promise.resolve().then(() => given.execute(args, new StepContext(ctx, services, signal))),
-              catch: hostThrown
+              // noetic: a tool's NoeticError rejects as it is, anything else as the step's failure.
+              // (ToolFailed carries it to the facade's error mapping); a cancellation stays one.
+              catch: (thrown) =>
+                isNoeticError(thrown) && thrown.noeticError.kind === "cancelled"
+                  ? bodyFailure(idOrOptions.id, thrown, false)
+                  : thrown
             }))
       }
       : undefined
@@ -768,7 +816,8 @@ export function invokeTool(
       ...engineStepOptions(idOrOptions),
       id: idOrOptions.id,
       tool: definition ?? (given as never),
-      ...(idOrOptions.args === undefined ? {} : { args: idOrOptions.args })
+      ...(idOrOptions.args === undefined ? {} : { args: idOrOptions.args }),
+      ...engineEffects(idOrOptions)
     })
   )
 }
@@ -1041,7 +1090,21 @@ const childCause = (failure: unknown): unknown => {
   if (reason._tag !== "ChildFailed") return failure
   const json = reason.error
   if (typeof json !== "object" || json === null) return asError(json)
-  const fields = json as { readonly message?: unknown; readonly name?: unknown; readonly stack?: unknown }
+  const fields = json as {
+    readonly message?: unknown
+    readonly name?: unknown
+    readonly stack?: unknown
+    readonly noeticError?: { readonly kind?: unknown; readonly stepId?: unknown; readonly retriesExhausted?: unknown }
+  }
+  const payload = fields.noeticError
+  if (
+    payload?.kind === "step_failed" && typeof payload.stepId === "string" && typeof fields.message === "string"
+  ) {
+    // A body's step_failed from the child: its cause crossed as a message only (JSON drops Error fields).
+    const prefix = `Step '${payload.stepId}' failed: `
+    const message = fields.message.startsWith(prefix) ? fields.message.slice(prefix.length) : fields.message
+    return stepFailed(payload.stepId, new Error(message, { cause: json }), payload.retriesExhausted === true)
+  }
   const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(json))
   if (typeof fields.name === "string") error.name = fields.name
   if (typeof fields.stack === "string") error.stack = fields.stack
@@ -1172,6 +1235,13 @@ export interface AgentHarnessOptions<I = any, O = any> {
     readonly subprocess?: SubprocessAdapter
     readonly storage?: StorageEnvironment
   }
+  /**
+   * What a resume does when the step at a recorded path changed (an edited
+   * workflow): `'warn'` (default) logs a warning naming the path and both
+   * identities, then runs the step fresh; `'fail'` rejects with a `NoeticError`
+   * code `REPLAY_DIVERGED` naming the path.
+   */
+  readonly onDivergence?: "warn" | "fail"
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
@@ -1279,22 +1349,10 @@ const engineRestoreOptions = (
 ): EngineHarness.RestoreContextOptions => {
   const layers = layersFor(options?.contextLayers ?? options?.context)
   return {
-    ...(options?.parent === undefined ? {} : { parent: options.parent[engineOf] }),
+    ...(options?.parent === undefined ? {} : { parent: Bridge.context.of(options.parent) }),
     ...(options?.state === undefined ? {} : { state: options.state }),
     ...(layers === undefined ? {} : { context: layers })
   }
-}
-
-/** Checks every reachable step id now, so a bad graph throws at construction. */
-const checkGraph = (step: AnyStep): void => {
-  if (typeof step.id !== "string" || step.id.trim() === "") {
-    throw new NoeticConfigError({
-      code: "EMPTY_STEP_ID",
-      message: `a ${step.kind} step in the agent graph has an empty id`,
-      hint: "Every step needs a non-empty id: it names the step's path in the ledger."
-    })
-  }
-  for (const child of Step.staticChildren(step as Step.AnyStep)) checkGraph(child)
 }
 
 const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
@@ -1331,15 +1389,14 @@ export class AgentHarness<I = any, O = any> {
     this.agentGraph = options.agentGraph
     const storage = options.environment?.storage
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
-    const ttlMs = storage?.lease?.ttlMs
-    if (ttlMs !== undefined && !(ttlMs > 0 && Number.isFinite(ttlMs))) {
-      throw configError(
-        "LEASE_TTL_INVALID",
-        `environment.storage.lease.ttlMs must be a positive, finite number of milliseconds, got ${ttlMs}`,
-        "Pass a ttlMs longer than the longest pause you expect a live host to take (default 30000), or leave it out."
-      )
-    }
-    if (options.agentGraph !== undefined) checkGraph(options.agentGraph)
+    // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
+    const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
+      ...(options.agentGraph === undefined ? {} : { agentGraph: options.agentGraph as Step.AnyStep }),
+      ...(storage?.lease === undefined ? {} : {
+        lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
+      })
+    })))
+    if (Result.isFailure(checked)) throw toFacadeError(checked.failure)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
     this.#ledgerStorage = storage?.adapter
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? defaultLayers()
@@ -1399,10 +1456,11 @@ export class AgentHarness<I = any, O = any> {
         params: options.params,
         tools,
         context: this.#layers,
+        ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,
-            ...(storage.lease.ttlMs === undefined ? {} : { ttl: Duration.millis(storage.lease.ttlMs) })
+            ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs })
           }
         })
       }))
@@ -1460,7 +1518,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. A failing save is logged, never thrown. */
   checkpoint(ctx: AgentContext): Promise<void> {
-    return this.#use((engine) => engine.checkpoint(ctx[engineOf]))
+    return this.#use((engine) => engine.checkpoint(Bridge.context.of(ctx)))
   }
 
   /**
@@ -1506,7 +1564,7 @@ export class AgentHarness<I = any, O = any> {
    * parent's). Layer `init` hooks run before its first step.
    */
   createContext(options: CreateContextOptions = {}): AgentContext {
-    const parent = options.parent?.[engineOf]
+    const parent = (options.parent === undefined ? undefined : Bridge.context.of(options.parent))
     const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
     const extra = this.#toEngineLayers(options.extraContextLayers)
     const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
@@ -1540,7 +1598,7 @@ export class AgentHarness<I = any, O = any> {
    */
   run<SI, SO>(step: AnyStep<SI, SO>, input: SI, ctx: AgentContext): Promise<SO> {
     if (ctx instanceof StepContext) return ctx.run(step, input)
-    return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, ctx[engineOf]))
+    return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, Bridge.context.of(ctx)))
   }
 
   /**
@@ -1571,7 +1629,7 @@ export class AgentHarness<I = any, O = any> {
           ...(adapter === undefined ? {} : { subprocess: adapter })
         }
         return toFacadeHandle(
-          yield* engine.detachedSpawn(step as Step.Step<SI, unknown, unknown, never>, input, parentCtx[engineOf], engineOptions)
+          yield* engine.detachedSpawn(step as Step.Step<SI, unknown, unknown, never>, input, Bridge.context.of(parentCtx), engineOptions)
         )
       })
     )

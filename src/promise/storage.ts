@@ -11,7 +11,8 @@ import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
-import { makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import * as Bridge from "./bridge.ts"
 import { unwrapExit } from "./errors.ts"
 
 /** The documented storage adapter shape; `getMany` is optional. */
@@ -23,12 +24,6 @@ export interface StorageAdapter {
   getMany?<T = unknown>(keys: ReadonlyArray<string>): Promise<Map<string, T>>
 }
 
-const engineAdapter = Symbol.for("noetic-effect/promise/engineAdapter")
-
-interface EngineBacked {
-  readonly [engineAdapter]: Effect.Effect<StorageAdapterShape, StorageError>
-}
-
 /** A storage made by this module: `close()` (and `await using`) releases what it holds. */
 export interface ClosableStorageAdapter extends StorageAdapter {
   close(): Promise<void>
@@ -36,21 +31,20 @@ export interface ClosableStorageAdapter extends StorageAdapter {
 }
 
 /** Wraps an engine storage (built lazily, once) as a Promise adapter. */
-const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): ClosableStorageAdapter & EngineBacked => {
+const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): ClosableStorageAdapter => {
   const cached = Effect.runSync(Effect.cached(build))
   const use = <A>(f: (storage: StorageAdapterShape) => Effect.Effect<A, StorageError>) => runForFacade(Effect.flatMap(cached, f))
-  return {
-    [engineAdapter]: cached,
+  return Bridge.storage.attach({
     get: <T>(key: string) => use((s) => Effect.map(s.get(key), (value) => Option.getOrNull(value) as T | null)),
     set: (key, value) => use((s) => s.set(key, value)),
     delete: (key) => use((s) => s.delete(key)),
     list: (prefix) => use((s) => s.list(prefix)),
     getMany: <T>(keys: ReadonlyArray<string>) =>
-      use((s) => Effect.map(s.getMany!(keys), (found) => new Map(found) as Map<string, T>)),
-    // File and memory storages hold nothing between calls; Postgres overrides both.
+      use((s) => Effect.map(s.getMany(keys), (found) => new Map(found) as Map<string, T>)),
+    // File and memory storages hold nothing between calls; Postgres and SQLite override both.
     close: () => Promise.resolve(),
     [Symbol.asyncDispose]: () => Promise.resolve()
-  }
+  } satisfies ClosableStorageAdapter, cached)
 }
 
 /** An in-memory storage: it stores a JSON copy of each value, like a disk would. */
@@ -205,8 +199,9 @@ const hostFailure = (operation: string, key: string) => (cause: unknown) =>
  * its Promises, and its rejections become `StorageError` with reason `Io`.
  */
 export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageAdapterShape, StorageError> => {
-  if (engineAdapter in adapter) return (adapter as StorageAdapter & EngineBacked)[engineAdapter]
-  const shape: StorageAdapterShape = {
+  const engine = Bridge.storage.get(adapter)
+  if (engine !== undefined) return engine
+  const shape: StorageAdapterShape = makeStorage({
     get: (key) =>
       Effect.tryPromise({ try: () => adapter.get(key), catch: hostFailure("get", key) }).pipe(
         Effect.map((value) => (value === null || value === undefined ? Option.none() : Option.some(value)))
@@ -221,7 +216,7 @@ export const toEngineStorage = (adapter: StorageAdapter): Effect.Effect<StorageA
       getMany: (keys: ReadonlyArray<string>) =>
         Effect.tryPromise({ try: () => adapter.getMany!(keys), catch: hostFailure("getMany", keys.join(",")) })
     })
-  }
+  })
   return Effect.succeed(shape)
 }
 

@@ -2,8 +2,9 @@
  * The persisted records of the step ledger and the keys they live at.
  *
  * One record per key `execution:<id>:ledger:<seq>`, seq zero-padded to 16 digits. A
- * record either holds a completed step's output or is a tombstone that discards a
- * path and everything below it; a ledger is read by applying its records in seq order.
+ * record holds a completed step's output, an at-most-once step's intent to run, or
+ * is a tombstone that discards a path and everything below it; a ledger is read by
+ * applying its records in seq order.
  *
  * @since 0.1.0
  */
@@ -33,7 +34,13 @@ export const StepRecorded = Schema.TaggedStruct("StepRecorded", {
   path: Schema.String,
   stepId: Schema.String,
   kind: Schema.String,
-  output: RecordedOutput
+  output: RecordedOutput,
+  /**
+   * The step's place among the distinct children its parent dispatched, in order:
+   * a resume that finds another step there learns the workflow changed. Absent in
+   * records written before it existed.
+   */
+  position: Schema.optionalKey(Schema.Number)
 })
 
 /** A completed step: its identity at `path` and its output. */
@@ -48,8 +55,25 @@ export const SubtreeDiscarded = Schema.TaggedStruct("SubtreeDiscarded", {
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */
 export type SubtreeDiscarded = typeof SubtreeDiscarded.Type
 
+/**
+ * An at-most-once step is about to run its body: written, durably, before the body
+ * starts. A later `StepRecorded` at the path supersedes it; one left alone means the
+ * body may or may not have done its work.
+ */
+export const IntentRecorded = Schema.TaggedStruct("IntentRecorded", {
+  version: Schema.Literal(LEDGER_ENTRY_VERSION),
+  path: Schema.String,
+  stepId: Schema.String,
+  kind: Schema.String,
+  /** As `StepRecorded`'s. */
+  position: Schema.optionalKey(Schema.Number)
+})
+
+/** An at-most-once step's intent to run its body. */
+export type IntentRecorded = typeof IntentRecorded.Type
+
 /** Any ledger record. */
-export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded])
+export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded, IntentRecorded])
 
 /** Any ledger record. */
 export type LedgerEntry = typeof LedgerEntry.Type

@@ -17,7 +17,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Corrupt, StorageError } from "../Errors.ts"
-import { type Fence, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
+import { type Fence, make as makeStorage, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 /** The key of an execution's lease record. */
 export const leaseKey = (executionId: string): string => `execution:${executionId}:lease`
@@ -143,15 +143,15 @@ export const fencedStorage = (
   lease: { readonly executionId: string; readonly token: number }
 ): StorageAdapterShape => {
   const fence = fenceOf(lease)
-  return {
+  return makeStorage({
     get: storage.get,
     list: storage.list,
-    ...(storage.getMany === undefined ? {} : { getMany: storage.getMany }),
     // Reads need no fence; keeping scan keeps a leased ledger load one query on Postgres.
-    ...(storage.scan === undefined ? {} : { scan: storage.scan }),
+    getMany: storage.getMany,
+    scan: storage.scan,
     set: (key, value) => storage.setFenced(key, value, fence),
     delete: (key) => storage.deleteFenced(key, fence)
-  }
+  })
 }
 
 const decodeRecord = Schema.decodeUnknownEffect(ExecutionLeaseRecord)

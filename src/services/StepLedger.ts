@@ -36,6 +36,13 @@ export interface StepIdentity {
   readonly kind: string
 }
 
+/** A recorded child of a path, as `children` reports it. */
+export interface RecordedChild extends StepIdentity {
+  readonly path: string
+  /** Its place among its parent's distinct children, when the record carries one. */
+  readonly position: number | undefined
+}
+
 /** Caps on what the ledger keeps; `Infinity` disables an axis. */
 export interface StepLedgerRetention {
   /** Largest output recorded, in UTF-8 bytes of its JSON. */
@@ -61,6 +68,19 @@ export interface LedgerEntryView {
   readonly output: unknown
 }
 
+/**
+ * What the ledger holds at a path for a step about to run there:
+ * - `Hit`: a completed record of the same identity; `output` replays.
+ * - `Miss`: nothing; `evicted` when this ledger evicted a record there (retention).
+ * - `Diverged`: a record of another identity (`recorded`): the workflow changed.
+ * - `Pending`: an at-most-once step's intent with no completion after it.
+ */
+export type ReplayLookup =
+  | { readonly _tag: "Hit"; readonly output: unknown }
+  | { readonly _tag: "Miss"; readonly evicted: boolean }
+  | { readonly _tag: "Diverged"; readonly recorded: StepIdentity }
+  | { readonly _tag: "Pending" }
+
 /** The ledger of one execution, loaded from storage. */
 export interface ExecutionLedger {
   readonly executionId: string
@@ -78,13 +98,33 @@ export interface ExecutionLedger {
    * instance, NaN) are dropped (counted, first drop of each kind logs a warning);
    * past `maxEntries` the oldest entries are evicted. `undefined` is recorded.
    */
-  readonly record: (path: string, identity: StepIdentity, output: unknown) => Effect.Effect<void, StorageError>
+  readonly record: (
+    path: string,
+    identity: StepIdentity,
+    output: unknown,
+    position?: number
+  ) => Effect.Effect<void, StorageError>
   /**
    * The outputs this ledger would replay, one per path, in seq order. An entry loaded
    * when the ledger was opened stays here (and replays) for the ledger's life even
    * after retention evicted its key from storage.
    */
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
+  /** What is recorded at `path` for a step of `identity`, without discarding anything. */
+  readonly inspect: (path: string, identity: StepIdentity) => Effect.Effect<ReplayLookup>
+  /**
+   * The steps recorded directly below `path` (completed, or at-most-once intents), in
+   * the order they were recorded, with their positions: what a resume compares its
+   * dispatches with.
+   */
+  readonly children: (path: string) => ReadonlyArray<RecordedChild>
+  /** Discards, durably, every record at `path` and below it (what `lookup` does on a changed identity). */
+  readonly discard: (path: string) => Effect.Effect<void, StorageError>
+  /**
+   * Records, durably, that an at-most-once step of `identity` is about to run its body
+   * at `path`; `record` at the same path supersedes it. Never dropped or size-capped.
+   */
+  readonly recordIntent: (path: string, identity: StepIdentity, position?: number) => Effect.Effect<void, StorageError>
 }
 
 /** The operations of the step ledger. */
@@ -162,6 +202,8 @@ type HeldOutput =
   | { readonly _tag: "Value"; readonly value: unknown }
   | { readonly _tag: "Text"; readonly text: string }
   | { readonly _tag: "Undefined" }
+  // An at-most-once step's intent: no output yet.
+  | { readonly _tag: "Intent" }
 
 interface HeldEntry {
   readonly seq: number
@@ -174,6 +216,7 @@ interface HeldEntry {
    * whole run, so a re-run step's new entry cannot push out one not yet replayed.
    */
   readonly loaded?: true
+  readonly position?: number | undefined
 }
 
 /** What each key still in storage holds, so evicting it can update the lookup state. */
@@ -328,7 +371,17 @@ export const makeWith = (
             stepId: entry.stepId,
             kind: entry.kind,
             output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" },
+            position: entry.position,
             loaded: true
+          })
+        } else if (entry._tag === "IntentRecorded") {
+          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.applyStep(entry.path, {
+            seq,
+            stepId: entry.stepId,
+            kind: entry.kind,
+            output: { _tag: "Intent" },
+            position: entry.position
           })
         } else {
           state.keep(seq, { _tag: "Discard", path: entry.path })
@@ -382,7 +435,7 @@ export const makeWith = (
         })
 
       const record = Effect.fn("StepLedger.record")(
-        function*(path: string, identity: StepIdentity, output: unknown) {
+        function*(path: string, identity: StepIdentity, output: unknown, position?: number) {
           const measured = measure(output)
           if (measured._tag === "Unserializable") {
             counters.droppedUnserializable++
@@ -409,29 +462,67 @@ export const makeWith = (
             path,
             stepId: identity.stepId,
             kind: identity.kind,
-            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output }
+            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
+            ...(position === undefined ? {} : { position })
           }
           yield* append(entry, { _tag: "Step", path }, (seq) => {
             counters.recorded++
-            state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held })
+            state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
           })
         }
       )
 
-      const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
-        const held = state.entries.get(path)
-        if (held === undefined) return Option.none<unknown>()
-        if (held.stepId === identity.stepId && held.kind === identity.kind) return Option.some(outputOf(held.output))
+      const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
           { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path },
           { _tag: "Discard", path },
           (seq) => state.applyDiscard(seq, path)
         )
+      })
+
+      const inspect = (path: string, identity: StepIdentity): Effect.Effect<ReplayLookup> =>
+        Effect.sync((): ReplayLookup => {
+          const held = state.entries.get(path)
+          if (held === undefined) return { _tag: "Miss", evicted: state.evictedPaths.has(path) }
+          if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
+            return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
+          }
+          return held.output._tag === "Intent" ? { _tag: "Pending" } : { _tag: "Hit", output: outputOf(held.output) }
+        })
+
+      const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
+        const found = yield* inspect(path, identity)
+        if (found._tag === "Hit") return Option.some(found.output)
+        if (found._tag === "Diverged") yield* discard(path)
         return Option.none<unknown>()
       })
 
+      const recordIntent = Effect.fn("StepLedger.recordIntent")(
+        function*(path: string, identity: StepIdentity, position?: number) {
+          yield* append(
+            {
+              _tag: "IntentRecorded",
+              version: LEDGER_ENTRY_VERSION,
+              path,
+              stepId: identity.stepId,
+              kind: identity.kind,
+              ...(position === undefined ? {} : { position })
+            },
+            { _tag: "Step", path },
+            (seq) =>
+              state.applyStep(path, {
+                seq,
+                stepId: identity.stepId,
+                kind: identity.kind,
+                output: { _tag: "Intent" },
+                position
+              })
+          )
+        }
+      )
+
       const entries = Effect.sync(() =>
-        [...state.entries].map(([path, held]): LedgerEntryView => ({
+        [...state.entries].filter(([, held]) => held.output._tag !== "Intent").map(([path, held]): LedgerEntryView => ({
           seq: held.seq,
           path,
           stepId: held.stepId,
@@ -440,7 +531,28 @@ export const makeWith = (
         })).sort((a, b) => a.seq - b.seq)
       )
 
-      return { executionId, lookup, record, entries } satisfies ExecutionLedger
+      const children = (parent: string): ReadonlyArray<RecordedChild> => {
+        const found: Array<RecordedChild & { readonly seq: number }> = []
+        const prefix = `${parent}/`
+        for (const [path, held] of state.entries) {
+          if (!path.startsWith(prefix) || path.indexOf("/", prefix.length) !== -1 || path.indexOf("[", prefix.length) !== -1) {
+            continue
+          }
+          found.push({ path, stepId: held.stepId, kind: held.kind, position: held.position, seq: held.seq })
+        }
+        return found.sort((a, b) => a.seq - b.seq).map(({ seq: _, ...child }) => child)
+      }
+
+      return {
+        executionId,
+        lookup,
+        record,
+        entries,
+        inspect,
+        children,
+        discard,
+        recordIntent
+      } satisfies ExecutionLedger
     })
 
     return StepLedger.of({
@@ -457,6 +569,8 @@ export const makeWith = (
 class LedgerState {
   readonly entries = new Map<string, HeldEntry>()
   readonly inflight = new Set<number>()
+  /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
+  readonly evictedPaths = new Set<string>()
   private readonly discards = new Map<number, string>()
   private readonly info = new Map<number, KeyInfo>()
   // Seqs of the keys in storage, ascending from `head`; a head index keeps eviction O(1).
@@ -502,6 +616,7 @@ class LedgerState {
   applyStep(path: string, held: HeldEntry): void {
     const current = this.entries.get(path)
     if (current !== undefined && current.seq > held.seq) return
+    this.evictedPaths.delete(path)
     for (const [seq, discarded] of this.discards) {
       if (seq > held.seq && isAtOrBelow(path, discarded)) return
     }
@@ -521,7 +636,10 @@ class LedgerState {
     if (info === undefined) return
     if (info._tag === "Step") {
       const held = this.entries.get(info.path)
-      if (held?.seq === seq && held.loaded !== true) this.entries.delete(info.path)
+      if (held?.seq === seq && held.loaded !== true) {
+        this.entries.delete(info.path)
+        this.evictedPaths.add(info.path)
+      }
     } else if (info._tag === "Discard") {
       this.discards.delete(seq)
     }

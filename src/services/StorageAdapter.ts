@@ -19,8 +19,24 @@ export interface Fence {
   readonly token: number
 }
 
-/** The operations a storage backend provides. `getMany` is optional: see {@link getMany}. */
-export interface StorageAdapterShape {
+/**
+ * The operations of a storage: the four basic ones, the bulk reads (`getMany`,
+ * `scan`, always present: {@link make} derives them when a backend has none), and
+ * the optional compare-and-set capability (execution leases).
+ */
+export interface StorageAdapterShape extends StoragePrimitives {
+  /** The values of the keys that exist; missing keys are absent from the map. */
+  readonly getMany: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
+  /** Every key that starts with `prefix` with its value, sorted by key. */
+  readonly scan: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError>
+}
+
+/**
+ * What a backend implements: `get`, `set`, `delete`, `list`, and, when it can do them
+ * in fewer round trips than the derived forms, `getMany` and `scan`. Compare-and-set
+ * and fencing are a separate, optional capability.
+ */
+export interface StoragePrimitives {
   /** The value at `key`, or none when it is absent. */
   readonly get: (key: string) => Effect.Effect<Option.Option<unknown>, StorageError>
   /** Stores a JSON value at `key`, replacing what was there. */
@@ -29,11 +45,11 @@ export interface StorageAdapterShape {
   readonly delete: (key: string) => Effect.Effect<void, StorageError>
   /** Every key that starts with `prefix`, sorted by code unit. */
   readonly list: (prefix: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
-  /** The values of the keys that exist; missing keys are absent from the map. */
+  /** The values of the keys that exist, in one round trip; derived from `get` when absent. */
   readonly getMany?: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
   /**
    * Every key that starts with `prefix` with its value, sorted by key, in one round
-   * trip. Optional: {@link scan} falls back to `list` and `getMany`.
+   * trip; derived from `list` and `getMany` when absent.
    */
   readonly scan?: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError>
   /**
@@ -62,44 +78,52 @@ export class StorageAdapter extends Context.Service<StorageAdapter, StorageAdapt
   "noetic-effect/StorageAdapter"
 ) {}
 
-/** How many `get`s the fallback of {@link getMany} runs at once. */
+/** How many `get`s the derived `getMany` runs at once. */
 const GET_MANY_FALLBACK_CONCURRENCY = 32
 
 /**
- * Reads many keys at once: one call of the backend's `getMany` when it has one,
- * otherwise parallel `get`s. Missing keys are absent from the result, falsy values
- * (`0`, `""`, `false`, `null`) are kept, and an empty key list touches nothing.
+ * A storage from a backend's operations (as effect's `KeyValueStore.make`): `getMany`
+ * and `scan` are the backend's own when it has them, else derived from `get` and
+ * `list`, so no caller handles a missing method. `getMany` of no keys touches nothing.
+ */
+export const make = (primitives: StoragePrimitives): StorageAdapterShape => {
+  const own = primitives.getMany
+  const getMany = (keys: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, unknown>, StorageError> => {
+    if (keys.length === 0) return Effect.succeed(new Map())
+    if (own !== undefined) return own(keys)
+    return Effect.forEach(keys, (key) => Effect.map(primitives.get(key), (value) => [key, value] as const), {
+      concurrency: GET_MANY_FALLBACK_CONCURRENCY
+    }).pipe(Effect.map((pairs) => {
+      const found = new Map<string, unknown>()
+      for (const [key, value] of pairs) {
+        if (Option.isSome(value)) found.set(key, value.value)
+      }
+      return found
+    }))
+  }
+  const scan = primitives.scan ?? ((prefix: string) =>
+    Effect.flatMap(primitives.list(prefix), (keys) =>
+      Effect.map(getMany(keys), (found) =>
+        keys.flatMap((key) => (found.has(key) ? [[key, found.get(key)] as const] : [])))))
+  return { ...primitives, getMany, scan }
+}
+
+/**
+ * Reads many keys at once (the storage's `getMany`). Missing keys are absent from the
+ * result, falsy values (`0`, `""`, `false`, `null`) are kept, and an empty key list
+ * touches nothing.
  */
 export const getMany = (
   storage: StorageAdapterShape,
   keys: ReadonlyArray<string>
-): Effect.Effect<ReadonlyMap<string, unknown>, StorageError> => {
-  if (keys.length === 0) return Effect.succeed(new Map())
-  if (storage.getMany !== undefined) return storage.getMany(keys)
-  return Effect.forEach(keys, (key) => Effect.map(storage.get(key), (value) => [key, value] as const), {
-    concurrency: GET_MANY_FALLBACK_CONCURRENCY
-  }).pipe(Effect.map((pairs) => {
-    const found = new Map<string, unknown>()
-    for (const [key, value] of pairs) {
-      if (Option.isSome(value)) found.set(key, value.value)
-    }
-    return found
-  }))
-}
+): Effect.Effect<ReadonlyMap<string, unknown>, StorageError> =>
+  keys.length === 0 ? Effect.succeed(new Map()) : storage.getMany(keys)
 
-/**
- * Every key under `prefix` with its value, sorted by key: one call of the backend's
- * `scan` when it has one (one query on Postgres), otherwise `list` then {@link getMany}.
- */
+/** Every key under `prefix` with its value, sorted by key (the storage's `scan`). */
 export const scan = (
   storage: StorageAdapterShape,
   prefix: string
-): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> =>
-  storage.scan !== undefined
-    ? storage.scan(prefix)
-    : Effect.flatMap(storage.list(prefix), (keys) =>
-      Effect.map(getMany(storage, keys), (found) =>
-        keys.flatMap((key) => (found.has(key) ? [[key, found.get(key)] as const] : []))))
+): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> => storage.scan(prefix)
 
 /**
  * Serialises a value for storage, failing with `Unserializable` for what JSON cannot
@@ -241,7 +265,7 @@ const memoryFenceError = (
  */
 export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => {
   const entries = new Map<string, string>()
-  return StorageAdapter.of({
+  return make({
     get: (key) =>
       Effect.suspend(() => {
         const refused = keyError("get", key)

@@ -12,7 +12,7 @@ import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import { Deferred, Effect, Exit, Option, Schema } from "effect"
 import { Io, StorageError } from "../Errors.ts"
-import type { Fence, StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { type Fence, make as makeStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 
 /** The defect a simulated crash dies with: the host is gone. */
 export class HostCrashed extends Schema.TaggedError<HostCrashed>("noetic-effect/testing/HostCrashed")(
@@ -199,17 +199,13 @@ export const make = (storage: StorageAdapterShape, plan: FaultPlan = {}): Faulty
   const tornFor = (key: string, value: unknown) => () =>
     leaveTornTempFile(plan.tornTempFileIn!, key, value, operations.length)
 
-  const wrapped: StorageAdapterShape = {
+  const wrapped: StorageAdapterShape = makeStorage({
     get: (key) => guard("get", key, storage.get(key)),
     set: (key, value) => guard("set", key, storage.set(key, value), tornFor(key, value)),
     delete: (key) => guard("delete", key, storage.delete(key)),
     list: (prefix) => guard("list", prefix, storage.list(prefix)),
-    ...(storage.getMany === undefined ? {} : {
-      getMany: (keys: ReadonlyArray<string>) => guard("getMany", keys.join(","), storage.getMany!(keys))
-    }),
-    ...(storage.scan === undefined ? {} : {
-      scan: (prefix: string) => guard("scan", prefix, storage.scan!(prefix))
-    }),
+    getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
+    scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
     ...(storage.compareAndSet === undefined ? {} : {
       compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
         guard("compareAndSet", key, storage.compareAndSet!(key, expected, next), tornFor(key, next))
@@ -221,7 +217,7 @@ export const make = (storage: StorageAdapterShape, plan: FaultPlan = {}): Faulty
     ...(storage.deleteFenced === undefined ? {} : {
       deleteFenced: (key: string, fence: Fence) => guard("deleteFenced", key, storage.deleteFenced!(key, fence))
     })
-  }
+  })
   return {
     storage: wrapped,
     operations,

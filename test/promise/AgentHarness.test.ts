@@ -11,7 +11,9 @@ import {
   createInMemorySubprocessAdapter,
   DEFAULT_STEP_LEDGER_RETENTION,
   inParallel,
+  invokeTool,
   NoeticConfigError,
+  isNoeticError,
   NoeticError,
   reattachLiveChildren,
   runCode
@@ -96,17 +98,90 @@ describe("Promise facade: AgentHarness", () => {
     await expect(harness.execute(undefined)).rejects.toMatchObject({ code: "NO_STEP_CONFIGURED" })
   })
 
-  it("what a step body throws is what execute rejects with", async () => {
+  it("a step body's throw rejects as noetic's step_failed NoeticError, each runCode wrapping the one below", async () => {
     const boom = new RangeError("out of range")
     const harness = track(new AgentHarness({
       name: "throws",
       params: {},
       agentGraph: runCode("root", async (_: void, ctx) => ctx.run(runCode("inner", () => { throw boom }), undefined))
     }))
-    await expect(harness.execute(undefined)).rejects.toBe(boom)
+    const error = await harness.execute(undefined).then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(error)).toBe(true)
+    const outer = error as NoeticError
+    expect(outer.message).toBe("Step 'root' failed: Step 'inner' failed: out of range")
+    expect(outer.noeticError).toMatchObject({ kind: "step_failed", stepId: "root", retriesExhausted: false })
+    const inner = (outer.noeticError as { cause?: Error }).cause as NoeticError
+    expect(isNoeticError(inner)).toBe(true)
+    expect(inner.noeticError).toMatchObject({ kind: "step_failed", stepId: "inner" })
+    expect((inner.noeticError as { cause: unknown }).cause).toBe(boom)
   })
 
-  it("whatever a step body throws passes through unchanged: a string, a plain object, an error with its own _tag", async () => {
+  it("harness.run and ctx.run reject with step_failed; retriesExhausted after a retry policy's attempts", async () => {
+    const boom = new Error("flaky")
+    const harness = track(new AgentHarness({ name: "run-fails", params: {} }))
+    const ctx = harness.createContext()
+    let attempts = 0
+    const retried = runCode({
+      id: "retried",
+      retry: { maxAttempts: 2, backoff: "fixed", initialDelay: 1 },
+      execute: () => {
+        attempts++
+        throw boom
+      }
+    })
+    const error = await harness.run(retried, undefined, ctx).then(() => undefined, (e: unknown) => e)
+    expect(attempts).toBe(2)
+    expect(isNoeticError(error)).toBe(true)
+    expect((error as NoeticError).message).toBe("Step 'retried' failed: flaky")
+    expect((error as NoeticError).noeticError).toEqual({
+      kind: "step_failed",
+      stepId: "retried",
+      cause: boom,
+      retriesExhausted: true
+    })
+    const viaCtx = await harness.run(
+      runCode("outer", async (_: void, c) => {
+        const inner = await c.run(runCode("once", () => { throw boom }), undefined).then(() => undefined, (e: unknown) => e)
+        return isNoeticError(inner) ? inner.noeticError : inner
+      }),
+      undefined,
+      ctx
+    )
+    expect(viaCtx).toEqual({ kind: "step_failed", stepId: "once", cause: boom, retriesExhausted: false })
+  })
+
+  it("a tool that throws rejects with step_failed of its invokeTool step; a tool's own NoeticError passes as it is", async () => {
+    const boom = new Error("quota exceeded")
+    const harness = track(new AgentHarness({
+      name: "tools",
+      params: {},
+      tools: { search: () => { throw boom } }
+    }))
+    const ctx = harness.createContext()
+    const byName = await harness.run(invokeTool({ id: "look", tool: { name: "look", execute: () => { throw boom } } }), {}, ctx)
+      .then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(byName)).toBe(true)
+    expect((byName as NoeticError).message).toBe("Step 'look' failed: quota exceeded")
+    expect((byName as NoeticError).noeticError).toEqual({ kind: "step_failed", stepId: "look", cause: boom, retriesExhausted: false })
+    const harnessTool = await harness.run(invokeTool("find", "search"), {}, ctx).then(() => undefined, (e: unknown) => e)
+    expect((harnessTool as NoeticError).noeticError).toMatchObject({ kind: "step_failed", stepId: "find", cause: boom })
+    const own = new NoeticError({ code: "BUDGET", message: "over budget", noeticError: { kind: "budget_exceeded" } })
+    const passed = await harness.run(invokeTool({ id: "spend", tool: { execute: () => { throw own } } }), {}, ctx)
+      .then(() => undefined, (e: unknown) => e)
+    expect(passed).toBe(own)
+  })
+
+  it("a cancelled context rejects with noetic's cancelled kind, not step_failed", async () => {
+    const harness = track(new AgentHarness({ name: "cancel", params: {} }))
+    const ctx = harness.createContext()
+    ctx.abort("user stopped")
+    const error = await harness.run(runCode("never", () => "ran"), undefined, ctx).then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(error)).toBe(true)
+    expect((error as NoeticError).message).toBe("Cancelled: user stopped")
+    expect((error as NoeticError).noeticError).toEqual({ kind: "cancelled", reason: "user stopped" })
+  })
+
+  it("whatever a step body throws stays reachable as the step_failed cause: a string, a plain object, an error with its own _tag", async () => {
     class NotFound extends Error {
       readonly _tag = "NotFound"
     }
@@ -119,7 +194,13 @@ describe("Promise facade: AgentHarness", () => {
           throw value
         })
       }))
-      await expect(harness.execute(undefined)).rejects.toBe(value)
+      const error = await harness.execute(undefined).then(() => undefined, (e: unknown) => e)
+      expect(isNoeticError(error)).toBe(true)
+      const payload = (error as NoeticError).noeticError as { kind: string; stepId: string; cause: Error }
+      expect(payload).toMatchObject({ kind: "step_failed", stepId: "root" })
+      expect((error as NoeticError).cause).toBe(value)
+      if (value instanceof Error) expect(payload.cause).toBe(value)
+      else expect(payload.cause.cause).toBe(value)
     }
   })
 

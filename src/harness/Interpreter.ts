@@ -1,0 +1,602 @@
+/**
+ * The interpreter of agent graphs: one dispatch that replays a step from the ledger
+ * or runs it (and records it), and one function per step kind. Checkpoint policy,
+ * contexts and the entry points (`execute`, `resume`, `run`) are the harness's; it
+ * hands the interpreter what it needs of them.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Duration, Effect, Hash, Option, Result, Schedule } from "effect"
+import { LanguageModel } from "effect/ai"
+import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
+import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
+import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
+import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
+import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
+import {
+  LoopMaxIterations,
+  ModelOutputInvalid,
+  ReplayDiverged,
+  SpawnTimeout,
+  StepCancelled,
+  ToolFailed,
+  ToolOutcomeUnknown,
+  UnknownTool
+} from "./HarnessError.ts"
+import {
+  type AnyStep,
+  type CallModel,
+  type Conditional,
+  type InParallel,
+  type InvokeTool,
+  type Loop,
+  type RunCode,
+  type Spawn,
+  type RetryPolicy,
+  type Settled,
+  type Snapshot,
+  type StandardSchema,
+  staticChildren,
+  type StepContext,
+  type Verdict
+} from "./Step.ts"
+
+/** A tool the harness offers to `invokeTool` steps. */
+export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
+
+/** What a resume does at a recorded path whose step changed: see `AgentHarnessOptions.onDivergence`. */
+export type DivergencePolicy = "warn" | "fail"
+
+/** Host wiring handed to a restored context (the spawn step's child agent). */
+export interface ChildContextOptions {
+  readonly parent?: AgentContext
+  readonly state?: unknown
+  readonly context?: ReadonlyArray<ContextLayer<any>>
+}
+
+/** What interpreting a step gives: its output, failing with what the step fails with. */
+type Interpreted = Effect.Effect<unknown, unknown, unknown>
+
+/** What the interpreter needs of its harness. */
+export interface InterpreterDeps {
+  /** The harness's name, for log annotations. */
+  readonly harness: string
+  readonly tools: Readonly<Record<string, ToolHandler>>
+  readonly onDivergence: DivergencePolicy
+  /** The contexts the harness runs, by execution id (a spawn step's child agent joins while it runs). */
+  readonly live: Map<string, AgentContext>
+  /** Saves `ctx` unless the last snapshot that landed is current (before a record that makes a step replay). */
+  readonly checkpointIfChanged: (ctx: AgentContext) => Effect.Effect<void>
+  /** The recorded context of an execution id, if any. */
+  readonly restore: (
+    executionId: string,
+    options?: ChildContextOptions
+  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch>
+  /** A fresh context with the harness's layers and checkpoint hook. */
+  readonly newContext: (init: {
+    readonly id: string
+    readonly threadId?: string | undefined
+    readonly resourceId?: string | undefined
+    readonly cwd?: string | undefined
+    readonly snapshot?: CheckpointSnapshot
+    readonly restore?: ChildContextOptions | undefined
+  }) => AgentContext
+}
+
+/** The interpreter of one harness. */
+export interface Interpreter {
+  /** Runs (or replays) `step` below `parent`. */
+  readonly dispatch: (step: AnyStep, input: unknown, parent: Frame) => Effect.Effect<unknown, unknown, unknown>
+}
+
+/** Where a dispatch happens: the context, its path, and the per-parent dispatch counters. */
+export interface Frame {
+  readonly ctx: AgentContext
+  readonly path: string
+  readonly counters: Map<string, number>
+  readonly ledger: Option.Option<ExecutionLedger>
+  readonly run: RunState
+}
+
+/** What one run (an `execute`, a `resume`, a `harness.run`) keeps across its dispatches. */
+export interface RunState {
+  /** The diverged paths already reported, so each is warned of once. */
+  readonly divergencesReported: Set<string>
+  /** Per parent path, the distinct child paths dispatched below it, in dispatch order. */
+  readonly dispatched: Map<string, Array<string>>
+}
+
+export const newRunState = (): RunState => ({ divergencesReported: new Set(), dispatched: new Map() })
+
+/** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
+const noteDispatch = (run: RunState, parent: string, path: string): number => {
+  let list = run.dispatched.get(parent)
+  if (list === undefined) {
+    list = []
+    run.dispatched.set(parent, list)
+  }
+  const at = list.indexOf(path)
+  if (at !== -1) return at
+  list.push(path)
+  return list.length - 1
+}
+
+/** A frame at `path` below `parent`, numbering its children afresh. */
+const frameAt = (parent: Frame, path: string): Frame => ({
+  ctx: parent.ctx,
+  path,
+  counters: new Map(),
+  ledger: parent.ledger,
+  run: parent.run
+})
+
+/** How a step's span marks its dispatch: replayed, run afresh, run after a divergence or an eviction. */
+export type ReplayMark = "hit" | "miss" | "diverged" | "evicted"
+
+/** Checks every step id reachable without running anything: the engine's check, the facade calls it too. */
+export const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
+  Effect.suspend(() => {
+    if (typeof step.id !== "string" || step.id.trim() === "") return Effect.fail(emptyStepId(step))
+    return Effect.forEach(staticChildren(step), validateGraph, { discard: true })
+  })
+
+/** The error of a step whose id is blank. */
+const emptyStepId = (step: AnyStep) =>
+  new EmptyStepId({
+    kind: step.kind,
+    message: `a ${step.kind} step has an empty id`,
+    hint: "every step needs a non-empty id: it names the step's path in the ledger"
+  })
+
+/**
+ * The schedule of a retry policy: `fixed` waits `initialDelay` each time, `linear`
+ * `initialDelay * n` before retry n, `exponential` doubles from `initialDelay`; each
+ * delay is capped by `maxDelay` (30 s when absent, as in noetic).
+ */
+export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.Duration> =>
+  Schedule.fromStepWithMetadata(Effect.succeed((meta: { readonly attempt: number }) => {
+    const n = Math.max(1, meta.attempt)
+    const raw = policy.backoff === "fixed"
+      ? policy.initialDelay
+      : policy.backoff === "linear"
+      ? policy.initialDelay * n
+      : policy.initialDelay * 2 ** (n - 1)
+    // noetic caps every delay at maxDelay, 30 s when not given.
+    const delay = Duration.millis(Math.min(raw, policy.maxDelay ?? 30_000))
+    return Effect.succeed([delay, delay] as [Duration.Duration, Duration.Duration])
+  }))
+
+/** The `output` schema's value of a reply: its text as JSON, validated. */
+const parseOutput = (step: CallModel<any, any, any>, text: string) =>
+  Effect.gen(function*() {
+    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      return yield* invalid([`not JSON: ${String(error)}`])
+    }
+    const schema = step.output as StandardSchema
+    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
+    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
+    return result.value
+  })
+
+const cancelledFields = (ctx: AgentContext) =>
+  ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
+
+const isCancelled = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "StepCancelled"
+
+/** The text of a loop iteration's output, as noetic's snapshot has it. */
+const textOf = (output: unknown): string => {
+  if (typeof output === "string") return output
+  if (typeof output === "object" && output !== null && "text" in output) return String(output.text)
+  if (output === undefined) return ""
+  try {
+    return JSON.stringify(output) ?? ""
+  } catch {
+    return String(output)
+  }
+}
+
+/** The frame a run starts from: the root of `ctx`, a fresh run state. */
+export const rootFrame = (
+  ctx: AgentContext,
+  ledger: Option.Option<ExecutionLedger>,
+  counters: Map<string, number> = new Map()
+): Frame => ({ ctx, path: "", counters, ledger, run: newRunState() })
+
+/** The interpreter over a harness's contexts, tools and policies. */
+export const make = (deps: InterpreterDeps): Interpreter => {
+  const stepContext = (frame: Frame): StepContext => {
+    let asks = 0
+    // A view of the context bound to this dispatch: it reads and writes the same
+    // context (AgentContext keeps its state in one shared store object).
+    const view = Object.create(frame.ctx) as AgentContext & { -readonly [K in keyof StepContext]: StepContext[K] }
+    view.path = frame.path
+    view.run = (step, input) => dispatch(step as AnyStep, input, frame) as any
+    // Prompt ids follow the path, so a step re-run after a restore joins its restored prompt.
+    view.askUser = (input, askOptions = {}) =>
+      frame.ctx.askUser(input, { id: askOptions.id ?? `${frame.ctx.id}${frame.path}/askUser#${asks++}` })
+    return view
+  }
+
+  const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
+    Effect.suspend(() => {
+      if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
+      // noetic: an aborted context throws `cancelled` at the next step boundary.
+      if (parent.ctx.aborted) return Effect.fail(new StepCancelled(cancelledFields(parent.ctx)))
+      const n = parent.counters.get(step.id) ?? 0
+      parent.counters.set(step.id, n + 1)
+      const path = `${parent.path}/${step.id}#${n}`
+      const frame = frameAt(parent, path)
+      const ctx = parent.ctx
+      const position = noteDispatch(parent.run, parent.path, path)
+      ctx.enterStep(path, { stepId: step.id, input, state: { path } })
+      const settle = Effect.sync(() => ctx.exitStep(path))
+      // One span per dispatch; its `replay` attribute says whether the ledger answered.
+      const traced = (effect: Effect.Effect<unknown, unknown, unknown>) =>
+        effect.pipe(
+          Effect.ensuring(settle),
+          Effect.withSpan(`${step.kind} ${step.id}`, {
+            attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind }
+          })
+        )
+      const mark = (replay: ReplayMark) => Effect.annotateCurrentSpan("replay", replay)
+      // Suspended, so a body that throws while building its Effect still settles the frontier.
+      const body = Effect.suspend(() => interpret(step, input, frame))
+      if (Option.isNone(frame.ledger)) return traced(Effect.andThen(mark("miss"), body))
+      const ledger = frame.ledger.value
+      const identity = { stepId: step.id, kind: step.kind }
+      const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
+      const record = (output: unknown) =>
+        Effect.andThen(
+          deps.checkpointIfChanged(ctx),
+          ledger.record(path, identity, output, position).pipe(
+            Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
+          )
+        )
+      // The body may be interrupted (a failing sibling branch, a race); once it has
+      // completed, its record is not: a completed step interrupted before its record
+      // landed would run again on resume. A step that replays does not redo what it
+      // changed in the context (cwd, layer state, answered prompts), so a change no
+      // snapshot holds yet is saved before the record that makes the step replay.
+      // An at-most-once body starts only once its intent is durable: a failed intent
+      // write fails the step without running it.
+      const runAndRecord = Effect.uninterruptibleMask((restore) =>
+        Effect.andThen(
+          atMostOnce ? ledger.recordIntent(path, identity, position) : Effect.void,
+          Effect.tap(restore(body), record)
+        )
+      )
+      const reconcile = (): Effect.Effect<unknown, unknown, unknown> => {
+        const reconciler = (step.kind === "runCode" || step.kind === "invokeTool") ? step.reconcile : undefined
+        if (reconciler === undefined) {
+          return Effect.fail(new ToolOutcomeUnknown({ executionId: ctx.id, path, step: identity }))
+        }
+        return Effect.annotateCurrentSpan("reconciled", true).pipe(
+          Effect.andThen(Effect.suspend(() => reconciler(input, stepContext({ ...frame, counters: new Map() })))),
+          Effect.flatMap((answer) =>
+            answer._tag === "Completed" ? Effect.as(Effect.uninterruptible(record(answer.output)), answer.output) : runAndRecord
+          )
+        )
+      }
+      return traced(Effect.flatMap(ledger.inspect(path, identity), (found) => {
+        switch (found._tag) {
+          case "Hit":
+            return Effect.as(mark("hit"), found.output)
+          case "Miss": {
+            if (found.evicted) return Effect.andThen(mark("evicted"), runAndRecord)
+            // Nothing here, but the ledger recorded another step, not dispatched by this run, at
+            // this position below the parent: the workflow renamed it (or put a step before it).
+            // A child that failed records nothing, so it leaves no false position behind.
+            const displaced = parent.path === "" ? undefined : ledger.children(parent.path).find((child) =>
+              child.position === position && child.path !== path
+            )
+            if (displaced !== undefined && !(parent.run.dispatched.get(parent.path) ?? []).includes(displaced.path)) {
+              return Effect.andThen(
+                mark("diverged"),
+                diverged(frame, displaced.path, displaced, identity, ledger, runAndRecord)
+              )
+            }
+            return Effect.andThen(mark("miss"), runAndRecord)
+          }
+          case "Pending":
+            // An intent of a step now at-least-once is only a record of an earlier policy.
+            return Effect.andThen(mark("miss"), atMostOnce ? reconcile() : runAndRecord)
+          case "Diverged":
+            return Effect.andThen(mark("diverged"), diverged(frame, path, found.recorded, identity, ledger, runAndRecord))
+        }
+      }))
+    })
+
+  /** A changed identity at a recorded path: fail under `"fail"`, else warn (once per run), discard, run fresh. */
+  const diverged = (
+    frame: Frame,
+    recordedPath: string,
+    recorded: StepIdentity,
+    current: StepIdentity,
+    ledger: ExecutionLedger,
+    runFresh: Effect.Effect<unknown, unknown, unknown>
+  ): Effect.Effect<unknown, unknown, unknown> => {
+    if (deps.onDivergence === "fail") {
+      return Effect.fail(
+        new ReplayDiverged({
+          executionId: frame.ctx.id,
+          path: recordedPath,
+          recorded: { stepId: recorded.stepId, kind: recorded.kind },
+          current,
+          currentPath: frame.path
+        })
+      )
+    }
+    const reported = frame.run.divergencesReported.has(recordedPath)
+    frame.run.divergencesReported.add(recordedPath)
+    const where = recordedPath === frame.path ? "" : ` (now at ${frame.path})`
+    const warn = reported ? Effect.void : Effect.logWarning(
+      `replay diverged at ${recordedPath}: the ledger recorded ${recorded.kind} ${JSON.stringify(recorded.stepId)}, ` +
+        `the workflow now has ${current.kind} ${
+          JSON.stringify(current.stepId)
+        }${where}; running it fresh and discarding what was recorded there`
+    ).pipe(Effect.annotateLogs({ executionId: frame.ctx.id, path: recordedPath, harness: deps.harness }))
+    return warn.pipe(
+      Effect.andThen(ledger.discard(recordedPath).pipe(
+        Effect.catch((error) => Effect.logWarning("step ledger discard failed; running the step", error))
+      )),
+      Effect.andThen(runFresh)
+    )
+  }
+
+  /** One function per step kind. */
+  const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
+    switch (step.kind) {
+      case "runCode":
+        return runCodeStep(step, input, frame)
+      case "callModel":
+        return callModelStep(step, input, frame)
+      case "invokeTool":
+        return invokeToolStep(step, input, frame)
+      case "conditional":
+        return conditionalStep(step, input, frame)
+      case "inParallel":
+        return inParallelStep(step, input, frame)
+      case "loop":
+        return loopStep(step, input, frame)
+      case "spawn":
+        return spawnStep(step, input, frame)
+    }
+  }
+
+  /** Runs a body, retried on its policy. */
+  const runCodeStep = (step: RunCode<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    // Each attempt numbers its child steps afresh, so a retried body replays its
+    // children at the same paths as its first attempt did.
+    const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
+    const retried = step.retry === undefined || step.retry.maxAttempts <= 1
+      ? attempt
+      : Effect.retry(attempt, {
+        schedule: retrySchedule(step.retry),
+        times: step.retry.maxAttempts - 1,
+        // A cancelled context is not a failure to retry: it would redo work after the abort.
+        while: (error) => !isCancelled(error)
+      })
+    // A runCode given its own adapter runs through it, except as the root of an
+    // execution: that is how an adapter runs it (in a child process or in-process).
+    return step.subprocess === undefined || frame.path.lastIndexOf("/") === 0
+      ? retried
+      : throughAdapter(step.subprocess, step, input, {
+        id: `${frame.ctx.id}${frame.path}`,
+        threadId: frame.ctx.threadId,
+        resourceId: frame.ctx.resourceId
+      }, frame.ctx, retried)
+  }
+
+  /** Runs `run` (the in-process dispatch of `step`) as a child of `adapter`, and waits for its output. */
+  const throughAdapter = (
+    adapter: SubprocessAdapterShape,
+    step: AnyStep,
+    input: unknown,
+    child: { readonly id: string; readonly threadId: string | undefined; readonly resourceId: string | undefined },
+    parent: AgentContext,
+    run: Effect.Effect<unknown, unknown, unknown>
+  ): Effect.Effect<unknown, unknown, unknown> =>
+    Effect.flatMap(Effect.context<never>(), (services) =>
+      Effect.flatMap(
+        adapter.spawn({
+          step,
+          input,
+          executionId: child.id,
+          parentExecutionId: parent.id,
+          threadId: child.threadId,
+          resourceId: child.resourceId,
+          runInProcess: Effect.provideContext(run, services as never) as Effect.Effect<unknown, unknown>
+        }),
+        (handle) => handle.await
+      ))
+
+  /** One model turn, appended to the log. */
+  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.gen(function*() {
+      const ctx = stepContext(frame)
+      const model = yield* LanguageModel.LanguageModel
+      const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
+      const metadata = response.content.find((part) => part.type === "response-metadata")
+      const text = response.text
+      // Without a provider id, the made-up one also names the text: a turn re-issued
+      // after a crash that returns the same answer is not doubled, and one that
+      // returns another answer is a new turn in the log, as it is downstream.
+      const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
+      const turn: Array<Item> = [
+        { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
+        { type: "message", role: "assistant", responseId, content: text }
+      ]
+      yield* frame.ctx.append(turn)
+      if (step.result === "turn") return { responseId, text }
+      if (step.result === "text") return text
+      return yield* parseOutput(step, text)
+    })
+  }
+
+  /** Calls the step's tool, or the harness tool it names. */
+  const invokeToolStep = (step: InvokeTool<any>, input: unknown, frame: Frame): Interpreted => {
+    const ctx = stepContext(frame)
+    const args = step.args === undefined
+      ? input
+      : typeof input === "object" && input !== null && !Array.isArray(input)
+      ? { ...input, ...step.args }
+      : input === undefined
+      ? { ...step.args }
+      : input
+    const handler = step.definition !== undefined ? step.definition.execute : deps.tools[step.tool]
+    if (handler === undefined) {
+      return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(deps.tools) }))
+    }
+    return Effect.mapError(
+      Effect.suspend(() => handler(args, ctx)),
+      (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
+    )
+  }
+
+  /** Runs the step the route picks, or passes the input through. */
+  const conditionalStep = (step: Conditional<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.flatMap(
+      step.route(input, stepContext(frame)),
+      (next) => next === null ? Effect.succeed(input) : dispatch(next, input, frame)
+    )
+  }
+
+  /** Runs the branches concurrently and combines them by mode. */
+  const inParallelStep = (step: InParallel<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.flatMap(step.paths(input, stepContext(frame)), (paths) => {
+      const branches = paths.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
+      const concurrency = step.concurrency ?? "unbounded"
+      const merged = (results: ReadonlyArray<unknown>) =>
+        step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
+      switch (step.mode) {
+        case "all":
+          return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
+        case "race":
+          // Every path starts at once: a race limited to some of them could be won by none.
+          return Effect.raceAll(branches)
+        case "settle":
+          return Effect.flatMap(
+            Effect.all(
+              branches.map((branch, i) =>
+                Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
+                  Result.isSuccess(result)
+                    ? { _tag: "Success", stepId: paths[i]!.id, status: "fulfilled", value: result.success }
+                    : { _tag: "Failure", stepId: paths[i]!.id, status: "rejected", error: result.failure })
+              ),
+              { concurrency }
+            ),
+            merged
+          )
+      }
+    })
+  }
+
+  /** Runs the body steps until the verdict stops it. */
+  const loopStep = (step: Loop<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.gen(function*() {
+      const ctx = stepContext(frame)
+      const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const history: Array<unknown> = []
+      let current = input
+      let lastOutput: { readonly value: unknown } | undefined
+      let stepCount = 0
+      for (let iteration = 1;; iteration++) {
+        if (frame.ctx.aborted) {
+          return yield* new StepCancelled(cancelledFields(frame.ctx))
+        }
+        if (iteration > step.maxIterations) {
+          return yield* new LoopMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
+        }
+        const run = Effect.suspend(() => {
+          let chain: Effect.Effect<unknown, unknown, unknown> = Effect.succeed(current)
+          for (const body of step.steps) chain = Effect.flatMap(chain, (value) => dispatch(body, value, frame))
+          return chain
+        })
+        const outcome = yield* Effect.result(run)
+        let output: unknown
+        if (Result.isFailure(outcome)) {
+          const error = outcome.failure
+          const action = step.onError === undefined || isCancelled(error) ? "abort" : step.onError(error, ctx)
+          if (action === "retry") continue
+          if (action !== "skip") return yield* Effect.fail(error)
+          if (lastOutput === undefined) continue
+          output = lastOutput.value
+        } else {
+          output = outcome.success
+          stepCount++
+        }
+        lastOutput = { value: output }
+        history.push(output)
+        if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
+        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        const snapshot: Snapshot = {
+          stepCount,
+          tokens: { input: 0, output: 0, total: 0 },
+          elapsed: now - startedAt,
+          cost: 0,
+          lastOutput: output,
+          lastText: textOf(output),
+          history: [...history],
+          depth: frame.ctx.depth
+        }
+        // noetic: an until that throws stops the loop.
+        const verdict = yield* step.until(snapshot).pipe(
+          Effect.catchCause((cause) =>
+            Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
+          )
+        )
+        if (verdict.stop) return output
+        current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
+      }
+    })
+  }
+
+  /** Runs a child agent in its own context below this path. */
+  const spawnStep = (step: Spawn<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
+    return Effect.suspend(() => {
+      // An in-process child agent: its own context (parent = the caller's), its steps
+      // recorded below the spawn's path in the same execution ledger. A child that
+      // ran before a crash gets its context back: its replayed steps do not append
+      // again, so a fresh context would lose what they added to its log and layers.
+      const id = `${frame.ctx.id}${frame.path}`
+      // Like a failed ledger lookup, a child snapshot that cannot be read only costs
+      // the child its earlier log.
+      const childOptions: ChildContextOptions = step.context === undefined
+        ? { parent: frame.ctx }
+        : { parent: frame.ctx, context: step.context }
+      const restoredChild = Effect.catch(deps.restore(id, childOptions), (error) =>
+        Effect.as(
+          Effect.logWarning("child agent context could not be restored; it starts fresh", error),
+          Option.none<AgentContext>()
+        ))
+      return Effect.flatMap(restoredChild, (restored) => {
+        const child = Option.getOrElse(restored, () =>
+          deps.newContext({
+            id,
+            threadId: frame.ctx.threadId,
+            resourceId: frame.ctx.resourceId,
+            restore: childOptions
+          }))
+        // Live while it runs, so the host can answer its ask-user prompts by its id.
+        deps.live.set(child.id, child)
+        const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+        // A spawn step given an adapter dispatches its child through it (noetic's `subprocess`).
+        const dispatched = step.subprocess === undefined
+          ? run
+          : throughAdapter(step.subprocess, step.child, input, child, frame.ctx, run)
+        const timed = step.timeout === undefined ? dispatched : Effect.timeoutOrElse(dispatched, {
+          duration: Duration.millis(step.timeout),
+          orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))
+        })
+        return timed.pipe(Effect.ensuring(Effect.sync(() => deps.live.delete(child.id))))
+      })
+    })
+  }
+
+  return { dispatch }
+}

@@ -1,0 +1,55 @@
+/**
+ * The one place that links facade objects to the engine objects behind them: a
+ * facade context to its engine context, a facade storage or checkpoint store to the
+ * engine service it wraps, a facade step to the subprocess adapter it was built with.
+ *
+ * Links are non-enumerable properties under `Symbol.for` keys, so an object made by
+ * one copy of this package (its ESM build) is still recognised by another (its CJS
+ * build), and a spread copy of an object does not carry its link.
+ *
+ * @internal
+ */
+import type { Effect } from "effect"
+import type { StorageError } from "../Errors.ts"
+import type { AgentContext as EngineContext } from "../harness/AgentContext.ts"
+import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** One kind of link, from facade objects to their engine objects. */
+export interface Link<E> {
+  /** Links `facade` to `engine`, and returns `facade`. */
+  readonly attach: <F extends object>(facade: F, engine: E) => F
+  /** The engine object behind `facade`, if it has one. */
+  readonly get: (facade: object) => E | undefined
+  /** The engine object behind `facade`; an object of this kind without one is a bug of this library. */
+  readonly of: (facade: object) => E
+  /** Whether `facade` has an engine object of this kind behind it. */
+  readonly has: (facade: object) => boolean
+}
+
+const makeLink = <E>(kind: string): Link<E> => {
+  const key = Symbol.for(`noetic-effect/promise/bridge/${kind}`)
+  const get = (facade: object): E | undefined => (facade as Record<symbol, E | undefined>)[key]
+  return {
+    attach: (facade, engine) => Object.defineProperty(facade, key, { value: engine, enumerable: false }),
+    get,
+    of: (facade) => {
+      const engine = get(facade)
+      if (engine === undefined) throw new TypeError(`noetic-effect: this object has no engine ${kind} behind it`)
+      return engine
+    },
+    has: (facade) => get(facade) !== undefined
+  }
+}
+
+/** A facade context (and every step view of it) to its engine context. */
+export const context: Link<EngineContext> = makeLink("context")
+
+/** A storage made by this library's factories to the engine storage it wraps (built once, lazily). */
+export const storage: Link<Effect.Effect<StorageAdapterShape, StorageError>> = makeLink("storage")
+
+/** A checkpoint store made by `createCheckpointStore` to the engine store it wraps (built once, lazily). */
+export const checkpointStore: Link<Effect.Effect<CheckpointStoreShape, StorageError>> = makeLink("checkpointStore")
+
+/** A facade step to the facade subprocess adapter it was built with (`subprocess` option). */
+export const stepSubprocess: Link<unknown> = makeLink("stepSubprocess")
