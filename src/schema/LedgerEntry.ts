@@ -33,7 +33,9 @@ export const StepRecorded = Schema.TaggedStruct("StepRecorded", {
   path: Schema.String,
   stepId: Schema.String,
   kind: Schema.String,
-  output: RecordedOutput
+  output: RecordedOutput,
+  /** When the record was written, epoch milliseconds (records written before it existed lack it). */
+  at: Schema.optionalKey(Schema.Number)
 })
 
 /** A completed step: its identity at `path` and its output. */
@@ -42,7 +44,9 @@ export type StepRecorded = typeof StepRecorded.Type
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */
 export const SubtreeDiscarded = Schema.TaggedStruct("SubtreeDiscarded", {
   version: Schema.Literal(LEDGER_ENTRY_VERSION),
-  path: Schema.String
+  path: Schema.String,
+  /** When the record was written, epoch milliseconds (records written before it existed lack it). */
+  at: Schema.optionalKey(Schema.Number)
 })
 
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */

@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
 import {
   isAtOrBelow,
@@ -398,7 +398,9 @@ export const makeWith = (
             path,
             stepId: identity.stepId,
             kind: identity.kind,
-            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output }
+            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
+            // For operators (`executions show`): when the step completed.
+            at: yield* Clock.currentTimeMillis
           }
           yield* append(entry, { _tag: "Step", path }, (seq) => {
             counters.recorded++
@@ -412,7 +414,7 @@ export const makeWith = (
         if (held === undefined) return Option.none<unknown>()
         if (held.stepId === identity.stepId && held.kind === identity.kind) return Option.some(outputOf(held.output))
         yield* append(
-          { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path },
+          { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path, at: yield* Clock.currentTimeMillis },
           { _tag: "Discard", path },
           (seq) => state.applyDiscard(seq, path)
         )
