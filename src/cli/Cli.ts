@@ -654,7 +654,7 @@ export const run = Command.runWith(command, { version: VERSION })
 /** The one line an error is reported as: what went wrong, never a stack trace. */
 const describeFailure = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "_tag" in error) {
-    if (error._tag === "CliFailure") return (error as CliFailure).message
+    if (error._tag === "CliFailure") return firstLine((error as CliFailure).message)
     if (error._tag === "StorageError") return `storage: ${firstLine(error)}`
   }
   return firstLine(error)

@@ -106,6 +106,15 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         const none = yield* cli(...b.args, "executions", "list", "--since", "2999-01-01")
         assert.include(none.out, "no recorded executions")
 
+        // A snapshot this build cannot read is listed as unreadable, and show says why in one line.
+        yield* b.checkpoints.set("checkpoints:old-format", { version: 1, executionId: "old-format" })
+        yield* b.checkpoints.set("execution:old-format:snapshot", { schemaVersion: 1, executionId: "old-format" })
+        const withBad = yield* cliJson(...b.args, "executions", "list", "--json")
+        const bad = withBad.executions.find((row: { executionId: string }) => row.executionId === "old-format")
+        assert.strictEqual(bad.status, "unreadable")
+        assert.include(bad.problem, "schemaVersion")
+        assertOneLineFailure(yield* cli(...b.args, "executions", "show", "old-format"), "execution old-format")
+
         assertOneLineFailure(yield* cli(...b.args, "executions", "list", "--since", "yesterday"), "bad --since")
         assertOneLineFailure(yield* cli(...b.args, "executions", "list", "--status", "bogus"), "--status")
       })
