@@ -354,8 +354,7 @@ const executionsClear = Command.make(
               }); pass --force to clear it anyway`
             })
           }
-          targets = row === undefined ? [] : [row]
-          if (row === undefined) targets = [{ ...emptyRow(id) }]
+          targets = [row ?? emptyRow(id)]
         } else {
           const before = Option.isSome(olderThan) ? now - (yield* Render.parseDuration("--older-than", olderThan.value)) : undefined
           targets = (yield* executionRows(storages, now)).filter((row) =>
