@@ -168,6 +168,9 @@ export const firstLine = (error: unknown): string => {
 /** Opens what the shared flags select: `--pg` (with `--table`), else the roots under the home. */
 export const openStorages = (flags: SourceFlags): Effect.Effect<CliStorages, CliFailure, Scope.Scope> =>
   Effect.gen(function*() {
+    if (Option.isSome(flags.pg) && Option.isSome(flags.home)) {
+      return yield* new CliFailure({ message: "--home and --pg name two different stores; pass one of them" })
+    }
     if (Option.isSome(flags.pg)) {
       const table = Option.getOrElse(flags.table, () => PostgresStorage.DEFAULT_TABLE)
       const storage = yield* openPostgres(flags.pg.value, table)

@@ -31,6 +31,7 @@ describe("noetic-effect CLI on file storage", () => {
       Fs.writeFileSync(file, "")
       assertOneLineFailure(yield* cli("--home", file, "children", "list"), "not a directory")
       assertOneLineFailure(yield* cli("--home", home, "--table", "t", "queues", "list"), "--table needs --pg")
+      assertOneLineFailure(yield* cli("--home", home, "--pg", "postgres://localhost/x", "queues", "list"), "pass one of them")
       // A home with nothing recorded yet is empty, not an error, and reading it creates nothing.
       const empty = yield* cli("--home", home, "executions", "list")
       assert.strictEqual(empty.code, 0)
