@@ -1,17 +1,10 @@
 import { describe, it, assert } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { roots } from "../../src/NoeticHome.ts"
-import { assertOneLineFailure, cli, suite } from "./suite.ts"
-
-/** A fresh home directory, removed afterwards. */
-const freshHome = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-cli-"))),
-  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
-)
+import { assertOneLineFailure, cli, freshHome, suite } from "./suite.ts"
 
 describe("noetic-effect CLI on file storage", () => {
   suite(Effect.gen(function*() {

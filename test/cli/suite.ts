@@ -7,6 +7,9 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option, type Scope } from "effect"
 import { TestConsole } from "effect/testing"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Cli from "../../src/cli/Cli.ts"
 import * as AgentHarness from "../../src/harness/AgentHarness.ts"
 import { runCode } from "../../src/harness/Step.ts"
@@ -15,6 +18,12 @@ import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
 import { leaseKey } from "../../src/services/ExecutionLease.ts"
 import type { StorageAdapterShape } from "../../src/services/StorageAdapter.ts"
 import { recordState } from "./state.ts"
+
+/** A fresh home directory, removed afterwards. */
+export const freshHome = Effect.acquireRelease(
+  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-cli-"))),
+  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+)
 
 /** What the CLI printed and how it ended. */
 export interface CliRun {
