@@ -255,7 +255,16 @@ const executionsShow = Command.make(
             askUser: h.askUser.map((prompt) => ({ id: prompt.id, createdAt: new Date(prompt.createdAt).toISOString() }))
           })
         })
-        if (json) return yield* Render.printJson({ execution: row ?? null, snapshot, ledger: view })
+        // The detached children this execution spawned, as their manifests record them.
+        const spawned = yield* Option.match(storages.subprocess, {
+          onNone: () => Effect.succeed<ReadonlyArray<Children.ChildRow>>([]),
+          onSome: (subprocess) =>
+            Effect.map(
+              Children.listChildren(subprocess, { update: () => {} }, now),
+              (rows) => rows.filter((child) => child.parentExecutionId === executionId)
+            )
+        })
+        if (json) return yield* Render.printJson({ execution: row ?? null, snapshot, ledger: view, children: spawned })
 
         const counts = { live: 0, superseded: 0, discarded: 0, tombstone: 0, corrupt: 0 }
         for (const record of view.records) counts[record.state]++
@@ -285,6 +294,9 @@ const executionsShow = Command.make(
             "lease",
             `${row.lease.owner} until ${Render.iso(row.lease.expiresAt)} (${row.lease.live ? "live" : "expired or released"})`
           ))
+        }
+        if (spawned.length > 0) {
+          lines.push(label("children", spawned.map((child) => `${child.handleId} (${child.status})`).join(", ")))
         }
         lines.push(label(
           "ledger",

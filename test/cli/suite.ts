@@ -326,6 +326,11 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
       const shown = yield* cliJson(...b.args, "children", "show", "child-1", "--json")
       assert.strictEqual(shown.manifest.serializedInput, "\"in\"")
       assert.include((yield* cli(...b.args, "children", "show", "child-1")).out, "parent     parent-1")
+      // The parent's view names the child it spawned.
+      assert.include((yield* cli(...b.args, "executions", "show", "parent-1")).out, "children   child-1 (in-process)")
+      const parentJson = yield* cliJson(...b.args, "executions", "show", "parent-1", "--json")
+      assert.deepStrictEqual(parentJson.children.map((c: { handleId: string }) => c.handleId), ["child-1"])
+      assert.strictEqual(parentJson.execution.status, "idle")
 
       assertOneLineFailure(yield* cli(...b.args, "children", "show", "nope"), "unknown child handle nope")
       assertOneLineFailure(yield* cli(...b.args, "children", "stop", "nope"), "unknown child handle nope")
