@@ -80,10 +80,23 @@ const notConfirmed = new CliFailure({ message: "not confirmed; nothing was chang
 
 const executionId = Argument.String("execution-id").pipe(Argument.withDescription("The execution id"))
 
+/** The children recorded in the subprocess storage, with their liveness. */
+const childRows = (storages: CliStorages, now: number, progress: Render.Progress) =>
+  Option.match(storages.subprocess, {
+    onNone: () => Effect.succeed<ReadonlyArray<Children.ChildRow>>([]),
+    onSome: (storage) => Children.listChildren(storage, progress, now)
+  })
+
 const executionRows = (storages: CliStorages, now: number, only?: string) =>
   Option.match(storages.checkpoints, {
     onNone: () => Effect.succeed<ReadonlyArray<Executions.ExecutionRow>>([]),
-    onSome: (storage) => Render.withProgress((progress) => Executions.listExecutions(storage, progress, now, only))
+    onSome: (storage) =>
+      Render.withProgress((progress) =>
+        Effect.gen(function*() {
+          const rows = yield* Executions.listExecutions(storage, progress, now, only)
+          return Executions.withLiveChildren(rows, yield* childRows(storages, now, progress))
+        })
+      )
   })
 
 const statusFlag = Flag.Literals("status", Executions.EXECUTION_STATUSES as ReadonlyArray<Executions.ExecutionStatus>).pipe(
@@ -256,14 +269,9 @@ const executionsShow = Command.make(
           })
         })
         // The detached children this execution spawned, as their manifests record them.
-        const spawned = yield* Option.match(storages.subprocess, {
-          onNone: () => Effect.succeed<ReadonlyArray<Children.ChildRow>>([]),
-          onSome: (subprocess) =>
-            Effect.map(
-              Children.listChildren(subprocess, { update: () => {} }, now),
-              (rows) => rows.filter((child) => child.parentExecutionId === executionId)
-            )
-        })
+        const spawned = (yield* childRows(storages, now, { update: () => {} })).filter((child) =>
+          child.parentExecutionId === executionId
+        )
         if (json) return yield* Render.printJson({ execution: row ?? null, snapshot, ledger: view, children: spawned })
 
         const counts = { live: 0, superseded: 0, discarded: 0, tombstone: 0, corrupt: 0 }
@@ -288,6 +296,9 @@ const executionsShow = Command.make(
             ),
             label("ask-user", `${snapshot.askUser.length} pending${snapshot.askUser.map((p) => ` ${p.id}`).join("")}`)
           )
+        }
+        if (row?.runningIn !== undefined) {
+          lines.push(label("running in", `child ${row.runningIn.handleId} (pid ${row.runningIn.pid ?? "not yet recorded"})`))
         }
         if (row?.lease !== null && row?.lease !== undefined) {
           lines.push(label(
@@ -360,11 +371,10 @@ const executionsClear = Command.make(
           }
           const [row] = yield* executionRows(storages, now, id)
           if (row !== undefined && row.status === "running" && !force) {
-            return yield* new CliFailure({
-              message: `execution ${id} is running (lease held by ${row.lease?.owner} until ${
-                Render.iso(row.lease?.expiresAt)
-              }); pass --force to clear it anyway`
-            })
+            const where = row.runningIn !== undefined
+              ? `in child ${row.runningIn.handleId} (pid ${row.runningIn.pid ?? "not yet recorded"})`
+              : `(lease held by ${row.lease?.owner} until ${Render.iso(row.lease?.expiresAt)})`
+            return yield* new CliFailure({ message: `execution ${id} is running ${where}; pass --force to clear it anyway` })
           }
           targets = [row ?? emptyRow(id)]
         } else {

@@ -3,7 +3,8 @@
  * last checkpoint) and, for one execution, its snapshot and its ledger record by record.
  *
  * Status comes from what the engine records, never from guesses:
- * - `running`: its lease (harnesses built with `lease`) is held and not expired.
+ * - `running`: its lease (harnesses built with `lease`) is held and not expired, or a
+ *   live child process (pid and start time) runs it (see `withLiveChildren`).
  * - `finished`: nothing is in flight, or the root step still in the snapshot's frontier
  *   has its output in the ledger (the root completed after the last snapshot; a resume
  *   would only replay it). The root's record is the last one its run writes.
@@ -59,6 +60,35 @@ export interface ExecutionRow {
   readonly lease: { readonly owner: string; readonly expiresAt: number; readonly live: boolean } | null
   /** Why the snapshot could not be read (status `unreadable`). */
   readonly problem?: string
+  /** The live child process running it (local subprocess adapter), when one does. */
+  readonly runningIn?: { readonly handleId: string; readonly pid: number | null }
+}
+
+/**
+ * Marks the executions a live child process runs as `running`: a detached child runs
+ * its step as an execution of its own, and without a lease its process (pid and start
+ * time) is the only record that someone works on it.
+ */
+export const withLiveChildren = (
+  rows: ReadonlyArray<ExecutionRow>,
+  children: ReadonlyArray<{
+    readonly handleId: string
+    readonly executionId: string | null
+    readonly status: string
+    readonly pid: number | null
+  }>
+): ReadonlyArray<ExecutionRow> => {
+  const live = new Map<string, { readonly handleId: string; readonly pid: number | null }>()
+  for (const child of children) {
+    if (child.executionId !== null && (child.status === "running" || child.status === "starting")) {
+      live.set(child.executionId, { handleId: child.handleId, pid: child.pid })
+    }
+  }
+  return rows.map((row) => {
+    const child = live.get(row.executionId)
+    if (child === undefined || row.status === "running" || row.status === "unreadable") return row
+    return { ...row, status: "running", runningIn: child }
+  })
 }
 
 /** How many records each bulk read of a scan asks for, so progress can be shown between them. */

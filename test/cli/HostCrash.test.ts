@@ -75,6 +75,17 @@ describe("noetic-effect CLI after a real host crash", () => {
       const table = yield* cli("--home", home, "children", "list")
       assert.match(table.out, new RegExp(`${handleId}\\s+running\\s+${child.pid}\\s+waitForRelease\\s+${parentId}\\s+\\d+s\\s+-`))
 
+      // The child runs its step as an execution of its own: its live process makes it running.
+      const childExecutionRow = Effect.map(
+        cliJson("--home", home, "executions", "list", "--json"),
+        (listed) => listed.executions.find((row: { executionId: string }) => row.executionId !== parentId)
+      )
+      // The child records its first snapshot once it has booted.
+      yield* waitUntil(Effect.map(childExecutionRow, (row) => row !== undefined))
+      const childExecution = yield* childExecutionRow
+      assert.strictEqual(childExecution.status, "running")
+      assert.deepStrictEqual(childExecution.runningIn, { handleId, pid: child.pid })
+
       Fs.writeFileSync(release, "go")
       yield* waitUntil(Effect.map(cliJson("--home", home, "children", "list", "--json"), (r) => r.children[0].alive === false))
 
