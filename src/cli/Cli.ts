@@ -137,7 +137,13 @@ const executionsList = Command.make(
         ))
       })
     )
-).pipe(Command.withDescription("List executions: status, steps recorded, last checkpoint, thread"), Command.withAlias("ls"))
+).pipe(Command.withDescription("List executions: status, steps recorded, last checkpoint, thread"),
+  Command.withAlias("ls"),
+  Command.withExamples([
+    { command: "noetic-effect executions list --status interrupted", description: "What a crash left to resume" },
+    { command: "noetic-effect executions list --since 2h --json", description: "Recent executions, for a script" }
+  ])
+)
 
 const label = (name: string, value: string) => `${name.padEnd(11)}${value}`
 
@@ -324,7 +330,12 @@ const executionsShow = Command.make(
         }
       })
     )
-).pipe(Command.withDescription("Show an execution: its snapshot and its ledger as a tree of step paths"))
+).pipe(Command.withDescription("Show an execution: its snapshot and its ledger as a tree of step paths"),
+  Command.withExamples([
+    { command: "noetic-effect executions show <id>", description: "Snapshot, then every ledger record by path" },
+    { command: "noetic-effect executions show <id> --output /root#0/fetch#0", description: "One recorded output" }
+  ])
+)
 
 const executionsClear = Command.make(
   "clear",
@@ -409,7 +420,12 @@ const executionsClear = Command.make(
         )
       })
     )
-).pipe(Command.withDescription("Discard executions: snapshot, step ledger and in-process child agents' snapshots"))
+).pipe(Command.withDescription("Discard executions: snapshot, step ledger and in-process child agents' snapshots"),
+  Command.withExamples([
+    { command: "noetic-effect executions clear <id>", description: "Asks first" },
+    { command: "noetic-effect executions clear --finished --older-than 7d --yes", description: "Housekeeping, unattended" }
+  ])
+)
 
 const emptyRow = (executionId: string): Executions.ExecutionRow => ({
   executionId,
