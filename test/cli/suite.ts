@@ -5,7 +5,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option, type Scope } from "effect"
+import { Deferred, Effect, Fiber, Option, References, type Scope } from "effect"
 import { TestConsole } from "effect/testing"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -155,6 +155,29 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
       yield* Fiber.join(run)
       const after = yield* cliJson(...b.args, "executions", "list", "--json")
       assert.strictEqual(after.executions.find((r: { executionId: string }) => r.executionId === "leased").status, "finished")
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("a run whose root output the ledger cannot hold still reads finished, and one that failed reads interrupted", () =>
+    Effect.gen(function*() {
+      const b = yield* backend
+      const store = yield* CheckpointStore.makeWith(b.checkpoints)
+      const run = (id: string, fail: boolean) =>
+        Effect.gen(function*() {
+          const harness = yield* AgentHarness.make({
+            name: "dates",
+            // A Date has no faithful JSON form: the ledger drops the root's output.
+            agentGraph: runCode("report", (_: void, ctx) =>
+              Effect.flatMap(ctx.run(runCode("measure", () => Effect.succeed(3)), undefined), (n) =>
+                fail ? Effect.fail("no report" as const) : Effect.succeed(new Date(n))))
+          }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+          yield* Effect.exit(harness.execute(undefined, { executionId: id }))
+        }).pipe(Effect.provideService(References.MinimumLogLevel, "Error"))
+      yield* run("dated", false)
+      yield* run("undated", true)
+      const { executions } = yield* cliJson(...b.args, "executions", "list", "--json")
+      const status = (id: string) => executions.find((row: { executionId: string }) => row.executionId === id).status
+      assert.strictEqual(status("dated"), "finished")
+      assert.strictEqual(status("undated"), "interrupted")
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
   it.live("executions show: the snapshot and the ledger as a tree, with tombstones and evictions marked", () =>
