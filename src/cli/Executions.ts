@@ -5,9 +5,11 @@
  * Status comes from what the engine records, never from guesses:
  * - `running`: its lease (harnesses built with `lease`) is held and not expired, or a
  *   live child process (pid and start time) runs it (see `withLiveChildren`).
- * - `finished`: nothing is in flight, or the root step still in the snapshot's frontier
- *   has its output in the ledger (the root completed after the last snapshot; a resume
- *   would only replay it). The root's record is the last one its run writes.
+ * - `finished`: the root step still in the snapshot's frontier has its output in the
+ *   ledger (the root completed after the last snapshot; a resume would only replay
+ *   it; the root's record is the last one its run writes), or nothing is in flight
+ *   (the harness saves a last snapshot without the root whenever the ledger could not
+ *   hold the root's output, or the run changed the context).
  * - `interrupted`: a step was in flight at the last snapshot and the root has no
  *   recorded output: a resume runs it on. Without a lease a run in progress reads the
  *   same, since nothing then records that a host is working on it.
