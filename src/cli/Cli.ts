@@ -672,10 +672,11 @@ const queues = Command.make("queues").pipe(
 // paths
 // -----------------------------------------------------------------------------
 
-const paths = Command.make("paths", {}, () =>
+const paths = Command.make("paths", { json }, ({ json }) =>
   Effect.gen(function*() {
     const flags = yield* noetic
     const r = roots(Option.getOrUndefined(flags.home))
+    if (json) return yield* Render.printJson({ home: r.home, checkpoints: r.checkpoints, subprocess: r.subprocess, run: r.run })
     yield* Console.log(`home         ${r.home}`)
     yield* Console.log(`checkpoints  ${r.checkpoints}`)
     yield* Console.log(`subprocess   ${r.subprocess}`)

@@ -47,5 +47,7 @@ describe("noetic-effect CLI on file storage", () => {
       assert.include(out, "checkpoints  /tmp/some-home/checkpoints")
       assert.include(out, "subprocess   /tmp/some-home/subprocess")
       assert.include(out, "run          /tmp/some-home/run")
+      const json = JSON.parse((yield* cli("--home", "/tmp/some-home", "paths", "--json")).out)
+      assert.strictEqual(json.checkpoints, "/tmp/some-home/checkpoints")
     }))
 })
