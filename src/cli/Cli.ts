@@ -616,7 +616,7 @@ const queuesList = Command.make("list", { json }, ({ json }) =>
             String(row.ackedSeq),
             String(row.pendingFrames),
             row.pendingSeqs === null ? "-" : `${row.pendingSeqs.from}-${row.pendingSeqs.to}`,
-            Render.bytes(row.pendingBytes)
+            Render.bytes(row.pendingBytes) + (row.damaged.length > 0 ? ` + ${row.damaged.length} UNREADABLE record(s)` : "")
           ])
         ))
       })
@@ -654,7 +654,7 @@ const queuesShow = Command.make(
               ? "none"
               : `${summary.pendingFrames} frames, seqs ${summary.pendingSeqs.from}-${summary.pendingSeqs.to}, ${Render.bytes(summary.pendingBytes)}`
           )
-        ].join("\n"))
+        ].concat(summary.damaged.map((damage) => label("UNREADABLE", `record through seq ${damage.through}: ${damage.message}`))).join("\n"))
         if (frames && pending.length > 0) {
           yield* Console.log("")
           yield* Console.log(Render.table(["SEQ", "BYTES", "FRAME"], pending.map((entry) => [String(entry.seq), String(entry.bytes), entry.frame])))

@@ -30,6 +30,8 @@ export interface QueueRow {
   readonly pendingSeqs: { readonly from: number; readonly to: number } | null
   /** UTF-8 bytes of the pending frames. */
   readonly pendingBytes: number
+  /** Records that could not be read: the last seq each covers, and why. */
+  readonly damaged: ReadonlyArray<{ readonly through: number; readonly message: string }>
 }
 
 /** A queue and its pending frames. */
@@ -79,7 +81,20 @@ export const inspectQueue = (
     const queue = yield* openQueue(readOnly(storage), { socketId, cachedFrames: 0 })
     const headSeq = yield* queue.headSeq
     const ackedSeq = yield* queue.ackedSeq
-    const entries = yield* queue.frameRange(ackedSeq + 1)
+    // Read past unreadable records, reporting each, so one damaged record does not hide the rest.
+    const entries: Array<QueueEntry> = []
+    const damaged: Array<{ readonly through: number; readonly message: string }> = []
+    let from = ackedSeq + 1
+    while (from <= headSeq) {
+      const read = yield* queue.readRange(from).pipe(
+        // The range is always valid here: seqs from the queue's own watermark.
+        Effect.catchTag("InvalidQueueInput", (error) => Effect.die(error))
+      )
+      for (const entry of read.entries) entries.push(entry)
+      if (read.damage !== undefined) damaged.push({ through: read.damage.through, message: read.damage.error.message })
+      if (read.through < from) break
+      from = read.through + 1
+    }
     yield* queue.close
     const frames = entries.map((entry) => ({ ...entry, bytes: utf8Length(entry.frame) }))
     return {
@@ -90,6 +105,7 @@ export const inspectQueue = (
       pendingFrames: frames.length,
       pendingSeqs: frames.length === 0 ? null : { from: frames[0]!.seq, to: frames[frames.length - 1]!.seq },
       pendingBytes: frames.reduce((sum, frame) => sum + frame.bytes, 0),
+      damaged,
       frames
     }
   })

@@ -15,6 +15,7 @@ import * as AgentHarness from "../../src/harness/AgentHarness.ts"
 import { runCode } from "../../src/harness/Step.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
+import { keyPrefix } from "../../src/services/DurableOutboundQueue.ts"
 import { leaseKey } from "../../src/services/ExecutionLease.ts"
 import type { StorageAdapterShape } from "../../src/services/StorageAdapter.ts"
 import { recordState } from "./state.ts"
@@ -296,6 +297,16 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         // Reading is read-only: the queue is as it was.
         assert.strictEqual((yield* cliJson(...b.args, "queues", "show", "demo-queue", "--json")).pendingFrames, 2)
         assertOneLineFailure(yield* cli(...b.args, "queues", "show", "nope"), "unknown queue nope")
+
+        // A damaged record is reported, not a failure of the whole command.
+        const recordKeys = (yield* b.checkpoints.list(keyPrefix("demo-queue"))).filter((key) => !key.endsWith(":meta"))
+        assert.isAbove(recordKeys.length, 0)
+        yield* b.checkpoints.set(recordKeys[recordKeys.length - 1]!, { torn: true })
+        const damaged = yield* cli(...b.args, "queues", "show", "demo-queue")
+        assert.strictEqual(damaged.code, 0, damaged.err)
+        assert.include(damaged.out, "UNREADABLE")
+        assert.isAbove((yield* cliJson(...b.args, "queues", "show", "demo-queue", "--json")).damaged.length, 0)
+        assert.include((yield* cli(...b.args, "queues", "list")).out, "UNREADABLE")
       })
     ), { timeout: 60_000 })
 
