@@ -362,7 +362,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
       yield* checkpoint(ctx)
       const output = yield* dispatch(root, input, frame)
-      if (ctx.version !== before) yield* checkpoint(ctx)
+      // A finished run leaves a mark an operator can read (the CLI's `finished`): the
+      // root's output in the ledger, or else a snapshot whose frontier no longer holds
+      // the root. The lookup is in memory and writes nothing (the identity is the one
+      // just recorded), so a run the ledger could record costs no extra write.
+      const rootRecorded = Option.isSome(ledger) && Option.isSome(
+        yield* ledger.value.lookup(rootPath, { stepId: root.id, kind: root.kind }).pipe(
+          Effect.orElseSucceed(() => Option.none<unknown>())
+        )
+      )
+      if (ctx.version !== before || !rootRecorded) yield* checkpoint(ctx)
       return { executionId: ctx.id, output }
     }).pipe(Effect.ensuring(Effect.sync(() => live.delete(ctx.id))))
 

@@ -40,7 +40,9 @@ export const StepRecorded = Schema.TaggedStruct("StepRecorded", {
    * a resume that finds another step there learns the workflow changed. Absent in
    * records written before it existed.
    */
-  position: Schema.optionalKey(Schema.Number)
+  position: Schema.optionalKey(Schema.Number),
+  /** When the record was written, epoch milliseconds (records written before it existed lack it). */
+  at: Schema.optionalKey(Schema.Number)
 })
 
 /** A completed step: its identity at `path` and its output. */
@@ -49,7 +51,9 @@ export type StepRecorded = typeof StepRecorded.Type
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */
 export const SubtreeDiscarded = Schema.TaggedStruct("SubtreeDiscarded", {
   version: Schema.Literal(LEDGER_ENTRY_VERSION),
-  path: Schema.String
+  path: Schema.String,
+  /** When the record was written, epoch milliseconds (records written before it existed lack it). */
+  at: Schema.optionalKey(Schema.Number)
 })
 
 /** A tombstone: every record before it at `path` or below `path` no longer counts. */

@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
 import {
   isAtOrBelow,
@@ -463,6 +463,8 @@ export const makeWith = (
             stepId: identity.stepId,
             kind: identity.kind,
             output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
+            // For operators (`executions show`): when the step completed.
+            at: yield* Clock.currentTimeMillis,
             ...(position === undefined ? {} : { position })
           }
           yield* append(entry, { _tag: "Step", path }, (seq) => {
@@ -474,7 +476,7 @@ export const makeWith = (
 
       const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
-          { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path },
+          { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path, at: yield* Clock.currentTimeMillis },
           { _tag: "Discard", path },
           (seq) => state.applyDiscard(seq, path)
         )

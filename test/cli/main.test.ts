@@ -1,53 +1,45 @@
-import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
-import { TestConsole } from "effect/testing"
+import { describe, it, assert } from "@effect/vitest"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Cli from "../../src/cli/Cli.ts"
-import * as AgentHarness from "../../src/harness/AgentHarness.ts"
-import { runCode } from "../../src/harness/Step.ts"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { roots } from "../../src/NoeticHome.ts"
-import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
+import { assertOneLineFailure, cli, freshHome, suite } from "./suite.ts"
 
-/** Runs the CLI in this process and returns what it printed, and how it ended. */
-const cli = (...args: Array<string>) =>
-  Effect.gen(function*() {
-    const exit = yield* Effect.exit(Cli.run(args))
-    const out = (yield* TestConsole.logLines).map(String).join("\n")
-    return { exit, out }
-  }).pipe(Effect.provide(TestConsole.layer), Effect.provide(NodeServices.layer))
+describe("noetic-effect CLI on file storage", () => {
+  suite(Effect.gen(function*() {
+    const home = yield* freshHome
+    return {
+      args: ["--home", home],
+      checkpoints: yield* FileStorage.make({ root: roots(home).checkpoints }),
+      subprocess: yield* FileStorage.make({ root: roots(home).subprocess })
+    }
+  }))
 
-describe("noetic-effect CLI", () => {
-  it.live("lists, shows and clears the executions recorded under a home directory", () =>
+  it.live("a home that is missing or not a directory is one line and a non-zero exit", () =>
     Effect.gen(function*() {
-      const home = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-cli-"))
-      const store = yield* CheckpointStore.makeWith(yield* FileStorage.make({ root: roots(home).checkpoints }))
-      const harness = yield* AgentHarness.make({
-        name: "cli",
-        agentGraph: runCode("root", (_: void, ctx) => Effect.as(ctx.append([{ type: "note", text: "hello" }]), "done"))
-      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
-      yield* harness.execute(undefined, { executionId: "exec-a", threadId: "thread-1" })
-
-      const listed = yield* cli("--home", home, "executions", "list", "--json")
-      assert.isTrue(Exit.isSuccess(listed.exit))
-      assert.deepStrictEqual(JSON.parse(listed.out), ["exec-a"])
-
-      const shown = yield* cli("--home", home, "executions", "show", "exec-a")
-      assert.include(shown.out, "thread     thread-1")
-      assert.include(shown.out, "items      1")
-      assert.include(shown.out, "frontier   (idle)")
-
-      const missing = yield* cli("--home", home, "executions", "show", "missing")
-      assert.isTrue(Exit.isFailure(missing.exit))
-
-      yield* cli("--home", home, "executions", "clear", "exec-a")
-      assert.deepStrictEqual(JSON.parse((yield* cli("--home", home, "executions", "list", "--json")).out), [])
-      // Nothing of the execution is left: neither snapshot nor ledger files.
-      assert.deepStrictEqual(Fs.readdirSync(roots(home).checkpoints).filter((name) => name.includes("exec-a")), [])
+      const home = yield* freshHome
+      assertOneLineFailure(yield* cli("--home", Path.join(home, "nope"), "executions", "list"), "no noetic state at")
+      const file = Path.join(home, "file")
+      Fs.writeFileSync(file, "")
+      assertOneLineFailure(yield* cli("--home", file, "children", "list"), "not a directory")
+      assertOneLineFailure(yield* cli("--home", home, "--table", "t", "queues", "list"), "--table needs --pg")
+      assertOneLineFailure(yield* cli("--home", home, "--pg", "postgres://localhost/x", "queues", "list"), "pass one of them")
+      // A home with nothing recorded yet is empty, not an error, and reading it creates nothing.
+      const empty = yield* cli("--home", home, "executions", "list")
+      assert.strictEqual(empty.code, 0)
+      assert.include(empty.out, "no recorded executions")
+      assert.isFalse(Fs.existsSync(roots(home).checkpoints))
     }).pipe(Effect.scoped))
+
+  it.live("a usage error is one line naming the help to read", () =>
+    Effect.gen(function*() {
+      const run = yield* cli("executions", "show")
+      assert.strictEqual(run.code, 2)
+      assert.strictEqual(run.err.split("\n").length, 1)
+      assert.include(run.err, "Missing required argument: execution-id")
+      assert.include(run.err, "noetic-effect executions show --help")
+    }))
 
   it.live("paths prints the three roots under the home", () =>
     Effect.gen(function*() {
@@ -55,5 +47,7 @@ describe("noetic-effect CLI", () => {
       assert.include(out, "checkpoints  /tmp/some-home/checkpoints")
       assert.include(out, "subprocess   /tmp/some-home/subprocess")
       assert.include(out, "run          /tmp/some-home/run")
+      const json = JSON.parse((yield* cli("--home", "/tmp/some-home", "paths", "--json")).out)
+      assert.strictEqual(json.checkpoints, "/tmp/some-home/checkpoints")
     }))
 })
