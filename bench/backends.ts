@@ -21,6 +21,8 @@ export interface OpenBackend {
   readonly storage: StorageAdapterShape
   /** How it is configured, for the report. */
   readonly description: string
+  /** The Postgres table, for raw baselines over the same rows. */
+  readonly table?: string | undefined
   readonly close: () => Promise<void>
 }
 
@@ -58,6 +60,7 @@ export const openBackend = async (
         name,
         storage: scoped.value,
         description: "Postgres storage (@effect/sql-pg)",
+        table,
         close: async () => {
           await scoped.close()
           const raw = await Pg.raw(url, Pg.freshName("noetic_bench_drop"))

@@ -104,6 +104,8 @@ export interface CountingProxy {
   /** `url` with its host and port pointing at the proxy. */
   readonly url: string
   readonly roundTrips: () => number
+  /** The statements sent since the last reset (the start of each), in order. */
+  readonly statements: () => ReadonlyArray<string>
   readonly reset: () => void
   readonly close: () => Promise<void>
 }
@@ -111,11 +113,12 @@ export interface CountingProxy {
 const SSL_REQUEST = 80877103
 const GSSENC_REQUEST = 80877104
 
-/** Counts `Q` and `S` messages in one connection's frontend stream. */
-const frontendCounter = (onRoundTrip: () => void) => {
+/** Counts `Q` and `S` messages in one connection's frontend stream; hands the statements parsed to `onStatement`. */
+const frontendCounter = (onRoundTrip: () => void, onStatement: (text: string) => void) => {
   let buffer = Buffer.alloc(0)
   // Until the startup message, messages carry no type byte.
   let startup = true
+  const prepared = new Map<string, string>()
   return (chunk: Buffer) => {
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
     for (;;) {
@@ -133,6 +136,19 @@ const frontendCounter = (onRoundTrip: () => void) => {
       const length = buffer.readInt32BE(1)
       if (buffer.length < 1 + length) return
       if (type === "Q" || type === "S") onRoundTrip()
+      if (type === "Q") onStatement(buffer.toString("utf8", 5, Math.min(1 + length, 5 + 200)))
+      if (type === "P") {
+        // Parse: a statement name, then the query text, both NUL-terminated.
+        const nameEnd = buffer.indexOf(0, 5)
+        const textEnd = buffer.indexOf(0, nameEnd + 1)
+        prepared.set(buffer.toString("utf8", 5, nameEnd), buffer.toString("utf8", nameEnd + 1, Math.min(textEnd, nameEnd + 1 + 200)))
+      }
+      if (type === "B") {
+        // Bind: a portal name, then the name of the prepared statement it executes.
+        const portalEnd = buffer.indexOf(0, 5)
+        const nameEnd = buffer.indexOf(0, portalEnd + 1)
+        onStatement(prepared.get(buffer.toString("utf8", portalEnd + 1, nameEnd)) ?? "?")
+      }
       buffer = buffer.subarray(1 + length)
     }
   }
@@ -144,12 +160,13 @@ export const countingProxy = async (url: string): Promise<CountingProxy> => {
   const host = target.hostname
   const port = Number(target.port || 5432)
   let count = 0
+  let statements: Array<string> = []
   const sockets = new Set<Net.Socket>()
   const server = Net.createServer((client) => {
     const upstream = Net.connect({ host, port })
     sockets.add(client)
     sockets.add(upstream)
-    const counter = frontendCounter(() => count++)
+    const counter = frontendCounter(() => count++, (text) => statements.push(text.replace(/\s+/g, " ").trim()))
     client.on("data", (chunk: Buffer) => {
       counter(chunk)
       upstream.write(chunk)
@@ -174,8 +191,10 @@ export const countingProxy = async (url: string): Promise<CountingProxy> => {
   return {
     url: proxied.toString(),
     roundTrips: () => count,
+    statements: () => statements,
     reset: () => {
       count = 0
+      statements = []
     },
     close: () =>
       new Promise<void>((resolve) => {

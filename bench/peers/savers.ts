@@ -92,8 +92,12 @@ export type SqliteSaverPlan =
   | { readonly _tag: "Child"; readonly node: string; readonly version: string; readonly inProcessError: string }
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
-/** Finds where SqliteSaver can load: here, or a child on another Node. */
-export const planSqliteSaver = (): SqliteSaverPlan => {
+let plan: SqliteSaverPlan | undefined
+
+/** Finds where SqliteSaver can load: here, or a child on another Node (looked up once per process). */
+export const planSqliteSaver = (): SqliteSaverPlan => (plan ??= findSqliteSaver())
+
+const findSqliteSaver = (): SqliteSaverPlan => {
   let inProcessError: string
   try {
     const Database = createRequire(import.meta.url)("better-sqlite3") as new(path: string) => { close(): void }
