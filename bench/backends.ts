@@ -3,7 +3,7 @@
  * released after it. A backend that cannot be built here (no Postgres, no SQLite
  * storage in this checkout) is reported as skipped with its reason.
  */
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -80,18 +80,19 @@ export const openBackend = async (
 const openSqlite = async (module: string): Promise<OpenBackend | { readonly skipped: string }> => {
   const mod = await import(module) as Record<string, unknown>
   const root = tempRoot("sqlite")
-  const filename = Path.join(root, "bench.db")
+  const path = Path.join(root, "bench.db")
   const make = mod["make"]
   if (typeof make !== "function") return { skipped: "src/layers/SqliteStorage.ts exports no make" }
+  // Loaded by path so this checkout typechecks before the module lands: `make({ path })` is scoped.
   const scoped = await Pg.openScoped(
-    Effect.orDie((make as (options: { readonly filename: string }) => Effect.Effect<StorageAdapterShape, unknown, never>)({
-      filename
-    }))
+    Effect.orDie(
+      (make as (options: { readonly path: string }) => Effect.Effect<StorageAdapterShape, unknown, Scope.Scope>)({ path })
+    )
   )
   return {
     name: "sqlite",
     storage: scoped.value,
-    description: `SQLite storage, ${filename}`,
+    description: "SQLite storage (node:sqlite)",
     close: async () => {
       await scoped.close()
       Fs.rmSync(root, { recursive: true, force: true })

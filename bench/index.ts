@@ -30,18 +30,46 @@ const quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] =
 const selected = process.argv.slice(2)
 const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`)
 
-/** A module written before cases existed (`run(): Promise<unknown>`), shown as its raw figures. */
+/** A figure's unit, guessed from the name a module written before cases gave it. */
+const unitOf = (path: string): string =>
+  /PerSecond$/i.test(path) ? "/s" : /Ms$/.test(path) || /\.ms$/.test(path) ? "ms" : /Micros$/.test(path) ? "µs" : ""
+
+/** Every numeric leaf of a document, by its dotted path. */
+const numericLeaves = (value: unknown, path: string, out: Array<[string, number]>): Array<[string, number]> => {
+  if (typeof value === "number") out.push([path, value])
+  else if (typeof value === "object" && value !== null) {
+    for (const [key, child] of Object.entries(value)) numericLeaves(child, path === "" ? key : `${path}.${key}`, out)
+  }
+  return out
+}
+
+/**
+ * A module written before cases existed (`run(): Promise<unknown>`): each number it
+ * reports becomes a figure of one sample, and the whole document is kept as a note.
+ */
 const legacyCase = (id: string, run: () => Promise<unknown>): BenchCase => ({
   id,
-  title: `${id} (figures as the module reports them)`,
-  run: async () => ({
-    id,
-    title: `${id} (figures as the module reports them)`,
-    figures: [],
-    ratios: [],
-    skipped: [],
-    notes: [JSON.stringify(await run())]
-  })
+  title: `${id} (as the module reports it: single samples, not interleaved by the runner)`,
+  run: async () => {
+    const document = await run()
+    const title = typeof (document as { benchmark?: unknown })?.benchmark === "string"
+      ? `${id}: ${(document as { benchmark: string }).benchmark} (single samples as the module reports them)`
+      : `${id} (single samples as the module reports them)`
+    return {
+      id,
+      title,
+      figures: numericLeaves(document, "", []).map(([path, value]) => ({
+        id: path,
+        label: path,
+        kind: "this" as const,
+        unit: unitOf(path),
+        summary: { n: 1, median: value, p25: value, p75: value, min: value, max: value }
+      })),
+      ratios: [],
+      skipped: [],
+      notes: []
+    }
+  }
 })
 
 const loadCases = async (): Promise<{ cases: Array<BenchCase>; missing: Array<{ id: string; error: string }> }> => {

@@ -115,7 +115,7 @@ const GSSENC_REQUEST = 80877104
 
 /** Counts `Q` and `S` messages in one connection's frontend stream; hands the statements parsed to `onStatement`. */
 const frontendCounter = (onRoundTrip: () => void, onStatement: (text: string) => void) => {
-  let buffer = Buffer.alloc(0)
+  let buffer: Buffer<ArrayBufferLike> = Buffer.alloc(0)
   // Until the startup message, messages carry no type byte.
   let startup = true
   const prepared = new Map<string, string>()

@@ -130,7 +130,8 @@ export const sqlite = async (plan: SqliteSaverPlan, file: string): Promise<Saver
   if (plan._tag === "InProcess") {
     const { SqliteSaver } = await import("@langchain/langgraph-checkpoint-sqlite")
     const saver = SqliteSaver.fromConnString(file)
-    saver.setup()
+    // Protected in the typings; the child calls it the same way before its first use.
+    ;(saver as unknown as { setup(): void }).setup()
     // The file storage fsyncs every write; FULL makes SQLite sync its WAL on every commit too.
     saver.db.pragma("synchronous = FULL")
     return inProcess("LangGraph SqliteSaver", saver, async () => saver.db.close())
