@@ -100,12 +100,16 @@ export const markdownReport = (results: Results): string => {
       out.push("")
     }
     if (c.figures.length > 0) {
+      // The ratios carry the comparisons; the figures behind them fold away.
+      const folded = c.ratios.length > 0
+      if (folded) out.push(`<details><summary>${c.figures.length} figures</summary>`, "")
       out.push("| figure | median (quartiles) | round trips |", "| --- | --- | --- |")
       for (const f of c.figures) {
         const trips = f.detail?.["roundTripsPerStep"] ?? f.detail?.["roundTrips"]
         out.push(`| ${cell(f.label)} | ${spread(f.summary)} ${f.unit} | ${trips === undefined ? "" : String(trips)} |`)
       }
       out.push("")
+      if (folded) out.push("</details>", "")
     }
     for (const s of c.skipped) out.push(`- not measured: ${cell(s.label)}: ${cell(s.reason)}`)
     for (const note of c.notes) out.push(`- ${cell(note)}`)

@@ -235,10 +235,16 @@ const restoreCase: BenchCase = {
         push(ratioOf(figures, samples, `resume reads, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres-reads"), at("raw-select")))
         push(ratioOf(figures, samples, `resume, file / raw read of N+1 files, N = ${n}`, at("file"), at("raw-read")))
         push(ratioOf(figures, samples, `resume reads, file / raw read of N+1 files, N = ${n}`, at("file-reads"), at("raw-read")))
-        push(ratioOf(figures, samples, `resume, memory / LangGraph MemorySaver load, N = ${n}`, at("memory"), at("lg-memory"), 1))
-        push(ratioOf(figures, samples, `resume, file / LangGraph SqliteSaver load, N = ${n}`, at("file"), at("lg-sqlite"), 1))
-        push(ratioOf(figures, samples, `resume, sqlite / LangGraph SqliteSaver load, N = ${n}`, at("sqlite"), at("lg-sqlite"), 1))
-        push(ratioOf(figures, samples, `resume, postgres / LangGraph PostgresSaver load, N = ${n}`, at("postgres"), at("lg-postgres"), 1))
+        // Restore against restore: what a resume reads against what a LangGraph resume reads.
+        push(ratioOf(figures, samples, `restore, memory / LangGraph MemorySaver load, N = ${n}`, at("memory-reads"), at("lg-memory"), 1))
+        push(ratioOf(figures, samples, `restore, file / LangGraph SqliteSaver load, N = ${n}`, at("file-reads"), at("lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `restore, sqlite / LangGraph SqliteSaver load, N = ${n}`, at("sqlite-reads"), at("lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `restore, postgres / LangGraph PostgresSaver load, N = ${n}`, at("postgres-reads"), at("lg-postgres"), 1))
+        // The whole resume also replays the steps, re-runs the failing one and saves the snapshot.
+        push(ratioOf(figures, samples, `whole resume, memory / LangGraph MemorySaver load, N = ${n}`, at("memory"), at("lg-memory")))
+        push(ratioOf(figures, samples, `whole resume, file / LangGraph SqliteSaver load, N = ${n}`, at("file"), at("lg-sqlite")))
+        push(ratioOf(figures, samples, `whole resume, sqlite / LangGraph SqliteSaver load, N = ${n}`, at("sqlite"), at("lg-sqlite")))
+        push(ratioOf(figures, samples, `whole resume, postgres / LangGraph PostgresSaver load, N = ${n}`, at("postgres"), at("lg-postgres")))
       }
 
       if (context.postgres._tag === "Available") {
@@ -285,10 +291,11 @@ const restoreCase: BenchCase = {
           ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
           : undefined
       const series = [
-        seriesOf("memory", "noetic-effect resume, memory", "this"),
-        seriesOf("file", "noetic-effect resume, file", "this"),
-        seriesOf("sqlite", "noetic-effect resume, SQLite", "this"),
-        seriesOf("postgres", "noetic-effect resume, Postgres", "this"),
+        seriesOf("memory-reads", "noetic-effect restore, memory", "this"),
+        seriesOf("file-reads", "noetic-effect restore, file", "this"),
+        seriesOf("sqlite-reads", "noetic-effect restore, SQLite", "this"),
+        seriesOf("postgres-reads", "noetic-effect restore, Postgres", "this"),
+        seriesOf("postgres", "noetic-effect whole resume, Postgres", "this"),
         seriesOf("lg-memory", "LangGraph MemorySaver load", "peer"),
         seriesOf("lg-sqlite", "LangGraph SqliteSaver load", "peer"),
         seriesOf("lg-postgres", "LangGraph PostgresSaver load", "peer"),

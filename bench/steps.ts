@@ -143,15 +143,18 @@ const perStepCase: BenchCase = {
       labels[id] = { label, kind }
       for (const n of sizes) variants[`${id}@${n}`] = () => perStep(n, repeatsOf(n), fn(n))
     }
-    const windows: Record<string, { early: Array<number>; late: Array<number> }> = {}
+    const windows: Record<string, { early: Array<number>; late: Array<number>; ratios: Array<number> }> = {}
     const timedExecute = (id: string, harness: Awaited<ReturnType<typeof harnessOn>>) => (n: number) => async () => {
       const start = now()
       await Effect.runPromise(harness.execute(n, { executionId: fresh(id) }))
       const ms = now() - start
       if (n >= 1000) {
-        const window = windows[id] ??= { early: [], late: [] }
-        window.early.push(...lastStepTimes.slice(10, 20))
-        window.late.push(...lastStepTimes.slice(n - 10, n))
+        const window = windows[id] ??= { early: [], late: [], ratios: [] }
+        const early = lastStepTimes.slice(10, 20)
+        const late = lastStepTimes.slice(n - 10, n)
+        window.early.push(...early)
+        window.late.push(...late)
+        window.ratios.push(summarize(late).median / summarize(early).median)
       }
       return ms
     }
@@ -276,20 +279,18 @@ const perStepCase: BenchCase = {
         push(ratioOf(figures, samples, `postgres / LangGraph PostgresSaver, N = ${n}`, at("postgres"), at("lg-postgres"), 1))
       }
       const largest = sizes[sizes.length - 1]!
+      // Flat in run length: the issue's target is on file storage.
       for (const id of ["memory", "file", "postgres", "sqlite"]) {
-        push(ratioOf(figures, samples, `${id}: per step at N = ${largest} / at N = 10`, `${id}@${largest}`, `${id}@10`, 1.2))
+        push(ratioOf(figures, samples, `${id}: per step at N = ${largest} / at N = 10`, `${id}@${largest}`, `${id}@10`, id === "file" ? 1.2 : undefined))
       }
       for (const [id, window] of Object.entries(windows)) {
-        const early = summarize(window.early).median
-        const late = summarize(window.late).median
-        const summary = summarize([late / early])
+        const summary = summarize(window.ratios)
         ratios.push({
-          label: `${id}: steps 990-999 / steps 10-19 of one 1,000-step run (medians)`,
+          label: `${id}: steps 990-999 / steps 10-19 of one 1,000-step run (per-run medians)`,
           of: `${id}:steps990-999`,
           to: `${id}:steps10-19`,
           summary,
-          targetAtMost: 1.2,
-          met: summary.median <= 1.2
+          ...(id === "file" ? { targetAtMost: 1.2, met: summary.median <= 1.2 } : {})
         })
       }
 
