@@ -57,9 +57,9 @@ const decades = (min: number, max: number): [number, number] => [Math.floor(Math
 
 /** Renders one chart as SVG text. */
 export const chart = (spec: ChartSpec): string => {
-  const width = 960
+  const width = 1000
   const height = 520
-  const margin = { left: 80, right: 380, top: 64, bottom: 64 }
+  const margin = { left: 80, right: 400, top: 64, bottom: 64 }
   const plotW = width - margin.left - margin.right
   const plotH = height - margin.top - margin.bottom
   const lines = spec.series.map((s) => ({

@@ -291,14 +291,14 @@ const restoreCase: BenchCase = {
           ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
           : undefined
       const series = [
-        seriesOf("memory-reads", "noetic-effect restore, memory", "this"),
-        seriesOf("file-reads", "noetic-effect restore, file", "this"),
-        seriesOf("sqlite-reads", "noetic-effect restore, SQLite", "this"),
-        seriesOf("postgres-reads", "noetic-effect restore, Postgres", "this"),
-        seriesOf("postgres", "noetic-effect whole resume, Postgres", "this"),
-        seriesOf("lg-memory", "LangGraph MemorySaver load", "peer"),
-        seriesOf("lg-sqlite", "LangGraph SqliteSaver load", "peer"),
-        seriesOf("lg-postgres", "LangGraph PostgresSaver load", "peer"),
+        seriesOf("memory-reads", "noetic-effect, memory", "this"),
+        seriesOf("file-reads", "noetic-effect, file", "this"),
+        seriesOf("sqlite-reads", "noetic-effect, SQLite", "this"),
+        seriesOf("postgres-reads", "noetic-effect, Postgres", "this"),
+        seriesOf("postgres", "whole resume, Postgres", "this"),
+        seriesOf("lg-memory", "LangGraph MemorySaver", "peer"),
+        seriesOf("lg-sqlite", "LangGraph SqliteSaver", "peer"),
+        seriesOf("lg-postgres", "LangGraph PostgresSaver", "peer"),
         seriesOf("raw-select", "raw Postgres SELECT", "baseline"),
         seriesOf("raw-read", "raw file reads", "baseline")
       ].filter((s): s is Series => s !== undefined)

@@ -343,7 +343,7 @@ const perStepCase: BenchCase = {
           ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
           : undefined
       const series = [
-        seriesOf("zero", "noetic-effect, zero-config (not durable)", "this"),
+        seriesOf("zero", "noetic-effect zero-config (no store)", "this"),
         seriesOf("memory", "noetic-effect, memory", "this"),
         seriesOf("file", "noetic-effect, file", "this"),
         seriesOf("sqlite", "noetic-effect, SQLite", "this"),
