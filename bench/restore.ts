@@ -10,7 +10,8 @@
  * LangGraph resume starts from; it re-runs nothing, so it does less than `resume`).
  * Round trips of one resume on Postgres are counted on the wire, untimed.
  */
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime, Option, Schema } from "effect"
+import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as Fs from "node:fs"
 import * as FsPromises from "node:fs/promises"
 import * as Path from "node:path"
@@ -79,6 +80,58 @@ const timedReads = async (storage: StorageAdapterShape, executionId: string) => 
   if (context._tag === "None" || (await Effect.runPromise(opened.entries)).length === 0) {
     throw new Error(`nothing recorded for ${executionId}`)
   }
+  return ms
+}
+
+/** The `effect/workflow` peer: N activities, then a durable deferred that suspends the workflow. */
+const ResumeWorkflow = Workflow.make("benchResume", {
+  payload: { steps: Schema.Number, id: Schema.String },
+  success: Schema.Number,
+  idempotencyKey: (payload) => payload.id
+})
+const Gate = DurableDeferred.make("gate")
+let activityRuns = 0
+const resumeWorkflowLayer = ResumeWorkflow.toLayer(({ steps }) =>
+  Effect.gen(function*() {
+    let acc = 0
+    for (let i = 0; i < steps; i++) {
+      acc += (yield* Activity.make({
+        name: `leaf-${i}`,
+        success: Schema.Struct({ step: Schema.Number, value: Schema.Number }),
+        execute: Effect.sync(() => {
+          activityRuns++
+          return stepOutput(i)
+        })
+      })).value
+    }
+    yield* DurableDeferred.await(Gate)
+    return acc
+  })
+).pipe(Layer.provideMerge(WorkflowEngine.layerMemory))
+
+/**
+ * Times the resume of a workflow suspended after N completed activities: the deferred
+ * is completed and the result awaited; the engine replays the body, answering every
+ * activity from its journal (checked: none runs again).
+ */
+const timedWorkflowResume = async (
+  runtime: ManagedRuntime.ManagedRuntime<WorkflowEngine.WorkflowEngine, never>,
+  steps: number
+) => {
+  const id = fresh("wf")
+  const executionId = await runtime.runPromise(ResumeWorkflow.execute({ steps, id }, { discard: true }))
+  for (;;) {
+    const polled = await runtime.runPromise(ResumeWorkflow.poll(executionId))
+    if (Option.isSome(polled) && polled.value._tag === "Suspended") break
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  const before = activityRuns
+  const token = DurableDeferred.tokenFromExecutionId(Gate, { workflow: ResumeWorkflow, executionId })
+  const start = now()
+  await runtime.runPromise(DurableDeferred.succeed(Gate, { token, value: undefined }))
+  await runtime.runPromise(ResumeWorkflow.execute({ steps, id }))
+  const ms = now() - start
+  if (activityRuns !== before) throw new Error(`effect/workflow re-ran ${activityRuns - before} activities on resume`)
   return ms
 }
 
@@ -216,10 +269,14 @@ const restoreCase: BenchCase = {
           return ms
         })
       }
-      skipped.push({
-        label: "effect/workflow (WorkflowEngine.layerMemory)",
-        reason: "its in-memory engine keeps nothing a restarted host could resume from, so there is no restore to time"
-      })
+      const workflowRuntime = ManagedRuntime.make(resumeWorkflowLayer)
+      closers.push(() => workflowRuntime.dispose())
+      add("workflow", "effect/workflow, WorkflowEngine.layerMemory: resume of a workflow suspended after N activities", "peer", (n) => () =>
+        timedWorkflowResume(workflowRuntime, n))
+      notes.push(
+        "effect/workflow's in-memory engine keeps its journal in the process, so its resume is of a workflow suspended " +
+          "on a durable deferred in the same process (no restart, no reads); it is compared with the whole resume on memory storage."
+      )
 
       context.log(`restore: ${Object.keys(variants).length} variants x ${rounds} rounds (+1 warm-up)`)
       const samples = await interleave(variants, { rounds, warmup: 1 })
@@ -240,6 +297,7 @@ const restoreCase: BenchCase = {
         push(ratioOf(figures, samples, `restore, file / LangGraph SqliteSaver load, N = ${n}`, at("file-reads"), at("lg-sqlite"), 1))
         push(ratioOf(figures, samples, `restore, sqlite / LangGraph SqliteSaver load, N = ${n}`, at("sqlite-reads"), at("lg-sqlite"), 1))
         push(ratioOf(figures, samples, `restore, postgres / LangGraph PostgresSaver load, N = ${n}`, at("postgres-reads"), at("lg-postgres"), 1))
+        push(ratioOf(figures, samples, `whole resume, memory / effect/workflow memory resume, N = ${n}`, at("memory"), at("workflow"), 1))
         // The whole resume also replays the steps, re-runs the failing one and saves the snapshot.
         push(ratioOf(figures, samples, `whole resume, memory / LangGraph MemorySaver load, N = ${n}`, at("memory"), at("lg-memory")))
         push(ratioOf(figures, samples, `whole resume, file / LangGraph SqliteSaver load, N = ${n}`, at("file"), at("lg-sqlite")))
@@ -296,6 +354,8 @@ const restoreCase: BenchCase = {
         seriesOf("sqlite-reads", "noetic-effect, SQLite", "this"),
         seriesOf("postgres-reads", "noetic-effect, Postgres", "this"),
         seriesOf("postgres", "whole resume, Postgres", "this"),
+        seriesOf("memory", "whole resume, memory", "this"),
+        seriesOf("workflow", "effect/workflow resume, memory", "peer"),
         seriesOf("lg-memory", "LangGraph MemorySaver", "peer"),
         seriesOf("lg-sqlite", "LangGraph SqliteSaver", "peer"),
         seriesOf("lg-postgres", "LangGraph PostgresSaver", "peer"),
