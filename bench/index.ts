@@ -111,7 +111,7 @@ const main = async () => {
   const startedAt = new Date().toISOString()
   const loadAverageAtStart = Os.loadavg()
   const results: Array<CaseResult> = []
-  const failed: Array<{ id: string; error: string }> = selected.length === 0 ? [...missing] : []
+  const failed: Array<{ id: string; error: string }> = []
   for (const c of chosen) {
     log(`${c.id}: ${c.title}`)
     const start = performance.now()
@@ -137,7 +137,8 @@ const main = async () => {
       loadAverageAtEnd: Os.loadavg()
     },
     cases: results,
-    failed
+    failed,
+    notRun: selected.length === 0 ? missing : []
   }
   const complete = !quick && selected.length === 0
   const out = process.env["BENCH_OUT"] ??

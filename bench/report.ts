@@ -21,6 +21,8 @@ export interface Results {
   }
   readonly cases: ReadonlyArray<CaseResult>
   readonly failed: ReadonlyArray<{ readonly id: string; readonly error: string }>
+  /** Modules listed but not in this checkout. */
+  readonly notRun?: ReadonlyArray<{ readonly id: string; readonly error: string }> | undefined
 }
 
 /** A number with three significant digits (thousands separated). */
@@ -77,6 +79,7 @@ export const consoleReport = (results: Results): string => {
     for (const note of c.notes) out.push(`  note: ${note}`)
     out.push("")
   }
+  for (const f of results.notRun ?? []) out.push(`not run: ${f.id}: ${f.error}`)
   for (const f of results.failed) out.push(`FAILED case ${f.id}: ${f.error}`)
   return out.join("\n")
 }
@@ -115,6 +118,7 @@ export const markdownReport = (results: Results): string => {
     for (const note of c.notes) out.push(`- ${cell(note)}`)
     if (c.skipped.length + c.notes.length > 0) out.push("")
   }
+  for (const f of results.notRun ?? []) out.push(`- not run: ${f.id}: ${cell(f.error)}`)
   for (const f of results.failed) out.push(`- case ${f.id} failed: ${cell(f.error)}`)
   return out.join("\n")
 }
