@@ -31,8 +31,13 @@ const selected = process.argv.slice(2)
 const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`)
 
 /** A figure's unit, guessed from the name a module written before cases gave it. */
-const unitOf = (path: string): string =>
-  /PerSecond$/i.test(path) ? "/s" : /Ms$/.test(path) || /\.ms$/.test(path) ? "ms" : /Micros$/.test(path) ? "µs" : ""
+const unitOf = (path: string): string => {
+  const segments = path.split(".")
+  if (segments.some((segment) => /PerSecond$/i.test(segment))) return "/s"
+  if (segments.some((segment) => /Ms$/.test(segment) || segment === "ms")) return "ms"
+  if (segments.some((segment) => /Micros$/.test(segment))) return "µs"
+  return ""
+}
 
 /** Every numeric leaf of a document, by its dotted path. */
 const numericLeaves = (value: unknown, path: string, out: Array<[string, number]>): Array<[string, number]> => {

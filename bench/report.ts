@@ -104,7 +104,7 @@ export const markdownReport = (results: Results): string => {
     }
     if (c.figures.length > 0) {
       // The ratios carry the comparisons; the figures behind them fold away.
-      const folded = c.ratios.length > 0
+      const folded = c.ratios.length > 0 || c.figures.length > 12
       if (folded) out.push(`<details><summary>${c.figures.length} figures</summary>`, "")
       out.push("| figure | median (quartiles) | round trips |", "| --- | --- | --- |")
       for (const f of c.figures) {
