@@ -114,7 +114,7 @@ const SSL_REQUEST = 80877103
 const GSSENC_REQUEST = 80877104
 
 /** Counts `Q` and `S` messages in one connection's frontend stream; hands the statements parsed to `onStatement`. */
-const frontendCounter = (onRoundTrip: () => void, onStatement: (text: string) => void) => {
+export const frontendCounter = (onRoundTrip: () => void, onStatement: (text: string) => void) => {
   let buffer: Buffer<ArrayBufferLike> = Buffer.alloc(0)
   // Until the startup message, messages carry no type byte.
   let startup = true
@@ -136,7 +136,8 @@ const frontendCounter = (onRoundTrip: () => void, onStatement: (text: string) =>
       const length = buffer.readInt32BE(1)
       if (buffer.length < 1 + length) return
       if (type === "Q" || type === "S") onRoundTrip()
-      if (type === "Q") onStatement(buffer.toString("utf8", 5, Math.min(1 + length, 5 + 200)))
+      // Query: the text, NUL-terminated.
+      if (type === "Q") onStatement(buffer.toString("utf8", 5, Math.min(length, 5 + 200)))
       if (type === "P") {
         // Parse: a statement name, then the query text, both NUL-terminated.
         const nameEnd = buffer.indexOf(0, 5)

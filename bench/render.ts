@@ -8,7 +8,7 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import type { CaseResult, Series, Summary } from "./harness.ts"
 import { fmt, markdownReport, type Results } from "./report.ts"
 
@@ -193,4 +193,4 @@ const main = () => {
   process.stdout.write(`rendered ${source} into:\n${written.map((f) => `  ${f}`).join("\n")}\n`)
 }
 
-main()
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) main()
