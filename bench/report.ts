@@ -95,11 +95,22 @@ export const markdownReport = (results: Results): string => {
     ""
   )
   const cell = (text: string) => text.replaceAll("|", "\\|")
+  // Every comparison with a target, across cases, first: where each target stands.
+  const targeted = results.cases.flatMap((c) => c.ratios.filter((r) => r.targetAtMost !== undefined))
+  if (targeted.length > 0) {
+    const met = targeted.filter((r) => r.met).length
+    out.push(`**Targets: ${met} of ${targeted.length} comparisons met**`, "")
+    out.push("| comparison, same run | median (quartiles) | target |", "| --- | --- | --- |")
+    for (const r of targeted) out.push(`| ${cell(r.label)} | ${spread(r.summary)} | ${targetText(r)} |`)
+    out.push("")
+  }
   for (const c of results.cases) {
     out.push(`**${cell(c.title)}**`, "")
-    if (c.ratios.length > 0) {
-      out.push("| ratio, same run | median (quartiles) | target |", "| --- | --- | --- |")
-      for (const r of c.ratios) out.push(`| ${cell(r.label)} | ${spread(r.summary)} | ${targetText(r) || "–"} |`)
+    // Comparisons with a target are in the table above; the rest are here.
+    const others = c.ratios.filter((r) => r.targetAtMost === undefined)
+    if (others.length > 0) {
+      out.push("| other ratios, same run | median (quartiles) |", "| --- | --- |")
+      for (const r of others) out.push(`| ${cell(r.label)} | ${spread(r.summary)} |`)
       out.push("")
     }
     if (c.figures.length > 0) {

@@ -125,7 +125,7 @@ const perStepCase: BenchCase = {
   title: "Per-step cost of a durable run of N runCode steps (µs per step)",
   run: async (context: BenchContext): Promise<CaseResult> => {
     const sizes = context.quick ? [10, 100] : [10, 100, 1000]
-    const rounds = context.quick ? 2 : 5
+    const rounds = context.quick ? 2 : 7
     // Steps per sample at least: small runs repeat so a sample is not a few microseconds.
     const budget = context.quick ? 100 : 200
     const repeatsOf = (n: number) => Math.max(1, Math.floor(budget / n))
