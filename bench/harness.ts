@@ -11,8 +11,19 @@ import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 
-/** A fresh directory for one benchmark, under the system temp dir. */
-export const tempRoot = (name: string): string => Fs.mkdtempSync(Path.join(Os.tmpdir(), `noetic-bench-${name}-`))
+const tempRoots: Array<string> = []
+
+/** A fresh directory for one benchmark, under the system temp dir; removed by `removeTempRoots`. */
+export const tempRoot = (name: string): string => {
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), `noetic-bench-${name}-`))
+  tempRoots.push(dir)
+  return dir
+}
+
+/** Removes every directory `tempRoot` made in this process (the runner calls it once all cases ran). */
+export const removeTempRoots = (): void => {
+  for (const dir of tempRoots.splice(0)) Fs.rmSync(dir, { recursive: true, force: true })
+}
 
 /** Rounds to three significant decimals, for the record. */
 export const round = (x: number): number => {

@@ -17,7 +17,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { BenchCase, BenchContext, CaseResult } from "./harness.ts"
-import { reasonOf } from "./harness.ts"
+import { reasonOf, removeTempRoots } from "./harness.ts"
 import * as Pg from "./postgres.ts"
 import { consoleReport, type Results } from "./report.ts"
 
@@ -145,6 +145,7 @@ const main = async () => {
     failed,
     notRun: selected.length === 0 ? missing : []
   }
+  removeTempRoots()
   const complete = !quick && selected.length === 0
   const out = process.env["BENCH_OUT"] ??
     (complete ? Path.join(here, "results.json") : Path.join(Os.tmpdir(), "noetic-bench-results.json"))
