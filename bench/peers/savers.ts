@@ -104,8 +104,11 @@ const findSqliteSaver = (): SqliteSaverPlan => {
     new Database(":memory:").close()
     return { _tag: "InProcess" }
   } catch (cause) {
-    // The ABI mismatch is stated on the first two lines of the message.
-    inProcessError = (cause instanceof Error ? cause.message : String(cause)).split("\n").slice(0, 2).join(" ").slice(0, 400)
+    const message = cause instanceof Error ? cause.message : String(cause)
+    const abis = [...message.matchAll(/NODE_MODULE_VERSION (\d+)/g)].map((match) => match[1])
+    inProcessError = abis.length === 2
+      ? `its addon was built for NODE_MODULE_VERSION ${abis[0]}, Node ${process.version} needs ${abis[1]}`
+      : message.replace(/\s+/g, " ").slice(0, 300)
   }
   const tried: Array<string> = []
   for (const node of otherNodes()) {
@@ -162,7 +165,7 @@ export const sqlite = async (plan: SqliteSaverPlan, file: string): Promise<Saver
   const info = await call<{ node: string; sqlite: string; synchronous: number; journalMode: string }>("info")
   return {
     name: "LangGraph SqliteSaver",
-    where: `child process on Node ${info.node} (${plan.node}; better-sqlite3 does not load on ${process.version}: ${plan.inProcessError}); SQLite ${info.sqlite}, journal_mode=${info.journalMode}, synchronous=${info.synchronous === 2 ? "FULL" : info.synchronous}`,
+    where: `in a child process on Node ${info.node} (${plan.node}), because better-sqlite3 does not load on ${process.version}: ${plan.inProcessError}; timed inside the child; SQLite ${info.sqlite}, journal_mode=${info.journalMode}, synchronous=${info.synchronous === 2 ? "FULL" : info.synchronous}`,
     runSteps: (threadId, steps) => call("runSteps", { threadId, steps }),
     fillThread: (threadId, steps) => call("fillThread", { threadId, steps }),
     loadLatest: (threadId) => call("loadLatest", { threadId }),
