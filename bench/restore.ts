@@ -325,7 +325,25 @@ const restoreCase: BenchCase = {
           await counted.close()
           const raw = await Pg.raw(context.postgres.url, Pg.freshName("noetic_bench_drop"))
           await raw.value.dropTables([table])
+          // The peer's load, counted the same way.
+          const lgSchema = Pg.freshName("noetic_bench_lgrt")
+          const lg = await Pg.langGraphSaver(proxy.url, lgSchema)
+          const lgTrips: Record<number, number> = {}
+          for (const n of sizes) {
+            const thread = fresh("thread")
+            const peer = Savers.inProcess("PostgresSaver", lg.value)
+            await peer.fillThread(thread, n)
+            proxy.reset()
+            await peer.loadLatest(thread)
+            lgTrips[n] = proxy.roundTrips()
+          }
+          await lg.close()
+          await raw.value.dropSchema(lgSchema)
           await raw.close()
+          for (let i = 0; i < figures.length; i++) {
+            const [id, n] = figures[i]!.id.split("@") as [string, string]
+            if (id === "lg-postgres") figures[i] = { ...figures[i]!, detail: { roundTrips: lgTrips[Number(n)] } }
+          }
           for (let i = 0; i < figures.length; i++) {
             const [id, n] = figures[i]!.id.split("@") as [string, string]
             if (id === "postgres") figures[i] = { ...figures[i]!, detail: { roundTrips: trips[Number(n)] } }
