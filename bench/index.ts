@@ -24,7 +24,7 @@ import { consoleReport, type Results } from "./report.ts"
 const here = Path.dirname(fileURLToPath(import.meta.url))
 
 /** The benchmark modules, in run order. */
-const MODULES = ["steps", "checkpoint", "restore", "storage", "sqlite", "ipc", "subprocess"] as const
+const MODULES = ["steps", "checkpoint", "restore", "storage", "sqlite", "ipc", "subprocess", "childStart"] as const
 
 const quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
 const selected = process.argv.slice(2)
@@ -113,6 +113,8 @@ const main = async () => {
       : { _tag: "Unavailable", reason: `no Postgres at ${pgUrl}: ${pgError}` },
     log
   }
+  // Modules that read the URL themselves use the same Postgres.
+  if (context.postgres._tag === "Available") process.env["NOETIC_PG_URL"] = context.postgres.url
   const startedAt = new Date().toISOString()
   const loadAverageAtStart = Os.loadavg()
   const results: Array<CaseResult> = []

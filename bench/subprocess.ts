@@ -115,7 +115,7 @@ const restartCase: BenchCase = {
 
 const coldStartCase: BenchCase = {
   id: "subprocess:coldstart",
-  title: "Local child cold start: detachedSpawn until the result is back (ms)",
+  title: "Local child cold start, TypeScript step module under tsx: detachedSpawn until the result is back (ms)",
   run: async (context: BenchContext): Promise<CaseResult> => {
     const rounds = context.quick ? 2 : 10
     const base = tempRoot("coldstart")
