@@ -90,7 +90,9 @@ export const markdownReport = (results: Results): string => {
   out.push(
     `Run of ${results.startedAt.slice(0, 16).replace("T", " ")} UTC, Node ${results.machine.node}, ${results.machine.cpus} × ${results.machine.cpuModel}, load average ${
       results.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(" / ")
-    } at start (the machine was shared, so absolute figures are noisy; ratios are interleaved in the same run). ` +
+    } at start and ${
+      results.machine.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" / ")
+    } at end (1 / 5 / 15 min; the machine was shared with other work, so absolute figures are noisy; ratios are interleaved in the same run). ` +
       "Figures are medians over rounds with the 25th–75th percentile in brackets.",
     ""
   )
