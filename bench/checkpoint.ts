@@ -1,186 +1,308 @@
 /**
- * Step-ledger append cost early and late in one execution (append must be O(1)), and
- * `CheckpointStore.save` of a 1,000-item snapshot on file storage against a raw Node
- * write of the whole record with the same durability, interleaved in one run.
+ * Snapshot save and restore with an item log of 10, 100 and 1,000 items, interleaved:
+ * - this library: `CheckpointStore.save` of a snapshot whose log grew by one item since
+ *   the previous save (as after each turn of a run), and `load` of it by a store that
+ *   has not seen it (as a restarted host);
+ * - LangGraph savers: a put of a checkpoint holding the same items as its message list,
+ *   chained on the previous one, and a load of the latest (`getTuple`);
+ * - raw baselines: a fsync'd write of the whole snapshot record and a read of it; a
+ *   single-row upsert and a `SELECT ... WHERE key = ANY($1)` of it through the same
+ *   Postgres driver.
+ * Round trips of a save and a restore on Postgres are counted on the wire, untimed.
  */
 import { Effect } from "effect"
-import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as FsPromises from "node:fs/promises"
+import * as Path from "node:path"
 import type { CheckpointSnapshot } from "../src/schema/CheckpointSnapshot.ts"
 import { snapshotKey } from "../src/schema/CheckpointSnapshot.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
-import * as StepLedger from "../src/services/StepLedger.ts"
-import { makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { now, rawDurableWrite, round, summarize, tempRoot } from "./harness.ts"
+import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
+import { type BackendName, openBackend } from "./backends.ts"
+import {
+  type BenchCase,
+  type BenchContext,
+  type CaseResult,
+  type Figure,
+  interleave,
+  now,
+  type Ratio,
+  ratioOf,
+  rawDurableWrite,
+  reasonOf,
+  type Skipped,
+  summarize,
+  tempRoot
+} from "./harness.ts"
+import * as Savers from "./peers/savers.ts"
+import * as Pg from "./postgres.ts"
 
-const identity = { stepId: "callModel", kind: "callModel" }
-/** A step output of a realistic size: one model turn. */
-const output = (i: number) => ({ role: "assistant", responseId: `resp-${i}`, text: "lorem ipsum ".repeat(40) })
+/** Item `i` of the log: one message of a conversation, about 200 bytes. */
+const item = (i: number) => ({
+  type: "message",
+  role: i % 2 === 0 ? "user" : "assistant",
+  id: `msg-${i}`,
+  content: `turn ${i}: ` + "lorem ipsum dolor ".repeat(8)
+})
 
-const timed = async (effect: Effect.Effect<unknown, unknown>): Promise<number> => {
-  const start = now()
-  await Effect.runPromise(effect)
-  return now() - start
-}
-
-/**
- * Interleaves appends that are the 10th entry of a fresh execution with appends near
- * the 10,000th entry of one long execution, so both see the same machine state. A
- * sample times `batch` appends in one run (memory appends are microseconds, below
- * what one `runPromise` and the timer resolve) and reports the time per append.
- */
-const appendCost = async (
-  backend: string,
-  storage: StorageAdapterShape,
-  samples: number,
-  batch: number,
-  retention: Partial<StepLedger.StepLedgerRetention>
-) => {
-  const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
-  const store = await run(CheckpointStore.makeWith(storage))
-  const service = await run(StepLedger.makeWith(store, { retention }))
-  const long = await run(service.open("long"))
-  // Filling is not measured: concurrent appends share directory fsyncs on file storage.
-  await run(Effect.forEach(
-    Array.from({ length: 9_999 }, (_, i) => i),
-    (i) => long.record(`/loop#0/turn#${i}`, identity, output(i)),
-    { concurrency: 64, discard: true }
-  ))
-  const loadStart = now()
-  const reopened = await run(service.open("long"))
-  const loadMs = now() - loadStart
-
-  const early: Array<number> = []
-  const late: Array<number> = []
-  let next = 9_999
-  for (let s = 0; s < samples; s++) {
-    const fresh = await run(Effect.forEach(Array.from({ length: batch }, (_, b) => b), (b) =>
-      Effect.flatMap(service.open(`short-${s}-${b}`), (ledger) =>
-        Effect.as(
-          Effect.forEach(
-            Array.from({ length: 9 }, (_, i) => i),
-            (i) => ledger.record(`/loop#0/turn#${i}`, identity, output(i)),
-            { discard: true }
-          ),
-          ledger
-        ))))
-    early.push(
-      (await timed(Effect.forEach(fresh, (ledger) => ledger.record("/loop#0/turn#9", identity, output(9)), {
-        discard: true
-      }))) / batch
-    )
-    const from = next
-    next += batch
-    late.push(
-      (await timed(Effect.forEach(
-        Array.from({ length: batch }, (_, b) => from + b),
-        (i) => reopened.record(`/loop#0/turn#${i}`, identity, output(i)),
-        { discard: true }
-      ))) / batch
-    )
-  }
-  const at10 = summarize(early)
-  const at10000 = summarize(late)
-  return {
-    backend,
-    retention,
-    appendsPerSample: batch,
-    appendAt10: at10,
-    appendAt10000: at10000,
-    ratio: round(at10000.medianMs / at10.medianMs),
-    target: 1.2,
-    loadOf10000EntriesMs: round(loadMs)
-  }
-}
-
-const snapshotOf = (items: number): CheckpointSnapshot => ({
+const snapshotOf = (executionId: string, items: ReadonlyArray<unknown>): CheckpointSnapshot => ({
   schemaVersion: 2,
-  executionId: "bench",
+  executionId,
   threadId: "thread",
   frontier: [{ stepId: "agent", input: { task: "summarise" } }],
   layers: { scratchpad: { notes: [] }, instructions: "be brief", history: { window: 50 } },
   cwd: { current: "/work", previous: null },
   askUser: [],
-  itemLog: {
-    items: Array.from({ length: items }, (_, i) => ({
-      type: "message",
-      role: i % 2 === 0 ? "user" : "assistant",
-      responseId: `resp-${i}`,
-      content: `turn ${i}: ` + "lorem ipsum dolor ".repeat(8)
-    }))
-  },
+  itemLog: { items },
   capturedAt: new Date(0).toISOString()
 })
 
-/**
- * Saves of a snapshot holding `items` items on file storage, against a raw durable
- * write of the documented record (the whole snapshot, serialised) in the same run:
- * - steady: the log did not change since the last save (the head alone is written);
- * - growing: one new item per save, as after each step of a run (the last chunk and
- *   the head are written), against a raw write of the grown record;
- * - cold: a store that has written nothing yet (every chunk and the head).
- */
-const saveCost = async (items: number, iterations: number) => {
-  const root = tempRoot("checkpoint")
-  const storage = await Effect.runPromise(FileStorage.make({ root }))
-  const store = await Effect.runPromise(CheckpointStore.makeWith(storage))
-  const rawDir = tempRoot("checkpoint-raw")
-  let snapshot = snapshotOf(items)
-  const key = snapshotKey(snapshot.executionId)
-  const rawText = () => JSON.stringify({ version: 1, key, value: snapshot })
-  const steady: Array<number> = []
-  const growing: Array<number> = []
-  const cold: Array<number> = []
-  const raws: Array<number> = []
-  for (let i = 0; i < 10; i++) {
-    await Effect.runPromise(store.save(snapshot))
-    await rawDurableWrite(rawDir, "snapshot", rawText())
-  }
-  for (let i = 0; i < iterations; i++) {
-    steady.push(await timed(store.save(snapshot)))
-    snapshot = {
-      ...snapshot,
-      itemLog: { items: [...snapshot.itemLog.items, { type: "message", role: "assistant", content: `late ${i}` }] }
-    }
-    growing.push(await timed(store.save(snapshot)))
-    const fresh = await Effect.runPromise(CheckpointStore.makeWith(storage))
-    cold.push(await timed(fresh.save(snapshot)))
-    const text = rawText()
-    const start = now()
-    await rawDurableWrite(rawDir, "snapshot", text)
-    raws.push(now() - start)
-  }
-  const raw = summarize(raws)
-  const figure = (samples: Array<number>) => {
-    const summary = summarize(samples)
-    return { ...summary, ratioToRaw: round(summary.medianMs / raw.medianMs) }
-  }
-  return {
-    items,
-    recordBytes: rawText().length,
-    rawWriteOfWholeRecord: raw,
-    steady: figure(steady),
-    growing: { ...figure(growing), target: 1.3 },
-    cold: figure(cold)
+/** The documented record of a snapshot, as a raw write would store it whole. */
+const recordText = (snapshot: CheckpointSnapshot) =>
+  JSON.stringify({ version: 1, key: snapshotKey(snapshot.executionId), value: snapshot })
+
+let unique = 0
+const fresh = (prefix: string) => `${prefix}-${process.pid}-${unique++}`
+
+/** A growing log: each call returns the previous items plus one. */
+const growing = (size: number) => {
+  const items = Array.from({ length: size }, (_, i) => item(i))
+  return () => {
+    items.push(item(items.length))
+    return items
   }
 }
 
-/** Runs the checkpoint benchmark and returns its figures. */
-export const run = async () => {
-  const unbounded = { maxEntries: Infinity }
-  return {
-    benchmark: "step-ledger append at the 10th vs 10,000th entry; snapshot save vs raw durable write",
-    append: [
-      await appendCost("memory", await Effect.runPromise(makeMemory), 40, 100, unbounded),
-      await appendCost("file", await Effect.runPromise(FileStorage.make({ root: tempRoot("ledger") })), 200, 1, unbounded),
-      // With the default cap every late append also evicts one key, concurrently with its write.
-      await appendCost(
-        "file",
-        await Effect.runPromise(FileStorage.make({ root: tempRoot("ledger-default") })),
-        200,
-        1,
-        StepLedger.DEFAULT_STEP_LEDGER_RETENTION
+const snapshotCase: BenchCase = {
+  id: "checkpoint",
+  title: "Snapshot save and restore with an item log of N items (ms)",
+  run: async (context: BenchContext): Promise<CaseResult> => {
+    const sizes = context.quick ? [10, 100] : [10, 100, 1000]
+    const rounds = context.quick ? 3 : 15
+    const skipped: Array<Skipped> = []
+    const notes: Array<string> = []
+    const closers: Array<() => Promise<void>> = []
+    const variants: Record<string, () => Promise<number>> = {}
+    const labels: Record<string, { label: string; kind: Figure["kind"] }> = {}
+    const add = (id: string, label: string, kind: Figure["kind"], fn: (n: number) => () => Promise<number>) => {
+      labels[id] = { label, kind }
+      for (const n of sizes) variants[`${id}@${n}`] = fn(n)
+    }
+    const timed = async (effect: Effect.Effect<unknown, unknown>) => {
+      const start = now()
+      await Effect.runPromise(effect)
+      return now() - start
+    }
+
+    try {
+      const backends: Array<BackendName> = ["memory", "file", "postgres", "sqlite"]
+      for (const name of backends) {
+        const opened = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
+        if ("skipped" in opened) {
+          skipped.push({ label: `this library on ${name}`, reason: opened.skipped })
+          continue
+        }
+        closers.push(opened.close)
+        const storage: StorageAdapterShape = opened.storage
+        const store = await Effect.runPromise(CheckpointStore.makeWith(storage))
+        const saved: Record<number, string> = {}
+        add(`save-${name}`, `this library, save, ${opened.description}`, "this", (n) => {
+          const id = fresh("exec")
+          saved[n] = id
+          const next = growing(n)
+          return () => timed(store.save(snapshotOf(id, next())))
+        })
+        add(`load-${name}`, `this library, restore (load by a fresh store), ${opened.description}`, "this", (n) => async () => {
+          const cold = await Effect.runPromise(CheckpointStore.makeWith(storage))
+          // The first round's save may not have run yet when the load goes first.
+          if (saved[n] === undefined) return NaN
+          return timed(cold.load(saved[n]))
+        })
+      }
+
+      const rawDir = tempRoot("raw-snapshot")
+      add("raw-write", "raw fsync'd write of the whole snapshot record", "baseline", (n) => {
+        const next = growing(n)
+        const name = fresh("snapshot")
+        return async () => {
+          const text = recordText(snapshotOf(name, next()))
+          const start = now()
+          await rawDurableWrite(rawDir, name, text)
+          return now() - start
+        }
+      })
+      add("raw-read", "raw read and parse of the whole snapshot record file", "baseline", (n) => {
+        const name = fresh("snapshot-read")
+        let written = false
+        return async () => {
+          if (!written) {
+            await rawDurableWrite(rawDir, name, recordText(snapshotOf(name, growing(n)())))
+            written = true
+          }
+          const start = now()
+          JSON.parse(await FsPromises.readFile(Path.join(rawDir, name), "utf8"))
+          return now() - start
+        }
+      })
+      let rawPg: Pg.Scoped<Pg.RawPg> | undefined
+      if (context.postgres._tag === "Available") {
+        const table = Pg.freshName("noetic_bench_raw")
+        rawPg = await Pg.raw(context.postgres.url, table)
+        const client = rawPg
+        closers.push(async () => {
+          await client.value.dropTables([table])
+          await client.close()
+        })
+        add("raw-upsert", "raw single-row upsert of the whole snapshot record", "baseline", (n) => {
+          const next = growing(n)
+          const key = fresh("snapshot")
+          return async () => {
+            const text = recordText(snapshotOf(key, next()))
+            const start = now()
+            await client.value.upsert(key, text)
+            return now() - start
+          }
+        })
+        add("raw-select", "raw SELECT ... WHERE key = ANY($1) of the snapshot record", "baseline", (n) => {
+          const key = fresh("snapshot-select")
+          let written = false
+          return async () => {
+            if (!written) {
+              await client.value.upsert(key, recordText(snapshotOf(key, growing(n)())))
+              written = true
+            }
+            const start = now()
+            await client.value.selectAny([key])
+            return now() - start
+          }
+        })
+      } else {
+        skipped.push({ label: "raw Postgres upsert and select", reason: context.postgres.reason })
+      }
+
+      const peers: Array<{ id: string; peer: Savers.SaverPeer }> = [{ id: "lg-memory", peer: Savers.memory() }]
+      const plan = Savers.planSqliteSaver()
+      if (plan._tag === "Unavailable") skipped.push({ label: "LangGraph SqliteSaver", reason: plan.reason })
+      else {
+        const saver = await Savers.sqlite(plan, Path.join(tempRoot("lg-sqlite"), "checkpoints.db"))
+        closers.push(saver.close)
+        notes.push(`LangGraph SqliteSaver runs ${saver.where}.`)
+        peers.push({ id: "lg-sqlite", peer: saver })
+      }
+      if (context.postgres._tag === "Available") {
+        const schema = Pg.freshName("noetic_bench_lg")
+        const scoped = await Pg.langGraphSaver(context.postgres.url, schema)
+        closers.push(async () => {
+          await scoped.close()
+          await rawPg?.value.dropSchema(schema)
+        })
+        peers.push({ id: "lg-postgres", peer: Savers.inProcess("LangGraph PostgresSaver", scoped.value) })
+      } else skipped.push({ label: "LangGraph PostgresSaver", reason: context.postgres.reason })
+      for (const { id, peer } of peers) {
+        const threads: Record<number, string> = {}
+        add(`save-${id}`, `${peer.name}, put`, "peer", (n) => {
+          const thread = fresh("thread")
+          threads[n] = thread
+          const next = growing(n)
+          let seq = 0
+          return () => peer.saveItems(thread, seq++, next())
+        })
+        add(`load-${id}`, `${peer.name}, load latest (getTuple)`, "peer", (n) => async () => {
+          if (threads[n] === undefined) return NaN
+          return (await peer.loadLatest(threads[n])).ms
+        })
+      }
+
+      // A load that went first in the warm-up round found nothing yet: the warm-up discards it.
+      context.log(`checkpoint: ${Object.keys(variants).length} variants x ${rounds} rounds (+1 warm-up)`)
+      const samples = await interleave(variants, { rounds, warmup: 1 })
+      const figures: Array<Figure> = Object.entries(samples).map(([key, values]) => {
+        const [id, n] = key.split("@") as [string, string]
+        return {
+          id: key,
+          label: `${labels[id]!.label}, ${n} items`,
+          kind: labels[id]!.kind,
+          unit: "ms",
+          summary: summarize(values)
+        }
+      })
+      const ratios: Array<Ratio> = []
+      const push = (r: Ratio | undefined) => r !== undefined && ratios.push(r)
+      for (const n of sizes) {
+        const at = (id: string) => `${id}@${n}`
+        push(ratioOf(figures, samples, `save, file / raw fsync'd write of the record, ${n} items`, at("save-file"), at("raw-write")))
+        push(ratioOf(figures, samples, `save, postgres / raw upsert of the record, ${n} items`, at("save-postgres"), at("raw-upsert")))
+        push(ratioOf(figures, samples, `restore, postgres / raw SELECT of the record, ${n} items`, at("load-postgres"), at("raw-select")))
+        push(ratioOf(figures, samples, `restore, file / raw read of the record, ${n} items`, at("load-file"), at("raw-read")))
+        push(ratioOf(figures, samples, `save, memory / LangGraph MemorySaver, ${n} items`, at("save-memory"), at("save-lg-memory"), 1))
+        push(ratioOf(figures, samples, `restore, memory / LangGraph MemorySaver, ${n} items`, at("load-memory"), at("load-lg-memory"), 1))
+        push(ratioOf(figures, samples, `save, file / LangGraph SqliteSaver, ${n} items`, at("save-file"), at("save-lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `restore, file / LangGraph SqliteSaver, ${n} items`, at("load-file"), at("load-lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `save, sqlite / LangGraph SqliteSaver, ${n} items`, at("save-sqlite"), at("save-lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `restore, sqlite / LangGraph SqliteSaver, ${n} items`, at("load-sqlite"), at("load-lg-sqlite"), 1))
+        push(ratioOf(figures, samples, `save, postgres / LangGraph PostgresSaver, ${n} items`, at("save-postgres"), at("save-lg-postgres"), 1))
+        push(ratioOf(figures, samples, `restore, postgres / LangGraph PostgresSaver, ${n} items`, at("load-postgres"), at("load-lg-postgres"), 1))
+      }
+
+      // Round trips of one save and one restore of the largest log, on the wire.
+      if (context.postgres._tag === "Available") {
+        const n = sizes[sizes.length - 1]!
+        const proxy = await Pg.countingProxy(context.postgres.url)
+        try {
+          const table = Pg.freshName("noetic_bench_rt")
+          const counted = await Pg.storage(proxy.url, table)
+          const store = await Effect.runPromise(CheckpointStore.makeWith(counted.value))
+          const id = fresh("exec")
+          const next = growing(n)
+          await Effect.runPromise(store.save(snapshotOf(id, next())))
+          proxy.reset()
+          await Effect.runPromise(store.save(snapshotOf(id, next())))
+          const save = proxy.roundTrips()
+          const cold = await Effect.runPromise(CheckpointStore.makeWith(counted.value))
+          proxy.reset()
+          await Effect.runPromise(cold.load(id))
+          const load = proxy.roundTrips()
+          await counted.close()
+          await rawPg?.value.dropTables([table])
+          const schema = Pg.freshName("noetic_bench_lgrt")
+          const lg = await Pg.langGraphSaver(proxy.url, schema)
+          const peer = Savers.inProcess("PostgresSaver", lg.value)
+          const thread = fresh("thread")
+          const lgNext = growing(n)
+          await peer.saveItems(thread, 0, lgNext())
+          proxy.reset()
+          await peer.saveItems(thread, 1, lgNext())
+          const lgSave = proxy.roundTrips()
+          proxy.reset()
+          await peer.loadLatest(thread)
+          const lgLoad = proxy.roundTrips()
+          await lg.close()
+          await rawPg?.value.dropSchema(schema)
+          notes.push(
+            `Round trips on Postgres with ${n} items (counted on the wire): this library save ${save}, restore ${load}; ` +
+              `LangGraph PostgresSaver put ${lgSave}, getTuple ${lgLoad}; raw upsert 1, raw SELECT 1.`
+          )
+          const tag = (id: string, trips: number) => {
+            const i = figures.findIndex((f) => f.id === `${id}@${n}`)
+            if (i >= 0) figures[i] = { ...figures[i]!, detail: { roundTrips: trips } }
+          }
+          tag("save-postgres", save)
+          tag("load-postgres", load)
+          tag("save-lg-postgres", lgSave)
+          tag("load-lg-postgres", lgLoad)
+        } finally {
+          await proxy.close()
+        }
+      }
+      notes.push(
+        "Each save adds one item to the log (as after a turn). This library writes the item log in chunks, so a save " +
+          "writes what changed; a LangGraph put serialises the whole message channel; the raw baselines write the whole record."
       )
-    ],
-    save: await saveCost(1_000, 100)
+      return { id: "checkpoint", title: snapshotCase.title, figures, ratios, skipped, notes }
+    } finally {
+      for (const close of closers.reverse()) await close().catch(() => {})
+    }
   }
 }
+
+/** The snapshot save and restore case. */
+export const cases: ReadonlyArray<BenchCase> = [snapshotCase]

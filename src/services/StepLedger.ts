@@ -276,6 +276,13 @@ const measure = (output: unknown): Measured => {
 }
 
 /**
+ * Whether this process has said that a ledger ran past `maxEntries`. Process-wide, not
+ * per ledger service: a harness per execution, or a leased run (which gets a ledger of
+ * its own), would otherwise say it again for every execution of a loop of long runs.
+ */
+let evictionReported = false
+
+/**
  * The step ledger over a checkpoint store's storage; dependencies are explicit for
  * the Promise facade. Fails when a retention cap is invalid.
  */
@@ -286,7 +293,7 @@ export const makeWith = (
   Effect.map(validateRetention(options?.retention), (retention) => {
     const storage: StorageAdapterShape = checkpointStore.storage
     const counters = { recorded: 0, droppedOversize: 0, droppedUnserializable: 0, evicted: 0 }
-    const warned = { oversize: false, unserializable: false, evicted: false }
+    const warned = { oversize: false, unserializable: false }
     // One counter per execution for the service's life: two ledgers opened on one
     // execution in this process still never hand out the same seq.
     const nextSeqs = new Map<string, { next: number }>()
@@ -402,11 +409,13 @@ export const makeWith = (
           storage.delete(ledgerKey(executionId, seq)).pipe(
             Effect.tap(() => {
               counters.evicted++
-              return warnOnce(
-                "evicted",
+              if (evictionReported) return Effect.void
+              evictionReported = true
+              return Effect.logWarning(
                 `step ledger of execution ${
                   JSON.stringify(executionId)
-                }: past maxEntries (${retention.maxEntries}), evicting the oldest entries; those steps re-run on resume`
+                }: past maxEntries (${retention.maxEntries}), evicting the oldest entries; those steps re-run on resume. ` +
+                  "Said once per process: later executions past the cap are counted in StepLedger stats (evicted), not logged again."
               )
             })
           ), { concurrency: "unbounded", discard: true })

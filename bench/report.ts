@@ -1,0 +1,137 @@
+/**
+ * The readable forms of `bench/results.json`: the console table `npm run bench`
+ * prints, and the Markdown table of the README (written between the
+ * `<!-- bench:table -->` markers by `npm run bench:report`).
+ */
+import type { CaseResult, Figure, Ratio, Summary } from "./harness.ts"
+
+/** The whole results document. */
+export interface Results {
+  readonly schema: 1
+  readonly startedAt: string
+  readonly finishedAt: string
+  readonly quick: boolean
+  readonly machine: {
+    readonly node: string
+    readonly platform: string
+    readonly cpus: number
+    readonly cpuModel: string
+    readonly loadAverageAtStart: ReadonlyArray<number>
+    readonly loadAverageAtEnd: ReadonlyArray<number>
+  }
+  readonly cases: ReadonlyArray<CaseResult>
+  readonly failed: ReadonlyArray<{ readonly id: string; readonly error: string }>
+  /** Modules listed but not in this checkout. */
+  readonly notRun?: ReadonlyArray<{ readonly id: string; readonly error: string }> | undefined
+}
+
+/** A number with three significant digits (thousands separated). */
+export const fmt = (x: number): string => {
+  if (!Number.isFinite(x)) return String(x)
+  const magnitude = Math.abs(x)
+  if (magnitude >= 1000) return Math.round(x).toLocaleString("en-US")
+  if (magnitude >= 100) return x.toFixed(0)
+  if (magnitude >= 10) return x.toFixed(1)
+  if (magnitude >= 1) return x.toFixed(2)
+  return x.toPrecision(2)
+}
+
+/** `median (p25-p75)`. */
+export const spread = (s: Summary): string => s.n <= 1 ? fmt(s.median) : `${fmt(s.median)} (${fmt(s.p25)}–${fmt(s.p75)})`
+
+const targetText = (ratio: Ratio): string =>
+  ratio.targetAtMost === undefined ? "" : `≤ ${ratio.targetAtMost} ${ratio.met ? "met" : "MISSED"}`
+
+const pad = (text: string, width: number) => text + " ".repeat(Math.max(0, width - [...text].length))
+
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((row) => [...row[c]!].length)))
+  return rows.map((row) => row.map((cell, c) => pad(cell, widths[c]!)).join("  ").trimEnd()).join("\n")
+}
+
+const figureRow = (f: Figure): Array<string> => [
+  f.label,
+  `${spread(f.summary)} ${f.unit}`,
+  `n=${f.summary.n}`,
+  f.detail?.["roundTripsPerStep"] !== undefined ? `${f.detail["roundTripsPerStep"]} round trips/step` :
+  f.detail?.["roundTrips"] !== undefined ? `${f.detail["roundTrips"]} round trips` : ""
+]
+
+/** The console report: per case, its figures, its ratios with targets, what was skipped and why. */
+export const consoleReport = (results: Results): string => {
+  const out: Array<string> = []
+  out.push(
+    `noetic-effect benchmark${results.quick ? " (QUICK: smoke run, not for figures)" : ""}, ${results.startedAt}`,
+    `Node ${results.machine.node}, ${results.machine.cpus} x ${results.machine.cpuModel}, load average ${
+      results.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(" ")
+    } at start, ${results.machine.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" ")} at end`,
+    "Figures: median (25th–75th percentile) over interleaved rounds; ratios: median (quartiles) of per-round ratios.",
+    ""
+  )
+  for (const c of results.cases) {
+    out.push(`## ${c.title}${c.durationMs === undefined ? "" : `  [${(c.durationMs / 1000).toFixed(1)} s]`}`)
+    if (c.figures.length > 0) out.push(table([["figure", "median (p25–p75)", "n", ""], ...c.figures.map(figureRow)]))
+    if (c.ratios.length > 0) {
+      out.push("")
+      out.push(table([["ratio (same run)", "median (p25–p75)", "target"], ...c.ratios.map((r) => [r.label, spread(r.summary), targetText(r)])]))
+    }
+    for (const s of c.skipped) out.push(`  not measured: ${s.label}: ${s.reason}`)
+    for (const note of c.notes) out.push(`  note: ${note}`)
+    out.push("")
+  }
+  for (const f of results.notRun ?? []) out.push(`not run: ${f.id}: ${f.error}`)
+  for (const f of results.failed) out.push(`FAILED case ${f.id}: ${f.error}`)
+  return out.join("\n")
+}
+
+/** The README tables: one per case, ratios with targets first. */
+export const markdownReport = (results: Results): string => {
+  const out: Array<string> = []
+  out.push(
+    `Run of ${results.startedAt.slice(0, 16).replace("T", " ")} UTC, Node ${results.machine.node}, ${results.machine.cpus} × ${results.machine.cpuModel}, load average ${
+      results.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(" / ")
+    } at start and ${
+      results.machine.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" / ")
+    } at end (1 / 5 / 15 min; the machine was shared with other work, so absolute figures are noisy; ratios are interleaved in the same run). ` +
+      "Figures are medians over rounds with the 25th–75th percentile in brackets.",
+    ""
+  )
+  const cell = (text: string) => text.replaceAll("|", "\\|")
+  // Every comparison with a target, across cases, first: where each target stands.
+  const targeted = results.cases.flatMap((c) => c.ratios.filter((r) => r.targetAtMost !== undefined))
+  if (targeted.length > 0) {
+    const met = targeted.filter((r) => r.met).length
+    out.push(`**Targets: ${met} of ${targeted.length} comparisons met**`, "")
+    out.push("| comparison, same run | median (quartiles) | target |", "| --- | --- | --- |")
+    for (const r of targeted) out.push(`| ${cell(r.label)} | ${spread(r.summary)} | ${targetText(r)} |`)
+    out.push("")
+  }
+  for (const c of results.cases) {
+    out.push(`**${cell(c.title)}**`, "")
+    // Comparisons with a target are in the table above; the rest are here.
+    const others = c.ratios.filter((r) => r.targetAtMost === undefined)
+    if (others.length > 0) {
+      out.push("| other ratios, same run | median (quartiles) |", "| --- | --- |")
+      for (const r of others) out.push(`| ${cell(r.label)} | ${spread(r.summary)} |`)
+      out.push("")
+    }
+    if (c.figures.length > 0) {
+      // The ratios carry the comparisons; the figures behind them fold away.
+      const folded = c.ratios.length > 0 || c.figures.length > 12
+      if (folded) out.push(`<details><summary>${c.figures.length} figures</summary>`, "")
+      out.push("| figure | median (quartiles) | round trips |", "| --- | --- | --- |")
+      for (const f of c.figures) {
+        const trips = f.detail?.["roundTripsPerStep"] ?? f.detail?.["roundTrips"]
+        out.push(`| ${cell(f.label)} | ${spread(f.summary)} ${f.unit} | ${trips === undefined ? "" : String(trips)} |`)
+      }
+      out.push("")
+      if (folded) out.push("</details>", "")
+    }
+    for (const s of c.skipped) out.push(`- not measured: ${cell(s.label)}: ${cell(s.reason)}`)
+    for (const note of c.notes) out.push(`- ${cell(note)}`)
+    if (c.skipped.length + c.notes.length > 0) out.push("")
+  }
+  for (const f of results.notRun ?? []) out.push(`- not run: ${f.id}: ${cell(f.error)}`)
+  for (const f of results.failed) out.push(`- case ${f.id} failed: ${cell(f.error)}`)
+  return out.join("\n")
+}
