@@ -9,12 +9,20 @@
  */
 import { Schema } from "effect"
 
-/** The codes of the documented configuration errors. */
+/** The codes of the documented configuration errors (noetic's; `NoeticConfigError.code` is any string). */
 export type ConfigErrorCode =
   | "CHECKPOINT_SCHEMA_MISMATCH"
   | "STEP_LEDGER_RETENTION_INVALID"
   | "NO_STEP_CONFIGURED"
   | "EMPTY_STEP_ID"
+  | "MISSING_EXECUTE_FUNCTION"
+  | "MISSING_CHILD_STEP"
+  | "MISSING_LOOP_BODY"
+  | "MISSING_UNTIL_PREDICATE"
+  | "MISSING_MERGE_FUNCTION"
+  | "MISSING_ROUTE_FUNCTION"
+  | "MISSING_MODEL"
+  | "MISSING_TOOL"
 
 /** A persisted snapshot has an unknown `schemaVersion` or does not match the v2 schema. */
 export class CheckpointSchemaMismatch extends Schema.TaggedError<CheckpointSchemaMismatch>(
@@ -73,8 +81,30 @@ export class EmptyStepId extends Schema.TaggedError<EmptyStepId>("noetic-effect/
   }
 }
 
+/**
+ * A step builder was given options it cannot build from: noetic's build-time codes
+ * (`EMPTY_STEP_ID`, `MISSING_EXECUTE_FUNCTION`, `MISSING_CHILD_STEP`, `MISSING_LOOP_BODY`,
+ * `MISSING_UNTIL_PREDICATE`, `MISSING_MERGE_FUNCTION`, `MISSING_ROUTE_FUNCTION`,
+ * `MISSING_MODEL`, `MISSING_TOOL`) and this library's checks of numeric options.
+ * Builders throw it, as noetic's throw `NoeticConfigError`.
+ */
+export class StepConfigInvalid extends Schema.TaggedError<StepConfigInvalid>("noetic-effect/StepConfigInvalid")(
+  "StepConfigInvalid",
+  {
+    kind: Schema.String,
+    code: Schema.String,
+    message: Schema.String,
+    hint: Schema.String
+  }
+) {}
+
 /** Any of the documented configuration errors. */
-export type ConfigError = CheckpointSchemaMismatch | StepLedgerRetentionInvalid | NoStepConfigured | EmptyStepId
+export type ConfigError =
+  | CheckpointSchemaMismatch
+  | StepLedgerRetentionInvalid
+  | NoStepConfigured
+  | EmptyStepId
+  | StepConfigInvalid
 
 // ---------------------------------------------------------------------------
 // StorageError

@@ -42,7 +42,7 @@ describe("createCheckpointStore", () => {
       assert.isNull(await store.load("e"))
       await store.save(sampleSnapshot("e"))
       assert.strictEqual((await store.load("e"))?.executionId, "e")
-      assert.deepStrictEqual(await store.list(), ["e"])
+      assert.deepStrictEqual(await store.list(), [{ executionId: "e" }])
 
       // The harness reaches the same engine store and keeps the ledger in its storage.
       const engine = toEngineCheckpointStore(store)

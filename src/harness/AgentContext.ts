@@ -17,14 +17,38 @@ export interface Item {
   readonly [field: string]: unknown
 }
 
+/** What an effectful append hook is given: the items on their way in and the layer's state. */
+export interface AppendHookParams<S> {
+  readonly items: ReadonlyArray<Item>
+  readonly state: S
+  readonly ctx: AgentContext
+}
+
 /**
  * A context layer: serialisable state kept with the context, updated from every
- * append. `init` runs only for layers that have no restored state.
+ * append. `init` (or `initEffect`, run before the first step, append or checkpoint
+ * of the context) runs only for layers that have no restored state.
  */
 export interface ContextLayer<S = unknown> {
   readonly id: string
-  readonly init: () => S
+  /** The initial state, made when the context is built. */
+  readonly init?: () => S
+  /** The initial state, made lazily by an Effect (a layer whose init reads storage). */
+  readonly initEffect?: (ctx: AgentContext) => Effect.Effect<S>
+  /** Folds appended items into the state. */
   readonly onAppend?: (state: S, items: ReadonlyArray<Item>) => S
+  /**
+   * Sees items before they are appended and may replace them (filter, transform,
+   * inject) and the state; runs in `slot` order, each on the previous one's items.
+   */
+  readonly appendEffect?: (params: AppendHookParams<S>) => Effect.Effect<{
+    readonly items: ReadonlyArray<Item>
+    readonly state?: S | undefined
+  }>
+  /** Orders the append hooks (lower first). */
+  readonly slot?: number
+  /** What the host gave (a noetic layer definition); `layerDefinitions` hands it back. */
+  readonly definition?: unknown
 }
 
 /** Free-form notes a step keeps for later steps. */
@@ -86,6 +110,12 @@ export interface ContextStore {
   /** Restored prompts settled before their step asked again: that step takes the answer. */
   readonly settledRestored: Map<string, PendingPrompt["answer"]>
   readonly inFlight: Map<string, FrontierEntry>
+  /** Host wiring; assignable, never persisted. */
+  state: unknown
+  /** Layers whose `initEffect` has not run yet. */
+  readonly pendingInit: Set<string>
+  aborted: boolean
+  abortReason: string | undefined
   /** Whether no step has entered since the restore: the snapshot's frontier still stands. */
   frontierRestored: boolean
   version: number
@@ -111,8 +141,6 @@ export class AgentContext {
   readonly resourceId: string | undefined
   /** The context that spawned this one, if any. */
   readonly parent: AgentContext | undefined
-  /** Host wiring (queues, broadcasters); never persisted. */
-  readonly state: unknown
   /** The frontier recorded in the snapshot this context was restored from (empty when fresh). */
   readonly restoredFrontier: ReadonlyArray<FrontierEntry>
 
@@ -126,7 +154,6 @@ export class AgentContext {
     this.threadId = options.threadId
     this.resourceId = options.resourceId
     this.parent = options.parent
-    this.state = options.state
     this.restoredFrontier = options.frontier ?? []
     this.store = {
       checkpoint: options.checkpoint,
@@ -139,14 +166,21 @@ export class AgentContext {
       pending: new Map(),
       settledRestored: new Map(),
       inFlight: new Map(),
+      state: options.state,
+      pendingInit: new Set(),
+      aborted: false,
+      abortReason: undefined,
       frontierRestored: this.restoredFrontier.length > 0,
       version: 0
     }
     for (const layer of options.layers) {
       const restored = options.layerState
       // Restored state wins: init must not overwrite what the snapshot brought back.
-      this.store.layerState.set(layer.id, restored !== undefined && layer.id in restored ? restored[layer.id] : layer.init())
+      if (restored !== undefined && layer.id in restored) this.store.layerState.set(layer.id, restored[layer.id])
+      else if (layer.initEffect !== undefined) this.store.pendingInit.add(layer.id)
+      else this.store.layerState.set(layer.id, layer.init === undefined ? undefined : layer.init())
     }
+
     // State of layers this host no longer configures is kept, so a later snapshot does not lose it.
     for (const [id, state] of Object.entries(options.layerState ?? {})) {
       if (!this.store.layerState.has(id)) this.store.layerState.set(id, state)
@@ -155,6 +189,62 @@ export class AgentContext {
     for (const prompt of options.askUser ?? []) {
       this.store.pending.set(prompt.id, { prompt, answer: Deferred.makeUnsafe(), restored: true })
     }
+  }
+
+  /** Host wiring (queues, broadcasters); assignable, never persisted. */
+  get state(): unknown {
+    return this.store.state
+  }
+  set state(value: unknown) {
+    this.store.state = value
+  }
+
+  /** How many parents this context has: 0 at the root. */
+  get depth(): number {
+    return this.parent === undefined ? 0 : this.parent.depth + 1
+  }
+
+  /** The layers of this context, as the host gave them (noetic layer definitions stay themselves). */
+  get layerDefinitions(): ReadonlyArray<unknown> {
+    return this.store.layers.map((layer) => layer.definition ?? layer)
+  }
+
+  /** Whether `abort` was called on this context or an ancestor. */
+  get aborted(): boolean {
+    // Read through the parents rather than pushed down to children: an abort reaches
+    // every context made under this one, with no registry of children to keep.
+    return this.store.aborted || (this.parent?.aborted ?? false)
+  }
+
+  /** The reason given to the first `abort` of this context, else of the nearest aborted ancestor. */
+  get abortReason(): string | undefined {
+    return this.store.aborted ? this.store.abortReason : this.parent?.abortReason
+  }
+
+  /**
+   * Cancels this context and every context made under it: the next step dispatched on
+   * any of them fails with `StepCancelled`. The first call wins; it never travels up.
+   */
+  abort(reason?: string): void {
+    if (this.store.aborted) return
+    this.store.aborted = true
+    this.store.abortReason = reason
+  }
+
+  /** Runs the `initEffect` of layers that have neither restored state nor run it yet. */
+  ensureLayersInit(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.store.pendingInit.size === 0) return Effect.void
+      const pending = this.store.layers.filter((layer) => this.store.pendingInit.has(layer.id))
+      return Effect.forEach(pending, (layer) =>
+        Effect.flatMap(layer.initEffect!(this), (state) =>
+          Effect.sync(() => {
+            // Another caller may have got here first.
+            if (!this.store.pendingInit.delete(layer.id)) return
+            this.store.layerState.set(layer.id, state)
+            this.store.version++
+          })), { discard: true })
+    })
   }
 
   /** The item log, oldest first. */
@@ -218,10 +308,23 @@ export class AgentContext {
    * checkpoints. Returns the items that were added.
    */
   append(items: ReadonlyArray<Item>): Effect.Effect<ReadonlyArray<Item>> {
-    return Effect.suspend(() => {
+    return Effect.gen({ self: this }, function*() {
+      yield* this.ensureLayersInit()
+      let incoming = items
+      const hooks = this.store.layers
+        .filter((layer) => layer.appendEffect !== undefined)
+        .sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
+      for (const layer of hooks) {
+        const result = yield* layer.appendEffect!({ items: incoming, state: this.store.layerState.get(layer.id), ctx: this })
+        incoming = result.items
+        if (result.state !== undefined) {
+          this.store.layerState.set(layer.id, result.state)
+          this.store.version++
+        }
+      }
       const heldIds = new Set(this.store.itemIds)
       const heldResponses = new Set(this.store.responseIds)
-      const added = items.filter((item) =>
+      const added = incoming.filter((item) =>
         !(item.id !== undefined && heldIds.has(item.id)) &&
         !(item.responseId !== undefined && heldResponses.has(item.responseId))
       )
@@ -233,7 +336,8 @@ export class AgentContext {
           }
         }
       }
-      return Effect.as(this.checkpoint(), added)
+      yield* this.checkpoint()
+      return added
     })
   }
 
@@ -325,4 +429,14 @@ export const runAppendPipeline = (
 export const randomId: Effect.Effect<string> = Effect.map(
   Effect.all([Random.nextInt, Random.nextInt, Random.nextInt, Random.nextInt]),
   (parts) => parts.map((part) => (part >>> 0).toString(16).padStart(8, "0")).join("")
+)
+
+/** A random UUID (version 4 layout), from the `Random` service so tests can seed it: noetic's id format. */
+export const randomUuid: Effect.Effect<string> = Effect.map(
+  Effect.all([Random.nextInt, Random.nextInt, Random.nextInt, Random.nextInt]),
+  (parts) => {
+    const hex = parts.map((part) => (part >>> 0).toString(16).padStart(8, "0")).join("")
+    const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
+  }
 )

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Effect, Hash, Option, Result, Scope, Semaphore } from "effect"
+import { Cause, DateTime, Duration, Effect, Hash, Option, Result, Schedule, Scope, Semaphore } from "effect"
 import { LanguageModel } from "effect/ai"
 import { type CheckpointSchemaMismatch, EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
 import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
@@ -32,20 +32,34 @@ import {
   type ContextStore,
   defaultLayers,
   type Item,
-  randomId
+  randomUuid
 } from "./AgentContext.ts"
-import { ResumeInputUnavailable, ToolFailed, UnknownAskUserPrompt, UnknownTool } from "./HarnessError.ts"
+import {
+  LoopMaxIterations,
+  ModelOutputInvalid,
+  ResumeInputUnavailable,
+  SpawnTimeout,
+  StepCancelled,
+  ToolFailed,
+  UnknownAskUserPrompt,
+  UnknownTool
+} from "./HarnessError.ts"
 import { type HarnessLeaseOptions, make as makeLeasedRuns } from "./LeasedRuns.ts"
 import {
   type AnyStep,
+  type CallModel,
   type Error as StepError,
   type Input as StepInput,
   type Output as StepOutput,
   type Services as StepServices,
+  type RetryPolicy,
   type Settled,
+  type Snapshot,
+  type StandardSchema,
   staticChildren,
   type Step,
-  type StepContext
+  type StepContext,
+  type Verdict
 } from "./Step.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
@@ -84,6 +98,8 @@ export interface ExecuteOptions {
   readonly cwd?: string
   /** Host wiring for the context; never persisted. */
   readonly state?: unknown
+  /** The layers of a fresh context, instead of the harness's. */
+  readonly context?: ReadonlyArray<ContextLayer<any>>
 }
 
 /** What `execute` and `resume` return. */
@@ -226,7 +242,7 @@ const frameAt = (parent: Frame, path: string): Frame => ({
 /** Checks every step id reachable without running anything. */
 const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
   Effect.suspend(() => {
-    if (step.id === "") return Effect.fail(emptyStepId(step))
+    if (typeof step.id !== "string" || step.id.trim() === "") return Effect.fail(emptyStepId(step))
     return Effect.forEach(staticChildren(step), validateGraph, { discard: true })
   })
 
@@ -236,6 +252,58 @@ const emptyStepId = (step: AnyStep) =>
     message: `a ${step.kind} step has an empty id`,
     hint: "every step needs a non-empty id: it names the step's path in the ledger"
   })
+
+/**
+ * The schedule of a retry policy: `fixed` waits `initialDelay` each time, `linear`
+ * `initialDelay * n` before retry n, `exponential` doubles from `initialDelay`; each
+ * delay is capped by `maxDelay` (30 s when absent, as in noetic).
+ */
+export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.Duration> =>
+  Schedule.fromStepWithMetadata(Effect.succeed((meta: { readonly attempt: number }) => {
+    const n = Math.max(1, meta.attempt)
+    const raw = policy.backoff === "fixed"
+      ? policy.initialDelay
+      : policy.backoff === "linear"
+      ? policy.initialDelay * n
+      : policy.initialDelay * 2 ** (n - 1)
+    // noetic caps every delay at maxDelay, 30 s when not given.
+    const delay = Duration.millis(Math.min(raw, policy.maxDelay ?? 30_000))
+    return Effect.succeed([delay, delay] as [Duration.Duration, Duration.Duration])
+  }))
+
+/** The `output` schema's value of a reply: its text as JSON, validated. */
+const parseOutput = (step: CallModel<any, any, any>, text: string) =>
+  Effect.gen(function*() {
+    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      return yield* invalid([`not JSON: ${String(error)}`])
+    }
+    const schema = step.output as StandardSchema
+    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
+    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
+    return result.value
+  })
+
+const cancelledFields = (ctx: AgentContext) =>
+  ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
+
+const isCancelled = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "StepCancelled"
+
+/** The text of a loop iteration's output, as noetic's snapshot has it. */
+const textOf = (output: unknown): string => {
+  if (typeof output === "string") return output
+  if (typeof output === "object" && output !== null && "text" in output) return String(output.text)
+  if (output === undefined) return ""
+  try {
+    return JSON.stringify(output) ?? ""
+  } catch {
+    return String(output)
+  }
+}
 
 /** A frontier input that a snapshot can hold: the input itself when JSON can carry it. */
 const persistableInput = (input: unknown): { readonly input: unknown; readonly serializable: boolean } => {
@@ -369,13 +437,22 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       checkpoint
     })
 
+  // A fresh root context gets a random thread id when none is given (noetic does),
+  // so every snapshot names a thread.
   const createContext = (createOptions: CreateContextOptions = {}) =>
     Effect.map(
-      createOptions.id === undefined ? randomId : Effect.succeed(createOptions.id),
-      (id) =>
+      Effect.all([
+        createOptions.id === undefined ? randomUuid : Effect.succeed(createOptions.id),
+        createOptions.threadId !== undefined
+          ? Effect.succeed(createOptions.threadId)
+          : createOptions.parent?.threadId !== undefined
+          ? Effect.succeed(createOptions.parent.threadId)
+          : randomUuid
+      ]),
+      ([id, threadId]) =>
         newContext({
           id,
-          threadId: createOptions.threadId,
+          threadId,
           resourceId: createOptions.resourceId,
           cwd: createOptions.cwd,
           restore: createOptions
@@ -414,7 +491,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
     Effect.suspend(() => {
-      if (step.id === "") return Effect.fail(emptyStepId(step))
+      if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
+      // noetic: an aborted context throws `cancelled` at the next step boundary.
+      if (parent.ctx.aborted) return Effect.fail(new StepCancelled(cancelledFields(parent.ctx)))
       const n = parent.counters.get(step.id) ?? 0
       parent.counters.set(step.id, n + 1)
       const path = `${parent.path}/${step.id}#${n}`
@@ -452,8 +531,19 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
     switch (step.kind) {
-      case "runCode":
-        return step.body(input, stepContext(frame))
+      case "runCode": {
+        // Each attempt numbers its child steps afresh, so a retried body replays its
+        // children at the same paths as its first attempt did.
+        const attempt = Effect.suspend(() => step.body(input, stepContext({ ...frame, counters: new Map() })))
+        return step.retry === undefined || step.retry.maxAttempts <= 1
+          ? attempt
+          : Effect.retry(attempt, {
+            schedule: retrySchedule(step.retry),
+            times: step.retry.maxAttempts - 1,
+            // A cancelled context is not a failure to retry: it would redo work after the abort.
+            while: (error) => !isCancelled(error)
+          })
+      }
       case "callModel":
         return Effect.gen(function*() {
           const ctx = stepContext(frame)
@@ -470,49 +560,115 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             { type: "message", role: "assistant", responseId, content: text }
           ]
           yield* frame.ctx.append(turn)
-          return { responseId, text }
+          if (step.result === "turn") return { responseId, text }
+          if (step.result === "text") return text
+          return yield* parseOutput(step, text)
         })
       case "invokeTool": {
-        const handler = tools[step.tool]
+        const ctx = stepContext(frame)
+        const args = step.args === undefined
+          ? input
+          : typeof input === "object" && input !== null && !Array.isArray(input)
+          ? { ...input, ...step.args }
+          : input === undefined
+          ? { ...step.args }
+          : input
+        const handler = step.definition !== undefined ? step.definition.execute : tools[step.tool]
         if (handler === undefined) {
           return Effect.fail(new UnknownTool({ stepId: step.id, tool: step.tool, known: Object.keys(tools) }))
         }
         return Effect.mapError(
-          handler(input, stepContext(frame)),
+          Effect.suspend(() => handler(args, ctx)),
           (cause) => new ToolFailed({ stepId: step.id, tool: step.tool, cause })
         )
       }
       case "conditional":
-        return Effect.suspend(() => {
-          if (step.predicate(input, stepContext(frame))) return dispatch(step.then, input, frame)
-          return step.otherwise === undefined ? Effect.succeed(input) : dispatch(step.otherwise, input, frame)
+        return Effect.flatMap(
+          step.route(input, stepContext(frame)),
+          (next) => next === null ? Effect.succeed(input) : dispatch(next, input, frame)
+        )
+      case "inParallel":
+        return Effect.flatMap(step.paths(input, stepContext(frame)), (paths) => {
+          const branches = paths.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
+          const concurrency = step.concurrency ?? "unbounded"
+          const merged = (results: ReadonlyArray<unknown>) =>
+            step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
+          switch (step.mode) {
+            case "all":
+              return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
+            case "race":
+              // Every path starts at once: a race limited to some of them could be won by none.
+              return Effect.raceAll(branches)
+            case "settle":
+              return Effect.flatMap(
+                Effect.all(
+                  branches.map((branch, i) =>
+                    Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
+                      Result.isSuccess(result)
+                        ? { _tag: "Success", stepId: paths[i]!.id, status: "fulfilled", value: result.success }
+                        : { _tag: "Failure", stepId: paths[i]!.id, status: "rejected", error: result.failure })
+                  ),
+                  { concurrency }
+                ),
+                merged
+              )
+          }
         })
-      case "inParallel": {
-        const branches = step.branches.map((branch, i) => dispatch(branch, input, frameAt(frame, `${frame.path}[${i}]`)))
-        switch (step.mode) {
-          case "all":
-            return Effect.all(branches, { concurrency: "unbounded" })
-          case "race":
-            return Effect.raceAll(branches)
-          case "settle":
-            return Effect.all(
-              branches.map((branch) =>
-                Effect.map(Effect.result(branch), (result): Settled<unknown, unknown> =>
-                  Result.isSuccess(result)
-                    ? { _tag: "Success", value: result.success }
-                    : { _tag: "Failure", error: result.failure })
-              ),
-              { concurrency: "unbounded" }
-            )
-        }
-      }
-      // falls through: the switch above is exhaustive
       case "loop":
         return Effect.gen(function*() {
+          const ctx = stepContext(frame)
+          const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          const history: Array<unknown> = []
           let current = input
-          for (let iteration = 0;; iteration++) {
-            current = yield* dispatch(step.body, current, frame)
-            if (step.until(current, iteration) || iteration + 1 >= step.maxIterations) return current
+          let lastOutput: { readonly value: unknown } | undefined
+          let stepCount = 0
+          for (let iteration = 1;; iteration++) {
+            if (frame.ctx.aborted) {
+              return yield* new StepCancelled(cancelledFields(frame.ctx))
+            }
+            if (iteration > step.maxIterations) {
+              return yield* new LoopMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
+            }
+            const run = Effect.suspend(() => {
+              let chain: Effect.Effect<unknown, unknown, unknown> = Effect.succeed(current)
+              for (const body of step.steps) chain = Effect.flatMap(chain, (value) => dispatch(body, value, frame))
+              return chain
+            })
+            const outcome = yield* Effect.result(run)
+            let output: unknown
+            if (Result.isFailure(outcome)) {
+              const error = outcome.failure
+              const action = step.onError === undefined || isCancelled(error) ? "abort" : step.onError(error, ctx)
+              if (action === "retry") continue
+              if (action !== "skip") return yield* Effect.fail(error)
+              if (lastOutput === undefined) continue
+              output = lastOutput.value
+            } else {
+              output = outcome.success
+              stepCount++
+            }
+            lastOutput = { value: output }
+            history.push(output)
+            if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
+            const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+            const snapshot: Snapshot = {
+              stepCount,
+              tokens: { input: 0, output: 0, total: 0 },
+              elapsed: now - startedAt,
+              cost: 0,
+              lastOutput: output,
+              lastText: textOf(output),
+              history: [...history],
+              depth: frame.ctx.depth
+            }
+            // noetic: an until that throws stops the loop.
+            const verdict = yield* step.until(snapshot).pipe(
+              Effect.catchCause((cause) =>
+                Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
+              )
+            )
+            if (verdict.stop) return output
+            current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
           }
         })
       case "spawn":
@@ -524,7 +680,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           const id = `${frame.ctx.id}${frame.path}`
           // Like a failed ledger lookup, a child snapshot that cannot be read only costs
           // the child its earlier log.
-          const restoredChild = Effect.catch(restore(id, { parent: frame.ctx }), (error) =>
+          const childOptions: RestoreContextOptions = step.context === undefined
+            ? { parent: frame.ctx }
+            : { parent: frame.ctx, context: step.context }
+          const restoredChild = Effect.catch(restore(id, childOptions), (error) =>
             Effect.as(
               Effect.logWarning("child agent context could not be restored; it starts fresh", error),
               Option.none<AgentContext>()
@@ -535,13 +694,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
                 id,
                 threadId: frame.ctx.threadId,
                 resourceId: frame.ctx.resourceId,
-                restore: { parent: frame.ctx }
+                restore: childOptions
               }))
             // Live while it runs, so the host can answer its ask-user prompts by its id.
             live.set(child.id, child)
-            return dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }).pipe(
-              Effect.ensuring(Effect.sync(() => live.delete(child.id)))
-            )
+            const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+            const timed = step.timeout === undefined ? run : Effect.timeoutOrElse(run, {
+              duration: Duration.millis(step.timeout),
+              orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))
+            })
+            return timed.pipe(Effect.ensuring(Effect.sync(() => live.delete(child.id))))
           })
         })
     }
@@ -557,8 +719,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const ledger = yield* openLedger(ctx.id)
       const frame: Frame = { ctx, path: "", counters: new Map(), ledger }
       const rootPath = `/${root.id}#0`
-      const before = ctx.version
       live.set(ctx.id, ctx)
+      yield* ctx.ensureLayersInit()
+      const before = ctx.version
       yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
       ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
@@ -583,7 +746,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const execute = (input: unknown, executeOptions: ExecuteOptions = {}) =>
     Effect.gen(function*() {
       const root = yield* requireGraph
-      const executionId = executeOptions.executionId !== undefined ? executeOptions.executionId : yield* randomId
+      const executionId = executeOptions.executionId !== undefined ? executeOptions.executionId : yield* randomUuid
       // Under a lease the restore happens after it is taken, so it reads what the
       // previous holder last wrote.
       return yield* withLease(
@@ -597,6 +760,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ...(executeOptions.threadId === undefined ? {} : { threadId: executeOptions.threadId }),
             ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
             ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
+            ...(executeOptions.context === undefined ? {} : { context: executeOptions.context }),
             state: executeOptions.state
           })
           return yield* runRoot(root, ctx, input)
@@ -651,6 +815,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           runCounters.set(ctx.store, counters)
         }
         const ledger = yield* openLedger(ctx.id)
+        yield* ctx.ensureLayersInit()
         return yield* dispatch(step, input, { ctx, path: "", counters, ledger })
       }),
       "join"

@@ -59,3 +59,43 @@ export class ResumeInputUnavailable extends Schema.TaggedError<ResumeInputUnavai
     return `cannot resume execution ${this.executionId}: the input of root step ${this.rootStepId} is not in its snapshot frontier and its output is not in the ledger`
   }
 }
+
+/** A `spawn` step's child ran past the step's `timeout`; the child was interrupted. */
+export class SpawnTimeout extends Schema.TaggedError<SpawnTimeout>("noetic-effect/SpawnTimeout")("SpawnTimeout", {
+  stepId: Schema.String,
+  timeoutMs: Schema.Number
+}) {
+  override get message(): string {
+    return `spawn step ${this.stepId} timed out after ${this.timeoutMs}ms`
+  }
+}
+
+/** A loop ran `maxIterations` iterations (retries included) without its `until` saying stop. */
+export class LoopMaxIterations extends Schema.TaggedError<LoopMaxIterations>("noetic-effect/LoopMaxIterations")(
+  "LoopMaxIterations",
+  { stepId: Schema.String, maxIterations: Schema.Number }
+) {
+  override get message(): string {
+    return `loop ${this.stepId} exceeded its maximum of ${this.maxIterations} iterations`
+  }
+}
+
+/** The context was aborted (`ctx.abort(reason)`): the next step boundary fails with this. */
+export class StepCancelled extends Schema.TaggedError<StepCancelled>("noetic-effect/StepCancelled")("StepCancelled", {
+  executionId: Schema.String,
+  reason: Schema.optionalKey(Schema.String)
+}) {
+  override get message(): string {
+    return `execution ${this.executionId} was cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
+  }
+}
+
+/** A `callModel` reply did not parse as its `output` schema (noetic's `model_parse_error`). */
+export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("noetic-effect/ModelOutputInvalid")(
+  "ModelOutputInvalid",
+  { stepId: Schema.String, raw: Schema.String, issues: Schema.Array(Schema.String) }
+) {
+  override get message(): string {
+    return `the reply of step ${this.stepId} does not match its output schema: ${this.issues.join("; ")}`
+  }
+}

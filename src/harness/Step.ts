@@ -2,19 +2,25 @@
  * Steps: the units an agent graph is built from, and their builders.
  *
  * A step is a description (its id, its kind, and what it runs); the harness
- * interprets it. Builder names follow the noetic framework: `runCode`, `callModel`,
- * `invokeTool`, `conditional`, `inParallel`, `loop`, `spawn`. A composite step is a
- * `runCode` whose body runs child steps with `ctx.run(step, input)`.
+ * interprets it. Builder names and options follow the noetic framework: `runCode`,
+ * `callModel`, `invokeTool`, `conditional`, `inParallel`, `loop`, `spawn`, each taking
+ * noetic's option object (`runCode({ id, execute })`) with bodies that return Effects.
+ * Each also keeps a positional shorthand (`runCode(id, body)`), an overload of the
+ * same builder building the same step. A composite step is a `runCode` whose body
+ * runs child steps with `ctx.run(step, input)`.
+ *
+ * Every builder fails at build time, throwing the `NoeticConfigError`-coded
+ * `StepConfigInvalid` (`EMPTY_STEP_ID`, `MISSING_EXECUTE_FUNCTION`, ...), as noetic's do.
  *
  * @since 0.1.0
  */
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import type { AiError, LanguageModel, Prompt } from "effect/ai"
-import type { EmptyStepId } from "../Errors.ts"
+import { type EmptyStepId, StepConfigInvalid } from "../Errors.ts"
 import { callerModuleUrl } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
-import type { AgentContext } from "./AgentContext.ts"
-import type { ToolFailed, UnknownTool } from "./HarnessError.ts"
+import type { AgentContext, ContextLayer } from "./AgentContext.ts"
+import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
 
 /** Marks a value as a step. */
 export const StepTypeId = "~noetic-effect/Step" as const
@@ -46,6 +52,50 @@ export interface StepOptions {
   readonly subprocess?: SubprocessAdapterShape | undefined
 }
 
+/** noetic's retry policy: attempts (the first included), backoff shape and the first delay in ms. */
+export interface RetryPolicy {
+  readonly maxAttempts: number
+  readonly backoff: "fixed" | "linear" | "exponential"
+  readonly initialDelay: number
+  /** Upper bound in ms of one delay. */
+  readonly maxDelay?: number | undefined
+}
+
+/** Parameters handed to the model with a `callModel` turn. */
+export interface ModelParams {
+  readonly temperature?: number
+  readonly topP?: number
+  readonly maxTokens?: number
+  readonly stopSequences?: ReadonlyArray<string>
+}
+
+/** What a loop's `until` sees after each iteration (noetic's `Snapshot`). */
+export interface Snapshot {
+  /** Iterations completed successfully so far. */
+  readonly stepCount: number
+  readonly tokens: { readonly input: number; readonly output: number; readonly total: number }
+  /** Milliseconds since the loop started. */
+  readonly elapsed: number
+  readonly cost: number
+  readonly lastOutput: unknown
+  /** The last output as text: itself when a string, its `text` field, else its JSON. */
+  readonly lastText: string
+  /** Prior iteration outputs, oldest first (bounded by `maxHistorySize`, default 100). */
+  readonly history: Array<unknown>
+  /** Nesting depth of the context the loop runs on. */
+  readonly depth: number
+}
+
+/** A loop's decision after an iteration (noetic's `Verdict`). */
+export interface Verdict {
+  readonly stop: boolean
+  readonly reason?: string
+  readonly feedback?: string
+}
+
+/** What a loop does when an iteration fails. */
+export type LoopErrorAction = "retry" | "skip" | "abort"
+
 interface Variance<I, O, E, R> {
   readonly _I: (input: I) => void
   readonly _O: () => O
@@ -65,6 +115,8 @@ export interface Step<I, O, E = never, R = never, K extends StepKind = StepKind>
 /** Runs code. Its body may run child steps through `ctx.run`. */
 export interface RunCode<I, O, E, R> extends Step<I, O, E, R, "runCode"> {
   readonly body: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>
+  /** Re-runs a failing body on this schedule; only the final success is recorded. */
+  readonly retry: RetryPolicy | undefined
 }
 
 /** One model turn and what it produced. */
@@ -74,21 +126,63 @@ export interface ModelTurn {
   readonly text: string
 }
 
-/** Asks the `LanguageModel` for one turn; the turn's messages go through the append pipeline. */
-export interface CallModel<I> extends Step<I, ModelTurn, AiError.AiError, LanguageModel.LanguageModel, "callModel"> {
+/** A value given eagerly or computed from the step's context when the step runs. */
+export type Lazy<T> = T | ((ctx: StepContext) => T)
+
+/** A Standard Schema (zod, valibot, effect's `Schema.toStandardSchemaV1`...): what `callModel`'s `output` takes. */
+export interface StandardSchema<O = unknown> {
+  readonly "~standard": {
+    readonly validate: (value: unknown) =>
+      | { readonly value: O; readonly issues?: undefined }
+      | { readonly issues: ReadonlyArray<{ readonly message: string }> }
+      | PromiseLike<
+        | { readonly value: O; readonly issues?: undefined }
+        | { readonly issues: ReadonlyArray<{ readonly message: string }> }
+      >
+  }
+}
+
+/**
+ * Asks the `LanguageModel` for one turn; the turn's messages go through the append
+ * pipeline. The option form resolves with the text, or the `output` schema's value of
+ * it; the positional form with the whole `ModelTurn`.
+ */
+export interface CallModel<I, O = ModelTurn, E = AiError.AiError>
+  extends Step<I, O, E, LanguageModel.LanguageModel, "callModel">
+{
+  /** What the step resolves with: the turn, the text, or the text parsed by `output`. */
+  readonly result: "turn" | "text" | "output"
   readonly prompt: (input: I, ctx: StepContext) => Prompt.RawInput
+  /** The model id noetic names; the `LanguageModel` in context answers. */
+  readonly model: Lazy<string> | undefined
+  readonly instructions: Lazy<string | undefined> | undefined
+  readonly params: ModelParams | undefined
+  readonly tools: unknown
+  readonly output: unknown
 }
 
-/** Calls a tool the harness was given, by name. */
+/** A tool as an object (noetic's `Tool`): a name and an `execute` returning an Effect. */
+export interface ToolDefinition<I = any, O = unknown> {
+  readonly name?: string
+  readonly description?: string
+  readonly execute: (args: I, ctx: StepContext) => Effect.Effect<O, unknown, never>
+}
+
+/** Calls a tool: a `ToolDefinition` the step carries, or a harness tool named by string. */
 export interface InvokeTool<I> extends Step<I, unknown, UnknownTool | ToolFailed, never, "invokeTool"> {
+  /** The tool's name (the harness tool it names, or the definition's name). */
   readonly tool: string
+  /** The tool the step carries; the harness's tools are looked up when absent. */
+  readonly definition: ToolDefinition | undefined
+  /** Arguments merged over an object input (noetic's `args`). */
+  readonly args: Readonly<Record<string, unknown>> | undefined
 }
 
-/** Runs `then` or `otherwise` depending on a predicate of the input. */
+/** Picks the step to run from the input at run time; `null` passes the input through. */
 export interface Conditional<I, O, E, R> extends Step<I, O, E, R, "conditional"> {
-  readonly predicate: (input: I, ctx: StepContext) => boolean
-  readonly then: AnyStep
-  readonly otherwise: AnyStep | undefined
+  readonly route: (input: I, ctx: StepContext) => Effect.Effect<AnyStep | null, unknown, unknown>
+  /** The steps the route can pick that are known when the step is built. */
+  readonly branches: ReadonlyArray<AnyStep>
 }
 
 /** How `inParallel` combines its branches. */
@@ -96,26 +190,42 @@ export type ParallelMode = "all" | "race" | "settle"
 
 /** Runs branches concurrently on the same input. */
 export interface InParallel<I, O, E, R> extends Step<I, O, E, R, "inParallel"> {
+  /** The branches for an input (noetic's `paths`). */
+  readonly paths: (input: I, ctx: StepContext) => Effect.Effect<ReadonlyArray<AnyStep>, unknown, unknown>
+  /** The branches known when the step is built (the positional form's list). */
   readonly branches: ReadonlyArray<AnyStep>
   readonly mode: ParallelMode
+  /** Combines the outputs (`all`) or settle results (`settle`); without it they are returned as an array. */
+  readonly merge: ((results: ReadonlyArray<any>, ctx: StepContext) => Effect.Effect<unknown, unknown, unknown>) | undefined
+  /** At most this many branches at once; unbounded when absent. */
+  readonly concurrency: number | undefined
 }
 
-/** Runs a body repeatedly, each iteration on the previous output. */
-export interface Loop<I, O, E, R> extends Step<I, O, E, R, "loop"> {
-  readonly body: AnyStep
-  readonly until: (output: O, iteration: number) => boolean
+/** Runs its body steps repeatedly, each iteration on the previous output (or `prepareNext` of it). */
+export interface Loop<I, O, E, R> extends Step<I, O, E | LoopMaxIterations, R, "loop"> {
+  /** Run in sequence each iteration. */
+  readonly steps: ReadonlyArray<AnyStep>
+  readonly until: (snapshot: Snapshot) => Effect.Effect<Verdict, unknown, unknown>
+  /** Iterations allowed (retries included); one more fails with `LoopMaxIterations`. Default 1000. */
   readonly maxIterations: number
+  readonly maxHistorySize: number
+  readonly prepareNext: ((output: O, verdict: Verdict, ctx: StepContext) => I) | undefined
+  readonly onError: ((error: unknown, ctx: StepContext) => LoopErrorAction) | undefined
 }
 
 /** Runs a child agent in a child context whose parent is the caller's. */
-export interface Spawn<I, O, E, R> extends Step<I, O, E, R, "spawn"> {
+export interface Spawn<I, O, E, R> extends Step<I, O, E | SpawnTimeout, R, "spawn"> {
   readonly child: AnyStep
+  /** The child context's layers (replacing the parent's); the harness's when absent. */
+  readonly context: ReadonlyArray<ContextLayer<any>> | undefined
+  /** Milliseconds the child may run before the step fails with `SpawnTimeout`. */
+  readonly timeout: number | undefined
 }
 
 /** Any step. */
 export type AnyStep =
   | RunCode<any, any, any, any>
-  | CallModel<any>
+  | CallModel<any, any, any>
   | InvokeTool<any>
   | Conditional<any, any, any, any>
   | InParallel<any, any, any, any>
@@ -131,35 +241,153 @@ export type Error<S> = S extends Step<any, any, infer E, any, any> ? E : never
 /** The services a step needs. */
 export type Services<S> = S extends Step<any, any, any, infer R, any> ? R : never
 
-const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | undefined) => ({
-  // Phantom: carries the type parameters only.
-  [StepTypeId]: undefined as any,
-  id,
-  kind,
-  // The first stack frame outside this library is the module that built the step: the
-  // one a child process imports to find it again (skipping the facade's builders too).
-  module: options?.module ?? callerModuleUrl(),
-  subprocess: options?.subprocess
-})
+// -----------------------------------------------------------------------------
+// Build-time checks (noetic's codes)
+// -----------------------------------------------------------------------------
 
-/** A step that runs an Effect-returning body; a composite when the body calls `ctx.run`. */
-export const runCode = <I, O, E = never, R = never>(
+const builderNames: Record<StepKind, string> = {
+  runCode: "runCode",
+  callModel: "callModel",
+  invokeTool: "invokeTool",
+  conditional: "conditional",
+  inParallel: "inParallel",
+  loop: "loop",
+  spawn: "spawn"
+}
+
+/** Throws `StepConfigInvalid` for a step option the builder cannot build from. */
+export const invalidStep = (kind: StepKind, code: string, message: string, hint: string): never => {
+  throw new StepConfigInvalid({ kind, code, message: `${builderNames[kind]}() ${message}`, hint })
+}
+
+/** Throws `EMPTY_STEP_ID` unless `id` is a non-blank string. */
+export const checkStepId = (id: unknown, kind: StepKind): void => {
+  if (typeof id !== "string" || id.trim() === "") {
+    invalidStep(
+      kind,
+      "EMPTY_STEP_ID",
+      "requires a non-empty id.",
+      `Pass a unique string as the id field, e.g. ${kind}({ id: "my-step", ... }); it names the step's path in the ledger.`
+    )
+  }
+}
+
+const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | undefined) => {
+  checkStepId(id, kind)
+  return {
+    // Phantom: carries the type parameters only.
+    [StepTypeId]: undefined as any,
+    id,
+    kind,
+    // The first stack frame outside this library is the module that built the step: the
+    // one a child process imports to find it again (skipping the facade's builders too).
+    module: options?.module ?? callerModuleUrl(),
+    subprocess: options?.subprocess
+  }
+}
+
+const asEffect = <A>(value: A | Effect.Effect<A, unknown, unknown>): Effect.Effect<A, unknown, unknown> =>
+  Effect.isEffect(value) ? value : Effect.succeed(value as A)
+
+// -----------------------------------------------------------------------------
+// runCode
+// -----------------------------------------------------------------------------
+
+/** Options of `runCode` (noetic's `RunCodeOpts`, with an Effect-returning `execute`). */
+export interface RunCodeOptions<I, O, E, R> extends StepOptions {
+  readonly id: string
+  readonly execute: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>
+  readonly retry?: RetryPolicy | undefined
+}
+
+/**
+ * A step that runs an Effect-returning body; a composite when the body calls `ctx.run`.
+ * `runCode({ id, execute, retry?, subprocess? })`, or positionally `runCode(id, body, options?)`.
+ */
+export function runCode<I, O, E = never, R = never>(options: RunCodeOptions<I, O, E, R>): RunCode<I, O, E, R>
+export function runCode<I, O, E = never, R = never>(
   id: string,
   body: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>,
-  options?: StepOptions
-): RunCode<I, O, E, R> => ({ ...base(id, "runCode", options), body })
+  options?: StepOptions & { readonly retry?: RetryPolicy | undefined }
+): RunCode<I, O, E, R>
+export function runCode(
+  idOrOptions: string | RunCodeOptions<any, any, any, any>,
+  body?: (input: any, ctx: StepContext) => Effect.Effect<any, any, any>,
+  options?: StepOptions & { readonly retry?: RetryPolicy | undefined }
+): RunCode<any, any, any, any> {
+  const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body } : idOrOptions
+  const built = base(opts.id, "runCode", opts)
+  if (typeof opts.execute !== "function") {
+    invalidStep(
+      "runCode",
+      "MISSING_EXECUTE_FUNCTION",
+      "requires an execute function.",
+      "Provide an execute function, e.g. execute: (input, ctx) => Effect.succeed(result)."
+    )
+  }
+  if (opts.retry !== undefined) checkRetry(opts.retry)
+  return { ...built, body: opts.execute!, retry: opts.retry }
+}
+
+const checkRetry = (retry: RetryPolicy): void => {
+  if (!(Number.isInteger(retry.maxAttempts) && retry.maxAttempts >= 1)) {
+    invalidStep(
+      "runCode",
+      "INVALID_RETRY_POLICY",
+      `retry.maxAttempts must be a whole number of at least 1, got ${String(retry.maxAttempts)}.`,
+      "Pass the total number of attempts, the first included, e.g. retry: { maxAttempts: 3, backoff: 'exponential', initialDelay: 100 }."
+    )
+  }
+  if (!(retry.initialDelay >= 0 && Number.isFinite(retry.initialDelay))) {
+    invalidStep(
+      "runCode",
+      "INVALID_RETRY_POLICY",
+      `retry.initialDelay must be a finite number of milliseconds of at least 0, got ${String(retry.initialDelay)}.`,
+      "Pass the delay before the first retry in milliseconds."
+    )
+  }
+  if (!["fixed", "linear", "exponential"].includes(retry.backoff)) {
+    invalidStep(
+      "runCode",
+      "INVALID_RETRY_POLICY",
+      `retry.backoff must be 'fixed', 'linear' or 'exponential', got ${JSON.stringify(retry.backoff)}.`,
+      "Pick one of the three backoff shapes."
+    )
+  }
+}
+
+// -----------------------------------------------------------------------------
+// callModel
+// -----------------------------------------------------------------------------
+
+/** Options of `callModel` (noetic's `CallModelOpts`), plus this library's `prompt`. */
+export interface CallModelOptions<I, O = string> extends StepOptions {
+  readonly id: string
+  /** The model id; an empty string throws `MISSING_MODEL`. */
+  readonly model: Lazy<string>
+  /** A system message put before the history. */
+  readonly instructions?: Lazy<string | undefined> | undefined
+  readonly tools?: unknown
+  /** Parses the reply: its text as JSON, validated by this Standard Schema, is the step's output. */
+  readonly output?: StandardSchema<O> | undefined
+  readonly params?: ModelParams | undefined
+  /** Builds the prompt instead of the default (instructions, history window, input). */
+  readonly prompt?: ((input: I, ctx: StepContext) => Prompt.RawInput) | undefined
+}
 
 /** The default prompt of `callModel`: instructions, the history window, then the input as a user message. */
 export const defaultPrompt = (input: unknown, ctx: StepContext): Prompt.RawInput => {
   const messages: Array<Prompt.MessageEncoded> = []
   const instructions = ctx.layerState<{ instructions: ReadonlyArray<string> }>("instructions")
-  if (instructions !== undefined && instructions.instructions.length > 0) {
+  if (
+    instructions !== undefined && Array.isArray(instructions.instructions) && instructions.instructions.length > 0
+  ) {
     messages.push({ role: "system", content: instructions.instructions.join("\n") })
   }
   const history = ctx.layerState<{ items: ReadonlyArray<{ type: string; role?: unknown; content?: unknown }> }>(
     "history"
   )
-  for (const item of history?.items ?? []) {
+  for (const item of Array.isArray(history?.items) ? history.items : []) {
     if (item.type !== "message" || typeof item.content !== "string") continue
     if (item.role === "user") messages.push({ role: "user", content: item.content })
     if (item.role === "assistant") messages.push({ role: "assistant", content: item.content })
@@ -168,20 +396,130 @@ export const defaultPrompt = (input: unknown, ctx: StepContext): Prompt.RawInput
   return messages
 }
 
-/** A model turn through the `LanguageModel` service; any `effect/ai` provider layer plugs in. */
-export const callModel = <I = string>(
+const resolveLazy = <T>(value: Lazy<T>, ctx: StepContext): T =>
+  typeof value === "function" ? (value as (ctx: StepContext) => T)(ctx) : value
+
+/**
+ * A model turn through the `LanguageModel` service; any `effect/ai` provider layer
+ * plugs in. `callModel({ id, model, instructions?, ... })`, or `callModel(id, options?)`.
+ */
+export function callModel<I = string, O = string>(
+  options: CallModelOptions<I, O>
+): CallModel<I, O, AiError.AiError | ModelOutputInvalid>
+export function callModel<I = string>(
   id: string,
-  options?: StepOptions & { readonly prompt?: (input: I, ctx: StepContext) => Prompt.RawInput }
-): CallModel<I> => ({ ...base(id, "callModel", options), prompt: options?.prompt ?? defaultPrompt })
+  options?: StepOptions & Partial<Omit<CallModelOptions<I, unknown>, "id" | "output">>
+): CallModel<I>
+export function callModel(
+  idOrOptions: string | CallModelOptions<any, any>,
+  options?: StepOptions & Partial<Omit<CallModelOptions<any, any>, "id" | "output">>
+): CallModel<any, any, any> {
+  const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string"
+    ? { ...options, id: idOrOptions }
+    : idOrOptions
+  const built = base(opts.id!, "callModel", opts)
+  if (typeof idOrOptions !== "string" && opts.model === undefined) {
+    invalidStep("callModel", "MISSING_MODEL", "requires a model.", "Pass a model identifier, e.g. model: 'openai/gpt-4o'.")
+  }
+  if (typeof opts.model === "string" && opts.model.trim() === "") {
+    invalidStep(
+      "callModel",
+      "MISSING_MODEL",
+      "requires a non-empty model.",
+      "Pass a model identifier, e.g. model: 'openai/gpt-4o'."
+    )
+  }
+  const instructions = opts.instructions
+  const prompt = opts.prompt ?? (instructions === undefined ? defaultPrompt : (input: unknown, ctx: StepContext) => {
+    const text = resolveLazy(instructions, ctx)
+    const rest = defaultPrompt(input, ctx) as ReadonlyArray<Prompt.MessageEncoded>
+    return text === undefined || text === "" ? rest : [{ role: "system" as const, content: text }, ...rest]
+  })
+  const output = opts.output
+  if (output !== undefined && typeof output?.["~standard"]?.validate !== "function") {
+    invalidStep(
+      "callModel",
+      "INVALID_OUTPUT_SCHEMA",
+      "output must be a Standard Schema (an object with ~standard.validate).",
+      "Pass a zod or valibot schema, or Schema.toStandardSchemaV1(schema) of an Effect schema."
+    )
+  }
+  return {
+    ...built,
+    result: typeof idOrOptions === "string" ? "turn" : output === undefined ? "text" : "output",
+    prompt,
+    model: opts.model,
+    instructions,
+    params: opts.params,
+    tools: opts.tools,
+    output: opts.output
+  }
+}
 
-/** A call of the harness tool named `tool` with the step's input. */
-export const invokeTool = <I = unknown>(id: string, tool: string, options?: StepOptions): InvokeTool<I> => ({
-  ...base(id, "invokeTool", options),
-  tool
-})
+// -----------------------------------------------------------------------------
+// invokeTool
+// -----------------------------------------------------------------------------
 
-/** Runs `then` when the predicate holds, else `otherwise` (or passes the input through). */
-export const conditional = <I, Then extends AnyStep, Otherwise extends AnyStep | undefined = undefined>(
+/** Options of `invokeTool` (noetic's `InvokeToolOpts`): the tool object and fixed arguments. */
+export interface InvokeToolOptions<I> extends StepOptions {
+  readonly id: string
+  readonly tool: ToolDefinition<I> | string
+  readonly args?: Partial<I> | undefined
+}
+
+/**
+ * A tool call. `invokeTool({ id, tool, args? })` calls the tool object it is given
+ * with the input (an object input gets `args` merged over it); `invokeTool(id, name)`
+ * calls the harness tool of that name.
+ */
+export function invokeTool<I = unknown>(options: InvokeToolOptions<I>): InvokeTool<I>
+export function invokeTool<I = unknown>(id: string, tool: string, options?: StepOptions): InvokeTool<I>
+export function invokeTool(
+  idOrOptions: string | InvokeToolOptions<any>,
+  tool?: string,
+  options?: StepOptions
+): InvokeTool<any> {
+  const opts: InvokeToolOptions<any> = typeof idOrOptions === "string"
+    ? { ...options, id: idOrOptions, tool: tool! }
+    : idOrOptions
+  const built = base(opts.id, "invokeTool", opts)
+  const given = opts.tool as unknown
+  const isDefinition = typeof given === "object" && given !== null && typeof (given as ToolDefinition).execute === "function"
+  if (!isDefinition && (typeof given !== "string" || given === "")) {
+    invalidStep(
+      "invokeTool",
+      "MISSING_TOOL",
+      "requires a tool.",
+      "Provide a tool object with an execute function (or the name of a harness tool)."
+    )
+  }
+  const definition = isDefinition ? given as ToolDefinition : undefined
+  return {
+    ...built,
+    tool: definition === undefined ? given as string : definition.name ?? opts.id,
+    definition,
+    args: opts.args as Readonly<Record<string, unknown>> | undefined
+  }
+}
+
+// -----------------------------------------------------------------------------
+// conditional
+// -----------------------------------------------------------------------------
+
+/** Options of `conditional` (noetic's): `route` picks the step to run, or `null` to pass the input through. */
+export interface ConditionalOptions<I, S extends AnyStep> extends StepOptions {
+  readonly id: string
+  readonly route: (input: I, ctx: StepContext) => S | null | Effect.Effect<S | null, unknown, unknown>
+}
+
+/**
+ * Runs the step `route` picks for the input (`null` passes the input through):
+ * `conditional({ id, route })`, or `conditional(id, { if, then, else? })`.
+ */
+export function conditional<I, S extends AnyStep>(
+  options: ConditionalOptions<I, S>
+): Conditional<I, Output<S> | I, Error<S>, Services<S>>
+export function conditional<I, Then extends AnyStep, Otherwise extends AnyStep | undefined = undefined>(
   id: string,
   options: StepOptions & {
     readonly if: (input: I, ctx: StepContext) => boolean
@@ -193,68 +531,299 @@ export const conditional = <I, Then extends AnyStep, Otherwise extends AnyStep |
   Output<Then> | (Otherwise extends AnyStep ? Output<Otherwise> : I),
   Error<Then> | Error<Otherwise>,
   Services<Then> | Services<Otherwise>
-> => ({ ...base(id, "conditional", options), predicate: options.if, then: options.then, otherwise: options.else })
+>
+export function conditional(idOrOptions: string | ConditionalOptions<any, AnyStep>, positional?: any): any {
+  if (typeof idOrOptions === "string") {
+    const built = base(idOrOptions, "conditional", positional)
+    const { else: otherwise, if: predicate, then } = positional as {
+      if: (input: unknown, ctx: StepContext) => boolean
+      then: AnyStep
+      else?: AnyStep
+    }
+    if (typeof predicate !== "function") {
+      invalidStep("conditional", "MISSING_ROUTE_FUNCTION", "requires an if predicate.", "Pass if: (input) => boolean.")
+    }
+    return {
+      ...built,
+      route: (input: unknown, ctx: StepContext) =>
+        Effect.sync(() => predicate(input, ctx) ? then : otherwise ?? null),
+      branches: otherwise === undefined ? [then] : [then, otherwise]
+    }
+  }
+  const built = base(idOrOptions.id, "conditional", idOrOptions)
+  const route = idOrOptions.route
+  if (typeof route !== "function") {
+    invalidStep(
+      "conditional",
+      "MISSING_ROUTE_FUNCTION",
+      "requires a route function.",
+      "Provide a route function that selects the next step at runtime."
+    )
+  }
+  return {
+    ...built,
+    route: (input: unknown, ctx: StepContext) => Effect.suspend(() => asEffect(route(input, ctx))),
+    branches: []
+  }
+}
 
-/** What one branch of a settled `inParallel` produced. */
+// -----------------------------------------------------------------------------
+// inParallel
+// -----------------------------------------------------------------------------
+
+/** One branch of a `settle` run, shaped as noetic's `SettleResult` (with a `_tag` as well). */
 export type Settled<O, E> =
-  | { readonly _tag: "Success"; readonly value: O }
-  | { readonly _tag: "Failure"; readonly error: E }
+  | {
+    readonly _tag: "Success"
+    readonly stepId: string
+    readonly status: "fulfilled"
+    readonly value: O
+  }
+  | {
+    readonly _tag: "Failure"
+    readonly stepId: string
+    readonly status: "rejected"
+    readonly error: E
+  }
 
-/** The output of `inParallel` in each mode. */
+/** The output of `inParallel` in each mode, when no `merge` is given. */
 export type ParallelOutput<S extends ReadonlyArray<AnyStep>, M extends ParallelMode> = M extends "all"
   ? { -readonly [K in keyof S]: Output<S[K]> }
   : M extends "race" ? Output<S[number]>
   : { -readonly [K in keyof S]: Settled<Output<S[K]>, Error<S[K]>> }
 
-/**
- * Runs the branches concurrently on the same input. `all`: every output, in order;
- * `race`: the first success (the others are interrupted); `settle`: each branch's
- * success or failure. Branch `i` dispatches under the path suffix `[i]`.
- */
-export const inParallel = <I, const S extends ReadonlyArray<AnyStep>, M extends ParallelMode = "all">(
-  id: string,
-  branches: S,
-  options?: StepOptions & { readonly mode?: M }
-): InParallel<I, ParallelOutput<S, M>, M extends "settle" ? never : Error<S[number]>, Services<S[number]>> => ({
-  ...base(id, "inParallel", options),
-  branches,
-  mode: options?.mode ?? "all"
-})
+/** Options of `inParallel` (noetic's): `paths` gives the branches for an input; `merge` combines their results. */
+export type InParallelOptions<I, S extends AnyStep, O> =
+  & StepOptions
+  & {
+    readonly id: string
+    readonly paths: (input: I, ctx: StepContext) => ReadonlyArray<S>
+    readonly concurrency?: number | undefined
+  }
+  & (
+    | { readonly mode: "race" }
+    | {
+      readonly mode: "all"
+      readonly merge: (results: Array<Output<S>>, ctx: StepContext) => O | Effect.Effect<O, unknown, unknown>
+    }
+    | {
+      readonly mode: "settle"
+      readonly merge: (
+        results: Array<Settled<Output<S>, Error<S>>>,
+        ctx: StepContext
+      ) => O | Effect.Effect<O, unknown, unknown>
+    }
+  )
 
 /**
- * Runs `body` on the input, then on each output, until `until(output, iteration)`
- * holds or `maxIterations` ran. Each iteration has its own path (`body#0`, `body#1`...).
+ * Runs branches concurrently on the same input. `all`: every output, in order (a
+ * branch failing fails the step); `race`: the first success (the others are
+ * interrupted); `settle`: each branch's `{ stepId, status, value | error }`. Branch
+ * `i` dispatches under the path suffix `[i]`. `inParallel({ id, mode, paths, merge?,
+ * concurrency? })` (merge required for `all` and `settle`), or
+ * `inParallel(id, branches, { mode? })` (results returned as they are).
  */
-export const loop = <S extends AnyStep>(
+export function inParallel<I, S extends AnyStep, O = Output<S>>(
+  options: InParallelOptions<I, S, O>
+): InParallel<I, O, unknown, Services<S>>
+export function inParallel<I, const S extends ReadonlyArray<AnyStep>, M extends ParallelMode = "all">(
+  id: string,
+  branches: S,
+  options?: StepOptions & { readonly mode?: M; readonly concurrency?: number | undefined }
+): InParallel<I, ParallelOutput<S, M>, M extends "settle" ? never : Error<S[number]>, Services<S[number]>>
+export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep, any>, branches?: any, positional?: any): any {
+  if (typeof idOrOptions === "string") {
+    const built = base(idOrOptions, "inParallel", positional)
+    const list = branches as ReadonlyArray<AnyStep>
+    return {
+      ...built,
+      paths: () => Effect.succeed(list),
+      branches: list,
+      mode: positional?.mode ?? "all",
+      merge: undefined,
+      concurrency: checkConcurrency(positional?.concurrency)
+    }
+  }
+  const opts = idOrOptions
+  const built = base(opts.id, "inParallel", opts)
+  if (!["all", "race", "settle"].includes(opts.mode)) {
+    invalidStep(
+      "inParallel",
+      "INVALID_PARALLEL_MODE",
+      `mode must be 'all', 'race' or 'settle', got ${JSON.stringify(opts.mode)}.`,
+      "Pick one of the three modes."
+    )
+  }
+  const merge = "merge" in opts ? opts.merge : undefined
+  if ((opts.mode === "all" || opts.mode === "settle") && typeof merge !== "function") {
+    invalidStep(
+      "inParallel",
+      "MISSING_MERGE_FUNCTION",
+      `mode '${opts.mode}' requires a merge function.`,
+      "Provide a merge function that combines path results into a single output."
+    )
+  }
+  if (typeof opts.paths !== "function") {
+    invalidStep("inParallel", "MISSING_PATHS_FUNCTION", "requires a paths function.", "Pass paths: (input, ctx) => [step, ...].")
+  }
+  return {
+    ...built,
+    paths: (input: unknown, ctx: StepContext) => Effect.sync(() => opts.paths(input, ctx)),
+    branches: [],
+    mode: opts.mode,
+    merge: merge === undefined
+      ? undefined
+      : (results: ReadonlyArray<any>, ctx: StepContext) => Effect.suspend(() => asEffect((merge as any)(results, ctx))),
+    concurrency: checkConcurrency(opts.concurrency)
+  }
+}
+
+const checkConcurrency = (concurrency: unknown): number | undefined => {
+  if (concurrency === undefined) return undefined
+  if (typeof concurrency !== "number" || !(Number.isInteger(concurrency) && concurrency >= 1)) {
+    return invalidStep(
+      "inParallel",
+      "INVALID_CONCURRENCY",
+      `concurrency must be a whole number of at least 1, got ${String(concurrency)}.`,
+      "Omit it to run every path at once."
+    )
+  }
+  return concurrency
+}
+
+// -----------------------------------------------------------------------------
+// loop
+// -----------------------------------------------------------------------------
+
+/** Options of `loop` (noetic's `LoopConfig`, with an `until` that may return an Effect). */
+export interface LoopOptions<S extends AnyStep> extends StepOptions {
+  readonly id: string
+  readonly steps: ReadonlyArray<S>
+  readonly until: (snapshot: Snapshot) => Verdict | Effect.Effect<Verdict, unknown, unknown>
+  readonly maxIterations?: number | undefined
+  readonly maxHistorySize?: number | undefined
+  readonly prepareNext?: ((output: Output<S>, verdict: Verdict, ctx: StepContext) => Input<S>) | undefined
+  readonly onError?: ((error: unknown, ctx: StepContext) => LoopErrorAction) | undefined
+}
+
+/**
+ * Runs the body on the input, then on each output (or on `prepareNext(output,
+ * verdict, ctx)`), until `until(snapshot)` says stop; past `maxIterations` (default
+ * 1000) it fails with `LoopMaxIterations`. `loop({ id, steps, until, ... })`, or
+ * positionally `loop(id, body, { until: (output, iteration) => boolean })`. Each
+ * iteration has its own path (`body#0`, `body#1`...).
+ */
+export function loop<S extends AnyStep>(
+  options: LoopOptions<S>
+): Loop<Input<S>, Output<S>, Error<S>, Services<S>>
+export function loop<S extends AnyStep>(
   id: string,
   body: S,
   options: StepOptions & {
     readonly until: (output: Output<S>, iteration: number) => boolean
     readonly maxIterations?: number
   }
-): Loop<Input<S>, Output<S>, Error<S>, Services<S>> => ({
-  ...base(id, "loop", options),
-  body,
-  until: options.until,
-  maxIterations: options.maxIterations ?? 100
-})
+): Loop<Input<S>, Output<S>, Error<S>, Services<S>>
+export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep, positional?: any): any {
+  const opts: LoopOptions<AnyStep> = typeof idOrOptions === "string"
+    ? {
+      ...positional,
+      id: idOrOptions,
+      steps: body === undefined ? [] : [body],
+      until: typeof positional?.until === "function"
+        ? (snapshot: Snapshot) => ({ stop: positional.until(snapshot.lastOutput, snapshot.stepCount - 1) })
+        : undefined
+    }
+    : idOrOptions
+  const built = base(opts.id, "loop", opts)
+  if (!Array.isArray(opts.steps) || opts.steps.length === 0) {
+    invalidStep("loop", "MISSING_LOOP_BODY", "requires at least one body step.", "Add at least one step to the steps array.")
+  }
+  if (typeof opts.until !== "function") {
+    invalidStep(
+      "loop",
+      "MISSING_UNTIL_PREDICATE",
+      "requires an until predicate.",
+      "Provide an until predicate, e.g. until: (snapshot) => ({ stop: snapshot.stepCount >= 10 })."
+    )
+  }
+  const maxIterations = opts.maxIterations ?? 1000
+  if (!(Number.isInteger(maxIterations) && maxIterations >= 1)) {
+    invalidStep(
+      "loop",
+      "INVALID_MAX_ITERATIONS",
+      `maxIterations must be a whole number of at least 1, got ${String(maxIterations)}.`,
+      "Omit it for the default of 1000."
+    )
+  }
+  const until = opts.until
+  return {
+    ...built,
+    steps: opts.steps,
+    until: (snapshot: Snapshot) => Effect.suspend(() => asEffect(until(snapshot))),
+    maxIterations,
+    maxHistorySize: opts.maxHistorySize ?? 100,
+    prepareNext: opts.prepareNext,
+    onError: opts.onError
+  }
+}
 
-/** Runs `child` as a child agent: a fresh context whose parent is the caller's. */
-export const spawn = <S extends AnyStep>(
+// -----------------------------------------------------------------------------
+// spawn
+// -----------------------------------------------------------------------------
+
+/** Options of `spawn` (noetic's `SpawnOpts`). */
+export interface SpawnOptions<S extends AnyStep> extends StepOptions {
+  readonly id: string
+  readonly child: S
+  /** The child context's layers, replacing the parent's. */
+  readonly context?: ReadonlyArray<ContextLayer<any>> | undefined
+  /** Milliseconds before the step fails with `SpawnTimeout` (the child is interrupted). */
+  readonly timeout?: number | undefined
+}
+
+/**
+ * Runs `child` as a child agent: a fresh context whose parent is the caller's.
+ * `spawn({ id, child, context?, timeout?, subprocess? })`, or `spawn(id, child, options?)`.
+ */
+export function spawn<S extends AnyStep>(options: SpawnOptions<S>): Spawn<Input<S>, Output<S>, Error<S>, Services<S>>
+export function spawn<S extends AnyStep>(
   id: string,
   child: S,
-  options?: StepOptions
-): Spawn<Input<S>, Output<S>, Error<S>, Services<S>> => ({ ...base(id, "spawn", options), child })
+  options?: StepOptions & { readonly timeout?: number | undefined }
+): Spawn<Input<S>, Output<S>, Error<S>, Services<S>>
+export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnyStep, positional?: any): any {
+  const opts: SpawnOptions<AnyStep> = typeof idOrOptions === "string"
+    ? { ...positional, id: idOrOptions, child: child! }
+    : idOrOptions
+  const built = base(opts.id, "spawn", opts)
+  if (!isStep(opts.child)) {
+    invalidStep(
+      "spawn",
+      "MISSING_CHILD_STEP",
+      "requires a child step.",
+      "Provide a child step to execute in the isolated child context."
+    )
+  }
+  if (opts.timeout !== undefined && !(opts.timeout > 0)) {
+    invalidStep(
+      "spawn",
+      "INVALID_TIMEOUT",
+      `timeout must be a positive number of milliseconds, got ${String(opts.timeout)}.`,
+      "Omit it to let the child run as long as it needs."
+    )
+  }
+  return { ...built, child: opts.child, context: opts.context, timeout: opts.timeout }
+}
 
 /** The steps a step dispatches that are known when it is built. */
 export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
   switch (step.kind) {
     case "conditional":
-      return step.otherwise === undefined ? [step.then] : [step.then, step.otherwise]
     case "inParallel":
       return step.branches
     case "loop":
-      return [step.body]
+      return step.steps
     case "spawn":
       return [step.child]
     default:

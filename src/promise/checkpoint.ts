@@ -4,19 +4,67 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
-import type { StorageError } from "../Errors.ts"
+import { Effect, Exit, Option, Schema } from "effect"
+import { CheckpointSchemaMismatch, Io, StorageError } from "../Errors.ts"
+import {
+  AskUserPrompt,
+  CHECKPOINT_SCHEMA_VERSION,
+  CheckpointSnapshot as CheckpointSnapshotEffectSchema,
+  Cwd,
+  FrontierEntry
+} from "../schema/CheckpointSnapshot.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
-import { type CheckpointStoreShape, makeWith } from "../services/CheckpointStore.ts"
+import { type CheckpointStoreShape, ledgerKeysOf, makeWith } from "../services/CheckpointStore.ts"
+import { makeMemory } from "../services/StorageAdapter.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
   DEFAULT_STEP_LEDGER_RETENTION as ENGINE_DEFAULT_RETENTION,
   type StepLedgerRetention,
   validateRetention
 } from "../services/StepLedger.ts"
-import { unwrapExit } from "./errors.ts"
+import { isNoeticConfigError, NoeticConfigError, unwrapExit } from "./errors.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 export type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
+
+/** The snapshot schema version this library reads and writes (noetic's `CheckpointSchemaVersion`). */
+export const CheckpointSchemaVersion: 2 = CHECKPOINT_SCHEMA_VERSION
+
+/** One frame of a snapshot's frontier: a step in flight and its input. */
+export type FrontierFrame = FrontierEntry
+
+/** The cwd of a snapshot: current and previous. */
+export type CwdSnapshot = Cwd
+
+/** An ask-user prompt pending in a snapshot. */
+export type PendingAskUserSnapshot = AskUserPrompt
+
+/** The result of `CheckpointSnapshotSchema.safeParse`, shaped as zod's. */
+export type SnapshotParseResult =
+  | { readonly success: true; readonly data: CheckpointSnapshot }
+  | { readonly success: false; readonly error: Error }
+
+const decodeSnapshotExit = Schema.decodeUnknownExit(CheckpointSnapshotEffectSchema)
+
+/**
+ * Validates snapshots, as noetic's zod `CheckpointSnapshotSchema` does: `parse(u)`
+ * returns the snapshot or throws, `safeParse(u)` returns `{ success, data | error }`.
+ * `schema` is the Effect `Schema` underneath.
+ */
+export const CheckpointSnapshotSchema = {
+  schema: CheckpointSnapshotEffectSchema,
+  safeParse(u: unknown): SnapshotParseResult {
+    const exit = decodeSnapshotExit(u)
+    return Exit.isSuccess(exit)
+      ? { success: true, data: exit.value }
+      : { success: false, error: new Error(`not a schemaVersion ${CHECKPOINT_SCHEMA_VERSION} checkpoint snapshot: ${String(exit.cause)}`) }
+  },
+  parse(u: unknown): CheckpointSnapshot {
+    const result = CheckpointSnapshotSchema.safeParse(u)
+    if (result.success) return result.data
+    throw result.error
+  }
+}
 export type { StepLedgerRetention } from "../services/StepLedger.ts"
 
 /** The documented default caps of the step ledger: 128 KiB per output, 1000 entries per execution. */
@@ -32,8 +80,8 @@ export interface CheckpointStore {
    * schema version or a malformed one; discard it with `clear`.
    */
   load(executionId: string): Promise<CheckpointSnapshot | null>
-  /** The ids of the executions that have a snapshot. */
-  list(): Promise<ReadonlyArray<string>>
+  /** The executions that have a snapshot. */
+  list(): Promise<ReadonlyArray<{ readonly executionId: string }>>
   /** Removes an execution's snapshot and every step-ledger key it has. */
   clear(executionId: string): Promise<void>
 }
@@ -55,26 +103,98 @@ export const createCheckpointStore = (options: { readonly storage: StorageAdapte
     [engineCheckpointStore]: engine,
     save: (snapshot) => use((s) => s.save(snapshot)),
     load: (executionId) => use((s) => Effect.map(s.load(executionId), Option.getOrNull)),
-    list: () => use((s) => s.list),
+    list: () => use((s) => Effect.map(s.list, (ids) => ids.map((executionId) => ({ executionId })))),
     clear: (executionId) => use((s) => s.clear(executionId))
   }
   return store
 }
 
+const hostFailure = (operation: string, key: string) => (cause: unknown) =>
+  new StorageError({
+    operation,
+    reason: new Io({ key, message: cause instanceof Error ? cause.message : String(cause), cause })
+  })
+
+/** Deletes every step-ledger key of an execution in `storage`. */
+export const clearLedger = (storage: StorageAdapterShape, executionId: string): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(ledgerKeysOf(storage, executionId), (keys) =>
+    Effect.forEach(keys, ({ key }) => storage.delete(key), { concurrency: 16, discard: true }))
+
 /**
- * The engine store behind a facade checkpoint store, for the harness facade; undefined
- * for an object not made by `createCheckpointStore` (the engine needs its storage,
- * where the step ledger lives).
+ * The engine store behind a facade checkpoint store, for the harness facade. A store
+ * made by `createCheckpointStore` hands back the engine store it wraps (its step
+ * ledgers live in its storage); any other object (one a host wrote) is called through
+ * its Promises, what it loads is validated as a snapshot, and its step ledgers live
+ * in `ledgerStorage` (noetic's `environment.storage.adapter`, else in memory, as in noetic).
  */
 export const toEngineCheckpointStore = (
-  store: CheckpointStore
-): Effect.Effect<CheckpointStoreShape, StorageError> | undefined =>
-  engineCheckpointStore in store ? (store as CheckpointStore & EngineBacked)[engineCheckpointStore] : undefined
+  store: CheckpointStore,
+  ledgerStorage?: Effect.Effect<StorageAdapterShape, StorageError>
+): Effect.Effect<CheckpointStoreShape, StorageError> => {
+  if (engineCheckpointStore in store) return (store as CheckpointStore & EngineBacked)[engineCheckpointStore]
+  return Effect.map(ledgerStorage ?? makeMemory, (storage): CheckpointStoreShape => ({
+    storage,
+    save: (snapshot) =>
+      Effect.tryPromise({ try: () => store.save(snapshot), catch: hostFailure("save", snapshot.executionId) }),
+    load: (executionId) =>
+      Effect.tryPromise({
+        try: () => store.load(executionId),
+        catch: (cause) =>
+          isNoeticConfigError(cause) && cause.code === "CHECKPOINT_SCHEMA_MISMATCH"
+            ? new CheckpointSchemaMismatch({ executionId, seenVersion: null, message: cause.message, hint: cause.hint })
+            : hostFailure("load", executionId)(cause)
+      }).pipe(
+        Effect.flatMap((snapshot): Effect.Effect<Option.Option<CheckpointSnapshot>, CheckpointSchemaMismatch> => {
+          if (snapshot === null || snapshot === undefined) return Effect.succeedNone
+          const result = CheckpointSnapshotSchema.safeParse(snapshot)
+          if (result.success) return Effect.succeedSome(result.data)
+          const seen = typeof snapshot === "object" && "schemaVersion" in snapshot ? snapshot.schemaVersion : null
+          return Effect.fail(
+            new CheckpointSchemaMismatch({
+              executionId,
+              seenVersion: seen ?? null,
+              message: `The checkpoint store loaded a record for execution ${JSON.stringify(executionId)} that is not a schemaVersion ${CHECKPOINT_SCHEMA_VERSION} snapshot.`,
+              hint: `Discard it with harness.clearCheckpoint(${JSON.stringify(executionId)}) and start the execution fresh.`
+            })
+          )
+        })
+      ),
+    list: Effect.map(
+      Effect.tryPromise({ try: () => store.list(), catch: hostFailure("list", "") }),
+      (entries) =>
+        (entries as ReadonlyArray<unknown>).map((entry) =>
+          typeof entry === "string" ? entry : String((entry as { executionId: unknown }).executionId)
+        )
+    ),
+    clear: (executionId) =>
+      Effect.andThen(
+        Effect.tryPromise({ try: () => store.clear(executionId), catch: hostFailure("clear", executionId) }),
+        clearLedger(storage, executionId)
+      )
+  }))
+}
+
+/** Whether a checkpoint store was made by `createCheckpointStore`. */
+export const isEngineBackedCheckpointStore = (store: CheckpointStore): boolean => engineCheckpointStore in store
 
 /**
  * Fills in and checks step-ledger caps for a facade constructor, synchronously:
  * throws `NoeticConfigError` code `STEP_LEDGER_RETENTION_INVALID` for a zero,
  * negative or NaN cap.
  */
-export const resolveStepLedgerRetention = (retention?: Partial<StepLedgerRetention>): StepLedgerRetention =>
-  unwrapExit(Effect.runSyncExit(validateRetention(retention)))
+export const resolveStepLedgerRetention = (retention?: Partial<StepLedgerRetention>): StepLedgerRetention => {
+  for (const field of ["maxEntryBytes", "maxEntries"] as const) {
+    const value = retention?.[field]
+    // A fractional cap below 1 would record nothing, like 0 does.
+    if (typeof value === "number" && value > 0 && value < 1) {
+      throw new NoeticConfigError({
+        code: "STEP_LEDGER_RETENTION_INVALID",
+        message: `stepLedgerRetention.${field} must be at least 1 or Infinity, got ${value}`,
+        hint: `Pass a ${field} of at least 1, Infinity to disable that cap, or leave it out for the default (${
+          ENGINE_DEFAULT_RETENTION[field]
+        }).`
+      })
+    }
+  }
+  return unwrapExit(Effect.runSyncExit(validateRetention(retention)))
+}

@@ -4,41 +4,99 @@
  * @since 0.1.0
  */
 import { Cause, Exit } from "effect"
-import type { ConfigError, ConfigErrorCode } from "../Errors.ts"
+import type { ConfigError } from "../Errors.ts"
 
-/** A configuration problem the caller must fix: one of the documented codes, with a hint. */
+/**
+ * A configuration problem the caller must fix, thrown at construction or build time
+ * (noetic's `NoeticConfigError`): a SCREAMING_SNAKE `code`, a message and a `hint`
+ * saying what to do.
+ */
 export class NoeticConfigError extends Error {
   override readonly name = "NoeticConfigError"
-  /** The documented code, e.g. `CHECKPOINT_SCHEMA_MISMATCH`. */
-  readonly code: ConfigErrorCode
-  /** What to do about it. */
+  /** The code, e.g. `EMPTY_STEP_ID` or `CHECKPOINT_SCHEMA_MISMATCH`. */
+  readonly code: string
+  /** What to do about it, as a complete sentence. */
   readonly hint: string
-  constructor(options: { code: ConfigErrorCode; message: string; hint: string; cause?: unknown }) {
-    super(options.message, { cause: options.cause })
+  /** A page about it, when there is one. */
+  readonly docsUrl?: string
+  constructor(options: { code: string; message: string; hint: string; docsUrl?: string; cause?: unknown }) {
+    super(options.message, options.cause === undefined ? undefined : { cause: options.cause })
     this.code = options.code
     this.hint = options.hint
+    if (options.docsUrl !== undefined) this.docsUrl = options.docsUrl
   }
 }
 
-/** A runtime failure; `code` names what failed and `cause` holds the tagged error. */
+/** Whether `u` is a `NoeticConfigError` (also one made by another copy of this module). */
+export const isNoeticConfigError = (u: unknown): u is NoeticConfigError =>
+  u instanceof NoeticConfigError ||
+  (u instanceof Error && u.name === "NoeticConfigError" && typeof (u as { code?: unknown }).code === "string" &&
+    typeof (u as { hint?: unknown }).hint === "string")
+
+/** noetic's structured run-time error payload; `kind` says which failure it is. */
+export type NoeticErrorPayload =
+  | { readonly kind: "step_failed"; readonly stepId: string; readonly cause: Error; readonly retriesExhausted: boolean }
+  | { readonly kind: "cancelled"; readonly reason?: string }
+  | { readonly kind: "handle_evicted"; readonly handleId: string; readonly stepId: string; readonly gracePeriod: number }
+  | { readonly kind: string; readonly stepId?: string; readonly cause?: Error; readonly [field: string]: unknown }
+
+/**
+ * A run-time failure. `noeticError` is noetic's payload (`{ kind: 'step_failed',
+ * stepId, cause }` for a failed step), `code` this library's code for it
+ * (`STORAGE_CORRUPT`, `SPAWN_TIMEOUT`, ...) and `cause` the tagged error underneath.
+ */
 export class NoeticError extends Error {
   override readonly name = "NoeticError"
   /** A stable code, e.g. `STORAGE_CORRUPT` or `UNKNOWN_HANDLE`. */
   readonly code: string
-  constructor(options: { code: string; message: string; cause?: unknown }) {
-    super(options.message, { cause: options.cause })
+  /** noetic's structured payload; `isNoeticError` recognises an error by it. */
+  readonly noeticError: NoeticErrorPayload
+  constructor(options: { code: string; message: string; cause?: unknown; noeticError?: NoeticErrorPayload }) {
+    super(options.message, options.cause === undefined ? undefined : { cause: options.cause })
     this.code = options.code
+    this.noeticError = options.noeticError ??
+      { kind: options.code.toLowerCase(), cause: asError(options.cause ?? options.message) }
   }
+}
+
+/** Whether `u` is a run-time `NoeticError`: an Error carrying a `noeticError { kind }` (noetic's check). */
+export const isNoeticError = (u: unknown): u is NoeticError => {
+  if (u instanceof NoeticError) return true
+  if (!(u instanceof Error) || !("noeticError" in u)) return false
+  const inner = (u as { noeticError: unknown }).noeticError
+  return typeof inner === "object" && inner !== null && "kind" in inner && typeof inner.kind === "string"
+}
+
+/** An Error for a thrown value of any kind (noetic's payloads carry Errors). */
+export const asError = (u: unknown): Error => {
+  if (u instanceof Error) return u
+  if (typeof u === "object" && u !== null && "message" in u && typeof u.message === "string") {
+    return Object.assign(new Error(u.message), { cause: u })
+  }
+  return new Error(typeof u === "string" ? u : JSON.stringify(u) ?? String(u))
+}
+
+/** The error a failed step rejects with: noetic's `step_failed` for `stepId`, caused by `cause`. */
+export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = false): NoeticError => {
+  const error = asError(cause)
+  return new NoeticError({
+    code: "STEP_FAILED",
+    message: `Step '${stepId}' failed: ${error.message}`,
+    cause,
+    noeticError: { kind: "step_failed", stepId, cause: error, retriesExhausted }
+  })
 }
 
 const CONFIG_TAGS = new Set([
   "CheckpointSchemaMismatch",
   "StepLedgerRetentionInvalid",
   "NoStepConfigured",
-  "EmptyStepId"
+  "EmptyStepId",
+  "StepConfigInvalid"
 ])
 
-const isConfigError = (error: unknown): error is ConfigError =>
+/** Whether `error` is one of the engine's configuration errors (each becomes a `NoeticConfigError`). */
+export const isConfigError = (error: unknown): error is ConfigError =>
   typeof error === "object" && error !== null && "_tag" in error && CONFIG_TAGS.has(String(error._tag))
 
 /** SCREAMING_SNAKE from PascalCase: `UnknownHandle` to `UNKNOWN_HANDLE`. */
@@ -56,6 +114,24 @@ export const toFacadeError = (error: unknown): Error => {
       : ""
     const code = screamingSnake(error._tag.replace(/Error$/, "")) + reason
     const message = error instanceof Error ? error.message : String(error._tag)
+    const fields = error as { readonly stepId?: unknown; readonly reason?: unknown }
+    if (error._tag === "StepCancelled") {
+      const reason = typeof fields.reason === "string" ? fields.reason : undefined
+      return new NoeticError({
+        code,
+        message,
+        cause: error,
+        noeticError: reason === undefined ? { kind: "cancelled" } : { kind: "cancelled", reason }
+      })
+    }
+    if (typeof fields.stepId === "string") {
+      return new NoeticError({
+        code,
+        message,
+        cause: error,
+        noeticError: { kind: "step_failed", stepId: fields.stepId, cause: asError(error), retriesExhausted: false }
+      })
+    }
     return new NoeticError({ code, message, cause: error })
   }
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })

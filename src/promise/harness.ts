@@ -1,17 +1,20 @@
 /**
- * The documented `AgentHarness` for plain TypeScript: step builders whose bodies return
- * values or Promises, contexts with Promise methods, and a harness class that owns a
- * `ManagedRuntime` built from the same layers an Effect user would compose.
+ * The documented `AgentHarness` for plain TypeScript, in noetic's shapes: step
+ * builders taking noetic's option objects (bodies return values or Promises), a
+ * harness whose `createContext` and `detachedSpawn` answer at once, contexts with
+ * noetic's members, noetic's `ContextLayer` definitions and `DetachedHandle`s. The
+ * harness owns a `ManagedRuntime` built from the same layers an Effect user would
+ * compose; the types here are the ones the rest of the facade builds on.
  *
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { AiError, LanguageModel } from "effect/ai"
-import { EmptyStepId, type StorageError } from "../Errors.ts"
+import type { StorageError } from "../Errors.ts"
 import {
-  type AgentContext as EngineContext,
-  type ContextLayer,
+  AgentContext as EngineContext,
+  type ContextLayer as EngineContextLayer,
   defaultLayers,
   history,
   instructions,
@@ -22,14 +25,32 @@ import * as EngineHarness from "../harness/AgentHarness.ts"
 import * as Step from "../harness/Step.ts"
 import * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
-import { CheckpointStore as CheckpointStoreTag } from "../services/CheckpointStore.ts"
+import { CheckpointStore as CheckpointStoreTag, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import { makeWith as makeStepLedger, StepLedger } from "../services/StepLedger.ts"
 import {
   reattachLiveChildren as engineReattachLiveChildren,
   SubprocessAdapter as SubprocessAdapterTag
 } from "../services/SubprocessAdapter.ts"
-import { type CheckpointStore, resolveStepLedgerRetention, type StepLedgerRetention, toEngineCheckpointStore } from "./checkpoint.ts"
-import { hostThrown, NoeticError, toFacadeError, unwrapExit } from "./errors.ts"
+import {
+  type CheckpointStore,
+  clearLedger,
+  isEngineBackedCheckpointStore,
+  resolveStepLedgerRetention,
+  type StepLedgerRetention,
+  toEngineCheckpointStore
+} from "./checkpoint.ts"
+import {
+  isConfigError,
+  isNoeticError,
+  NoeticConfigError,
+  hostThrown,
+  type NoeticErrorPayload,
+  stepFailed,
+  toFacadeError,
+  unwrapExit,
+  asError
+} from "./errors.ts"
+import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
   fromEngineSubprocessAdapter,
   type SubprocessAdapter,
@@ -39,7 +60,249 @@ import {
 } from "./subprocess.ts"
 
 export { history, instructions, scratchpad }
-export type { ContextLayer, Item }
+export type { Item }
+export type { RetryPolicy, Snapshot, Verdict } from "../harness/Step.ts"
+
+// -----------------------------------------------------------------------------
+// Context layers (noetic's definitions)
+// -----------------------------------------------------------------------------
+
+/** How a layer's state is keyed and shared (noetic's `ContextScope`). */
+export type ContextScope = "thread" | "resource" | "global" | "execution"
+
+/** Storage namespaced to one layer and scope key, handed to `init` (noetic's `ScopedStorage`). */
+export interface ScopedStorage {
+  get<T>(key: string): Promise<T | null>
+  set<T>(key: string, value: T): Promise<void>
+  delete(key: string): Promise<void>
+  list(prefix?: string): Promise<Array<string>>
+  getMany<T>(keys: Array<string>): Promise<Map<string, T>>
+}
+
+/** What a layer hook is told about the execution (noetic's `ExecutionContext`, the fields this library has). */
+export interface ExecutionContext {
+  executionId: string
+  threadId: string
+  resourceId?: string
+  depth: number
+  stepNumber: number
+  tokenUsage: { input: number; output: number }
+  cost: number
+  tokenize(text: string): number
+  trace: {
+    setAttribute(key: string, value: string | number | boolean): void
+    addEvent(name: string, attributes?: Record<string, string | number | boolean>): void
+  }
+  /** A sibling layer's state, by layer id. */
+  readLayerState<T>(layerId: string): T | undefined
+}
+
+/** What `init` is given. */
+export interface InitParams {
+  storage: ScopedStorage
+  scopeKey: string
+  ctx: ExecutionContext
+}
+
+/** What `onItemAppend` is given: items on their way into the log, in slot order. */
+export interface OnItemAppendParams<TState> {
+  items: Array<Item>
+  log: { readonly items: ReadonlyArray<Item> }
+  ctx: ExecutionContext
+  state: TState
+}
+
+/** What `onItemAppend` returns: the items to append (filtered, changed or added to) and the new state. */
+export interface OnItemAppendResult<TState> {
+  items: Array<Item>
+  state?: TState
+  rerender?: boolean
+  timing?: "immediate" | "batched"
+  scope?: "self" | "slot-after" | "all"
+}
+
+/**
+ * noetic's layer hooks. This library runs `init` (lazily, before the first step,
+ * only for a layer with no restored state) and `onItemAppend`; a layer with any other
+ * hook is refused when a harness or context takes it (`UNSUPPORTED_LAYER_HOOK`).
+ */
+export interface ContextLayerHooks<TState = unknown> {
+  init?(params: InitParams): Promise<{ state: TState }>
+  onItemAppend?(params: OnItemAppendParams<TState>): Promise<OnItemAppendResult<TState>>
+  recall?(params: any): Promise<unknown>
+  store?(params: any): Promise<unknown>
+  onSpawn?(params: any): Promise<unknown>
+  onReturn?(params: any): Promise<unknown>
+  onComplete?(params: any): Promise<unknown>
+  dispose?(params: any): Promise<void>
+  beforeToolCall?(params: any): Promise<unknown>
+  afterModelCall?(params: any): Promise<unknown>
+  projectHistory?(params: any): Promise<unknown>
+  renderDelta?(params: any): Promise<string | null>
+}
+
+/** A noetic context layer definition: serialisable state per layer id, kept in snapshots. */
+export interface NoeticContextLayer<TState = unknown> {
+  id: string
+  name?: string
+  slot: number
+  scope: ContextScope
+  hooks: ContextLayerHooks<TState>
+  /** `'disable'`: a failing `init` leaves the layer without state instead of failing the run. */
+  onInitError?: "throw" | "disable"
+  budget?: unknown
+  timeouts?: unknown
+  provides?: unknown
+  placement?: "anchor" | "live" | "auto"
+}
+
+/** A context layer: noetic's definition, or this library's `{ id, init, onAppend }` form. */
+export type ContextLayer<TState = any> = NoeticContextLayer<TState> | EngineContextLayer<TState>
+
+const RUN_HOOKS = new Set(["init", "onItemAppend"])
+const SCOPES = new Set(["thread", "resource", "global", "execution"])
+
+const isNoeticLayer = (layer: ContextLayer): layer is NoeticContextLayer<any> =>
+  typeof layer === "object" && layer !== null && "hooks" in layer
+
+const layerConfigError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
+
+/** A storage namespaced under `prefix`. */
+const scopedStorage = (storage: StorageAdapter, prefix: string): ScopedStorage => ({
+  get: (key) => storage.get(prefix + key),
+  set: (key, value) => storage.set(prefix + key, value),
+  delete: (key) => storage.delete(prefix + key),
+  list: async (sub = "") => (await storage.list(prefix + sub)).map((key) => key.slice(prefix.length)),
+  getMany: async <T>(keys: Array<string>) => {
+    const found = new Map<string, T>()
+    await Promise.all(keys.map(async (key) => {
+      const value = await storage.get<T>(prefix + key)
+      if (value !== null && value !== undefined) found.set(key, value)
+    }))
+    return found
+  }
+})
+
+const executionContextOf = (ctx: EngineContext): ExecutionContext => ({
+  executionId: ctx.id,
+  threadId: ctx.threadId ?? ctx.id,
+  ...(ctx.resourceId === undefined ? {} : { resourceId: ctx.resourceId }),
+  depth: ctx.depth,
+  stepNumber: 0,
+  tokenUsage: { input: 0, output: 0 },
+  cost: 0,
+  tokenize: (text) => Math.ceil(text.length / 4),
+  trace: { setAttribute: () => {}, addEvent: () => {} },
+  readLayerState: <T>(layerId: string) => ctx.layerState<T>(layerId)
+})
+
+const scopeKeyOf = (scope: ContextScope, ctx: EngineContext): string => {
+  switch (scope) {
+    case "thread":
+      return ctx.threadId ?? ctx.id
+    case "resource":
+      return ctx.resourceId ?? ctx.threadId ?? ctx.id
+    case "global":
+      return "global"
+    case "execution":
+      return ctx.id
+  }
+}
+
+/**
+ * The engine form of a layer. A noetic definition is checked (a hook this library
+ * does not run is refused by name) and its `init` gets a `ScopedStorage` over
+ * `storage` (the harness's `environment.storage.adapter`, else memory).
+ */
+export const toEngineLayer = (layer: ContextLayer, storage: StorageAdapter): EngineContextLayer<any> => {
+  if (!isNoeticLayer(layer)) {
+    if (typeof layer !== "object" || layer === null || typeof layer.id !== "string" || layer.id.trim() === "") {
+      throw layerConfigError(
+        "INVALID_CONTEXT_LAYER",
+        "a context layer needs a non-empty string id",
+        "Give every layer a unique id: its state is stored under it in snapshots."
+      )
+    }
+    return layer
+  }
+  if (typeof layer.id !== "string" || layer.id.trim() === "") {
+    throw layerConfigError(
+      "INVALID_CONTEXT_LAYER",
+      "a context layer needs a non-empty string id",
+      "Give every layer a unique id: its state is stored under it in snapshots."
+    )
+  }
+  if (!SCOPES.has(layer.scope)) {
+    throw layerConfigError(
+      "INVALID_CONTEXT_LAYER",
+      `context layer '${layer.id}' has scope ${JSON.stringify(layer.scope)}`,
+      "Use one of 'thread', 'resource', 'global' or 'execution'."
+    )
+  }
+  const hooks = layer.hooks ?? {}
+  for (const [hook, value] of Object.entries(hooks)) {
+    if (value !== undefined && !RUN_HOOKS.has(hook)) {
+      throw layerConfigError(
+        "UNSUPPORTED_LAYER_HOOK",
+        `context layer '${layer.id}' has a '${hook}' hook, which noetic-effect does not run`,
+        `Remove '${hook}' from the layer's hooks: this library runs init (state init, skipped when a snapshot restores the state) and onItemAppend only, and refuses a hook rather than ignore it.`
+      )
+    }
+  }
+  const init = hooks.init
+  const onItemAppend = hooks.onItemAppend
+  return {
+    id: layer.id,
+    slot: layer.slot,
+    definition: layer,
+    ...(init === undefined ? { init: () => undefined } : {
+      initEffect: (ctx: EngineContext) => {
+        const scopeKey = scopeKeyOf(layer.scope, ctx)
+        const run = Effect.tryPromise({
+          try: () =>
+            init.call(hooks, {
+              storage: scopedStorage(storage, `layer:${layer.id}:${scopeKey}:`),
+              scopeKey,
+              ctx: executionContextOf(ctx)
+            }),
+          catch: (cause) => cause
+        })
+        return layer.onInitError === "disable"
+          ? Effect.catch(Effect.map(run, (result) => result?.state), (cause) =>
+            Effect.as(Effect.logWarning(`context layer '${layer.id}' init failed; it runs disabled`, cause), undefined))
+          : Effect.orDie(Effect.map(run, (result) => result?.state))
+      }
+    }),
+    ...(onItemAppend === undefined ? {} : {
+      appendEffect: ({ ctx, items, state }) =>
+        Effect.orDie(Effect.tryPromise({
+          try: () =>
+            onItemAppend.call(hooks, {
+              items: [...items],
+              log: { items: ctx.items },
+              ctx: executionContextOf(ctx),
+              state
+            }),
+          catch: (cause) => cause
+        })).pipe(Effect.map((result) => ({ items: result.items, state: result.state })))
+    })
+  }
+}
+
+// Layers of spawn steps are built without a harness: their init storage is this one.
+let defaultLayerStorage: StorageAdapter | undefined
+const layerStorageDefault = (): StorageAdapter => (defaultLayerStorage ??= createInMemoryStorage())
+
+/** `base` with each layer of `overrides` replacing the one of the same id; new ids are added after. */
+const mergeLayers = (
+  base: ReadonlyArray<EngineContextLayer<any>>,
+  overrides: ReadonlyArray<EngineContextLayer<any>>
+): ReadonlyArray<EngineContextLayer<any>> => {
+  const byId = new Map(overrides.map((layer) => [layer.id, layer]))
+  const merged = base.map((layer) => byId.get(layer.id) ?? layer)
+  const present = new Set(base.map((layer) => layer.id))
+  return [...merged, ...overrides.filter((layer) => !present.has(layer.id))]
+}
 
 // -----------------------------------------------------------------------------
 // Contexts
@@ -47,43 +310,134 @@ export type { ContextLayer, Item }
 
 const engineOf = Symbol.for("noetic-effect/promise/engineContext")
 
-/** The live context of an execution, with Promise methods. */
+/** The working directory as noetic's contexts carry it. */
+export interface CwdState {
+  cwd: string
+  previousCwd?: string
+}
+
+/** The item log as noetic's contexts carry it. */
+export interface ItemLog {
+  readonly items: ReadonlyArray<Item>
+  /** Appends one item through the append pipeline (layers, dedupe, checkpoint), without waiting. */
+  append(item: Item): void
+}
+
+/**
+ * The live context of an execution (noetic's `Context`): `id`, `threadId`,
+ * `resourceId`, assignable `state`, `parent` (null at the root), `itemLog`,
+ * `cwdState`, `depth`, `layers`, `harness`, `subprocess`, `checkpoint()`, `abort()`,
+ * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
+ */
 export class AgentContext {
   /** @internal */
   readonly [engineOf]: EngineContext
+  #harness: AgentHarness | undefined
+  #itemLog: ItemLog | undefined
 
   /** @internal */
-  constructor(engine: EngineContext) {
+  constructor(engine: EngineContext, harness?: AgentHarness) {
     this[engineOf] = engine
+    this.#harness = harness
+  }
+
+  /** @internal Attaches the harness to a context first seen without one. */
+  adoptHarness(harness: AgentHarness | undefined): void {
+    if (this.#harness === undefined) this.#harness = harness
   }
 
   /** The execution id. */
   get id(): string {
     return this[engineOf].id
   }
-  get threadId(): string | undefined {
-    return this[engineOf].threadId
+  /** The thread: a random UUID unless one was given. */
+  get threadId(): string {
+    return this[engineOf].threadId ?? this[engineOf].id
   }
   get resourceId(): string | undefined {
     return this[engineOf].resourceId
   }
-  /** Host wiring given to `execute`, `createContext` or `restore`; never persisted. */
-  get state(): unknown {
+  /** Host wiring given to `execute`, `createContext` or `restore`; assignable, never persisted. */
+  get state(): any {
     return this[engineOf].state
   }
-  /** The context that spawned this one. */
-  get parent(): AgentContext | undefined {
-    const parent = this[engineOf].parent
-    return parent === undefined ? undefined : wrapContext(parent)
+  set state(value: unknown) {
+    this[engineOf].state = value
   }
-  /** The item log, oldest first. */
+  /** The context this one was made under, or null at the root. */
+  get parent(): AgentContext | null {
+    const parent = this[engineOf].parent
+    return parent === undefined ? null : wrapContext(parent, this.#harness)
+  }
+  /** How many parents this context has: 0 at the root. */
+  get depth(): number {
+    return this[engineOf].depth
+  }
+  /** The item log (`itemLog.items`, oldest first). */
+  get itemLog(): ItemLog {
+    const engine = this[engineOf]
+    return this.#itemLog ??= {
+      get items() {
+        return engine.items
+      },
+      append: (item) => {
+        this.append([item]).catch((error) => Effect.runFork(Effect.logWarning("itemLog.append failed", error)))
+      }
+    }
+  }
+  /** The working directory: the current one (the process cwd when none was set) and the previous one. */
+  get cwdState(): CwdState {
+    const cwd = this[engineOf].cwd
+    const previous = cwd?.previous
+    return {
+      cwd: cwd?.current ?? process.cwd(),
+      ...(previous === undefined || previous === null ? {} : { previousCwd: previous })
+    }
+  }
+  /** The layers of this context, as they were given (noetic definitions stay themselves). */
+  get layers(): Array<ContextLayer> {
+    return [...this[engineOf].layerDefinitions] as Array<ContextLayer>
+  }
+  /** The harness this context belongs to: `ctx.harness.run(step, input, ctx)` composes steps. */
+  get harness(): AgentHarness {
+    return this.#harness ?? (detachedRunner as unknown as AgentHarness)
+  }
+  /** The harness's subprocess adapter. */
+  get subprocess(): SubprocessAdapter {
+    const harness = this.#harness
+    if (harness === undefined) {
+      throw new TypeError("this context was not made by an AgentHarness of this process: it has no subprocess adapter")
+    }
+    return harness.subprocess
+  }
+  /** Whether `abort` was called on this context or one it was made under. */
+  get aborted(): boolean {
+    return this[engineOf].aborted
+  }
+  /** The reason the first `abort` gave. */
+  get abortReason(): string | undefined {
+    return this[engineOf].abortReason
+  }
+  /**
+   * Cancels this context and every context made under it: the next step dispatched on
+   * any of them rejects with a `NoeticError` of kind `cancelled`. It never travels up.
+   */
+  abort(reason?: string): void {
+    this[engineOf].abort(reason)
+  }
+  /** The item log, oldest first (same as `itemLog.items`). */
   get items(): ReadonlyArray<Item> {
     return this[engineOf].items
   }
   /** Each context layer's state, by layer id. */
-  get layers(): Readonly<Record<string, unknown>> {
+  get layerStates(): Readonly<Record<string, unknown>> {
     return this[engineOf].layers
   }
+  /** One layer's state. */
+  layerState<S = unknown>(layerId: string): S | undefined {
+    return this[engineOf].layerState<S>(layerId)
+  }
+  /** The working directory as a snapshot records it (`current`, `previous`), or null when none was set. */
   get cwd(): Cwd | null {
     return this[engineOf].cwd
   }
@@ -99,7 +453,7 @@ export class AgentContext {
   checkpoint(): Promise<void> {
     return Effect.runPromise(this[engineOf].checkpoint())
   }
-  /** The append pipeline: appends (deduplicating by id and response id), updates layers, checkpoints. */
+  /** The append pipeline: layer hooks, dedupe by id and response id, layer state, checkpoint. */
   append(items: ReadonlyArray<Item>): Promise<ReadonlyArray<Item>> {
     return Effect.runPromise(this[engineOf].append(items))
   }
@@ -128,16 +482,21 @@ export class AgentContext {
 const wrapped = new WeakMap<EngineContext, AgentContext>()
 
 /** The one facade context of an engine context. */
-const wrapContext = (engine: EngineContext): AgentContext => {
+const wrapContext = (engine: EngineContext, harness: AgentHarness | undefined): AgentContext => {
   let context = wrapped.get(engine)
   if (context === undefined) {
-    context = new AgentContext(engine)
+    context = new AgentContext(engine, harness)
     wrapped.set(engine, context)
+  } else {
+    context.adoptHarness(harness)
   }
   return context
 }
 
-/** What a step body sees: its context plus `run` for child steps and its own `path`. */
+/** The facade harness a runtime serves, so step bodies can hand it out as `ctx.harness`. */
+class FacadeHarness extends Context.Service<FacadeHarness, AgentHarness>()("noetic-effect/promise/FacadeHarness") {}
+
+/** What step bodies see: their context plus `run` for child steps and their own `path`. */
 export class StepContext extends AgentContext {
   readonly #step: Step.StepContext
   readonly #services: Context.Context<never>
@@ -145,7 +504,7 @@ export class StepContext extends AgentContext {
 
   /** @internal */
   constructor(step: Step.StepContext, services: Context.Context<never>, signal: AbortSignal) {
-    super(step)
+    super(step, Option.getOrUndefined(Context.getOption(services as Context.Context<FacadeHarness>, FacadeHarness)))
     this.#step = step
     this.#services = services
     this.#signal = signal
@@ -154,6 +513,11 @@ export class StepContext extends AgentContext {
   /** This dispatch's path, e.g. `/agent#0/search#1`. */
   get path(): string {
     return this.#step.path
+  }
+
+  /** Aborted when the step is interrupted (a race lost, a timeout, a failing sibling). */
+  get signal(): AbortSignal {
+    return this.#signal
   }
 
   /** Runs a child step below this one; a recorded output replays instead of running. */
@@ -170,6 +534,15 @@ export class StepContext extends AgentContext {
   }
 }
 
+// A context no facade harness made (one a child process rebuilt) still composes steps
+// from inside a body: `ctx.harness.run(step, input, ctx)` runs below the calling step.
+const detachedRunner = {
+  run: <I, O>(step: AnyStep<I, O>, input: I, ctx: AgentContext): Promise<O> =>
+    ctx instanceof StepContext
+      ? ctx.run(step, input)
+      : Promise.reject(new TypeError("ctx.harness.run needs the context of a running step or of an AgentHarness"))
+}
+
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromiseExit(effect).then(unwrapExit)
 
 // -----------------------------------------------------------------------------
@@ -179,90 +552,570 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise
 /** A step of the facade: bodies return values or Promises. */
 export type AnyStep<I = any, O = any> = Step.Step<I, O, any, any>
 
-const checkId = (id: string, kind: Step.StepKind): void => {
-  if (id === "") {
-    throw toFacadeError(
-      new EmptyStepId({
-        kind,
-        message: `a ${kind} step has an empty id`,
-        hint: "every step needs a non-empty id: it names the step's path in the ledger"
-      })
-    )
-  }
+/** noetic's name for a step, `Step<TContext, I, O>`; the context type parameter is accepted and not used. */
+export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
+
+/** noetic's name for a context, `Context<TContext, TState>`: this library's `AgentContext`. */
+export type NoeticContext<_TContext = any, _TState = unknown> = AgentContext
+
+/** The subprocess adapter a facade step was built with (`runCode`/`spawn` option `subprocess`). */
+const stepAdapters = new WeakMap<object, SubprocessAdapter>()
+
+/** The subprocess adapter a step was built with, if any: `detachedSpawn` dispatches it there. */
+export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined => stepAdapters.get(step)
+
+/** Options every builder's positional form takes. */
+export interface StepBuildOptions {
+  /** The module that defines the step (`import.meta.url`), imported by a child process. */
+  readonly module?: string
+  /** A subprocess adapter for every detached dispatch of this step. */
+  readonly subprocess?: SubprocessAdapter
 }
 
-/** A step that runs `body`; a composite when the body calls `ctx.run`. Throws `EMPTY_STEP_ID` for an empty id. */
-export const runCode = <I, O>(
+/** Builds with the engine builder, turning its config failure into `NoeticConfigError`. */
+const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A => {
+  let built: A
+  try {
+    built = f()
+  } catch (error) {
+    if (isConfigError(error)) throw toFacadeError(error)
+    throw error
+  }
+  if (subprocess !== undefined) stepAdapters.set(built, subprocess)
+  return built
+}
+
+const engineStepOptions = (options: StepBuildOptions | undefined): Step.StepOptions =>
+  options?.module === undefined ? {} : { module: options.module }
+
+/** A Promise-returning body as an Effect body; what it throws is what callers get back. */
+const effectBody = <I, O>(body: (input: I, ctx: StepContext) => O | PromiseLike<O>) =>
+(input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
+  Effect.flatMap(Effect.context<never>(), (services) =>
+    Effect.tryPromise({
+      try: (signal): Promise<Awaited<O>> =>
+        Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
+      catch: hostThrown
+    }))
+
+const neverAborted = new AbortController().signal
+
+/** A facade context for a function the engine calls outside a body (lazy options, loop hooks). */
+const facadeContext = (ctx: Step.StepContext): StepContext => new StepContext(ctx, Context.empty(), neverAborted)
+
+/** A value or a Promise as an Effect failing with what was thrown. */
+const fromPromise = <A>(f: () => A | PromiseLike<A>): Effect.Effect<Awaited<A>, unknown> =>
+  Effect.tryPromise({ try: () => Promise.resolve().then(f) as Promise<Awaited<A>>, catch: hostThrown })
+
+/** noetic's payload for what a step failed with. */
+const payloadOf = (error: unknown, stepId: string): NoeticErrorPayload => {
+  if (isNoeticError(error)) return error.noeticError
+  const facade = typeof error === "object" && error !== null && "_tag" in error ? toFacadeError(error) : error
+  if (isNoeticError(facade)) return facade.noeticError
+  return { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
+}
+
+/** Options of `runCode` (noetic's `RunCodeOpts`). */
+export interface RunCodeOptions<I, O> extends StepBuildOptions {
+  readonly id: string
+  readonly execute: (input: I, ctx: StepContext) => O | Promise<O>
+  readonly retry?: Step.RetryPolicy
+}
+
+/**
+ * A step that runs `execute`; a composite when it calls `ctx.run` (or
+ * `ctx.harness.run(step, input, ctx)`). `retry` re-runs a failing body on its
+ * schedule, recording only the final success. Throws `NoeticConfigError`
+ * `EMPTY_STEP_ID` / `MISSING_EXECUTE_FUNCTION`. The positional `runCode(id, body,
+ * options?)` builds the same step.
+ */
+export function runCode<I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function runCode<TContext, I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
+export function runCode<I, O>(
   id: string,
   body: (input: I, ctx: StepContext) => O | Promise<O>,
-  options?: Step.StepOptions
-): AnyStep<I, Awaited<O>> => {
-  checkId(id, "runCode")
-  return Step.runCode<I, Awaited<O>, unknown>(id, (input, ctx) =>
-    Effect.flatMap(Effect.context<never>(), (services) =>
-      Effect.tryPromise({
-        try: (signal): Promise<Awaited<O>> =>
-          Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
-        // What the body threw is what the caller of execute() gets back.
-        catch: hostThrown
-      })), options)
+  options?: StepBuildOptions & { readonly retry?: Step.RetryPolicy }
+): AnyStep<I, Awaited<O>>
+export function runCode(
+  idOrOptions: string | RunCodeOptions<any, any>,
+  body?: (input: any, ctx: StepContext) => unknown,
+  options?: StepBuildOptions & { readonly retry?: Step.RetryPolicy }
+): AnyStep {
+  const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body! } : idOrOptions
+  return build(() =>
+    Step.runCode({
+      ...engineStepOptions(opts),
+      id: opts.id,
+      execute: (typeof opts.execute === "function" ? effectBody(opts.execute) : opts.execute) as any,
+      ...(opts.retry === undefined ? {} : { retry: opts.retry })
+    }), opts.subprocess)
 }
 
-/** A model turn through the harness's model; resolves with `{ responseId, text }`. */
-export const callModel = <I = string>(
+/** Options of `callModel` (noetic's `CallModelOpts`). */
+export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
+  readonly id: string
+  /** The model id: a string, or `(ctx) => string`; an empty string throws `MISSING_MODEL`. */
+  readonly model: string | ((ctx: StepContext) => string)
+  /** A system message before the history: a string or `(ctx) => string | undefined`. */
+  readonly instructions?: string | ((ctx: StepContext) => string | undefined)
+  readonly tools?: unknown
+  /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
+  readonly output?: Step.StandardSchema<O>
+  readonly params?: Step.ModelParams
+  /** This library's prompt builder, instead of instructions + history + input. */
+  readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
+}
+
+const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<T> | undefined =>
+  typeof value === "function" ? (ctx: Step.StepContext) => (value as (ctx: StepContext) => T)(facadeContext(ctx)) : value
+
+/**
+ * A model turn through the harness's model, appended to the item log. The option
+ * form resolves, as noetic's does, with the reply's text, or with `output`'s value of
+ * it (a Standard Schema; a reply that does not match rejects `MODEL_OUTPUT_INVALID`).
+ * Throws `EMPTY_STEP_ID` / `MISSING_MODEL`. The positional `callModel(id, options?)`
+ * resolves with the whole turn, `{ responseId, text }`.
+ */
+export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<I = string>(
   id: string,
-  options?: Step.StepOptions & { readonly prompt?: (input: I, ctx: Step.StepContext) => string }
-): AnyStep<I, Step.ModelTurn> => {
-  checkId(id, "callModel")
-  return Step.callModel<I>(id, options)
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
+): AnyStep<I, Step.ModelTurn>
+export function callModel(
+  idOrOptions: string | CallModelOptions<any, any>,
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<any>, "id" | "output">>
+): AnyStep {
+  const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string" ? { ...options, id: idOrOptions } : idOrOptions
+  const model = lazyOf(opts.model)
+  const instructions = lazyOf(opts.instructions)
+  const engineOptions = {
+    ...engineStepOptions(opts),
+    ...(model === undefined ? {} : { model }),
+    ...(instructions === undefined ? {} : { instructions }),
+    ...(opts.params === undefined ? {} : { params: opts.params }),
+    ...(opts.tools === undefined ? {} : { tools: opts.tools }),
+    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
+  }
+  return build(() =>
+    typeof idOrOptions === "string"
+      ? Step.callModel(idOrOptions, engineOptions)
+      : Step.callModel({
+        ...engineOptions,
+        id: opts.id!,
+        model: model as Step.Lazy<string>,
+        ...(opts.output === undefined ? {} : { output: opts.output })
+      })
+  )
 }
 
-/** A call of the harness tool named `tool`. */
-export const invokeTool = <I = unknown>(id: string, tool: string, options?: Step.StepOptions): AnyStep<I, unknown> => {
-  checkId(id, "invokeTool")
-  return Step.invokeTool<I>(id, tool, options)
+/** A tool as noetic declares one: a name and an `execute` returning the result or a Promise of it. */
+export interface Tool<I = any, O = unknown> {
+  readonly name?: string
+  readonly description?: string
+  readonly input?: unknown
+  readonly output?: unknown
+  execute(args: I, ctx: StepContext): O | Promise<O>
 }
 
-/** Runs `then` when the predicate holds, else `else` (or passes the input through). */
-export const conditional = <I, O>(
+/** Options of `invokeTool` (noetic's `InvokeToolOpts`). */
+export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions {
+  readonly id: string
+  readonly tool: Tool<I, O>
+  readonly args?: Partial<I>
+}
+
+/**
+ * Calls a tool directly: `invokeTool({ id, tool, args? })` calls `tool.execute` with
+ * the input (an object input gets `args` merged over it). Throws `EMPTY_STEP_ID` /
+ * `MISSING_TOOL`. `invokeTool(id, name)` calls the harness's tool of that name.
+ */
+export function invokeTool<I = any, O = unknown>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function invokeTool<TContext, I, O>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
+export function invokeTool<I = unknown>(id: string, tool: string, options?: StepBuildOptions): AnyStep<I, unknown>
+export function invokeTool(
+  idOrOptions: string | InvokeToolOptions,
+  tool?: string,
+  options?: StepBuildOptions
+): AnyStep {
+  if (typeof idOrOptions === "string") {
+    return build(() => Step.invokeTool(idOrOptions, tool!, engineStepOptions(options)))
+  }
+  const given = idOrOptions.tool as Tool | undefined
+  const definition: Step.ToolDefinition | undefined =
+    typeof given === "object" && given !== null && typeof given.execute === "function"
+      ? {
+        ...(given.name === undefined ? {} : { name: given.name }),
+        execute: (args, ctx) =>
+          Effect.flatMap(Effect.context<never>(), (services) =>
+            Effect.tryPromise({
+              try: (signal) => Promise.resolve().then(() => given.execute(args, new StepContext(ctx, services, signal))),
+              catch: hostThrown
+            }))
+      }
+      : undefined
+  return build(() =>
+    Step.invokeTool({
+      ...engineStepOptions(idOrOptions),
+      id: idOrOptions.id,
+      tool: definition ?? (given as never),
+      ...(idOrOptions.args === undefined ? {} : { args: idOrOptions.args })
+    })
+  )
+}
+
+/** Options of `conditional` (noetic's): `route` picks the next step, or `null` to pass the input through. */
+export interface ConditionalOptions<I, O> extends StepBuildOptions {
+  readonly id: string
+  readonly route: (input: I, ctx: StepContext) => AnyStep<I, O> | null | Promise<AnyStep<I, O> | null>
+}
+
+/**
+ * Runs the step `route` picks at run time (`null` passes the input through). Throws
+ * `EMPTY_STEP_ID` / `MISSING_ROUTE_FUNCTION`. `conditional(id, { if, then, else? })`
+ * is the positional form.
+ */
+export function conditional<I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function conditional<TContext, I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
+export function conditional<I, O>(
   id: string,
-  options: Step.StepOptions & {
+  options: StepBuildOptions & {
     readonly if: (input: I) => boolean
     readonly then: AnyStep<I, O>
     readonly else?: AnyStep<I, O>
   }
-): AnyStep<I, O> => {
-  checkId(id, "conditional")
-  return Step.conditional(id, options as unknown as Parameters<typeof Step.conditional>[1]) as AnyStep<I, O>
+): AnyStep<I, O>
+export function conditional(idOrOptions: string | ConditionalOptions<any, any>, positional?: any): AnyStep {
+  if (typeof idOrOptions === "string") {
+    return build(() => Step.conditional(idOrOptions, { ...positional, ...engineStepOptions(positional) }))
+  }
+  const route = idOrOptions.route
+  return build(() =>
+    Step.conditional({
+      ...engineStepOptions(idOrOptions),
+      id: idOrOptions.id,
+      route: (typeof route === "function"
+        ? (input: unknown, ctx: Step.StepContext) =>
+          Effect.flatMap(Effect.context<never>(), (services) =>
+            fromPromise(() => route(input, new StepContext(ctx, services, neverAborted))))
+        : route) as any
+    })
+  )
 }
 
-/** Runs branches concurrently: `all` (outputs in order), `race` (first success) or `settle`. */
-export const inParallel = <I>(
+/** One path's outcome in a `settle` inParallel (noetic's `SettleResult`). */
+export interface SettleResult<O> {
+  stepId: string
+  status: "fulfilled" | "rejected"
+  value?: O
+  error?: NoeticErrorPayload
+}
+
+/** Options of `inParallel` (noetic's; `merge` required for `all` and `settle`). */
+export type InParallelOptions<I, O> =
+  & StepBuildOptions
+  & {
+    readonly id: string
+    readonly paths: (input: I, ctx: StepContext) => Array<AnyStep<I, O>> | ReadonlyArray<AnyStep<I, O>>
+    readonly concurrency?: number
+  }
+  & (
+    | { readonly mode: "race" }
+    | { readonly mode: "all"; readonly merge: (results: Array<O>, ctx: StepContext) => O | Promise<O> }
+    | { readonly mode: "settle"; readonly merge: (results: Array<SettleResult<O>>, ctx: StepContext) => O | Promise<O> }
+  )
+
+/**
+ * Runs paths concurrently on the same input: `all` (merge of every output; a failing
+ * path fails the step), `race` (the first success), `settle` (merge of `{ stepId,
+ * status, value?, error? }`). Throws `EMPTY_STEP_ID` / `MISSING_MERGE_FUNCTION`.
+ * `inParallel(id, branches, { mode? })` is the positional form (results unmerged).
+ */
+export function inParallel<I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function inParallel<TContext, I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
+export function inParallel<I>(
   id: string,
   branches: ReadonlyArray<AnyStep<I>>,
-  options?: Step.StepOptions & { readonly mode?: Step.ParallelMode }
-): AnyStep<I, any> => {
-  checkId(id, "inParallel")
-  return Step.inParallel(id, branches as ReadonlyArray<Step.AnyStep>, options)
+  options?: StepBuildOptions & { readonly mode?: Step.ParallelMode; readonly concurrency?: number }
+): AnyStep<I, any>
+export function inParallel(
+  idOrOptions: string | InParallelOptions<any, any>,
+  branches?: ReadonlyArray<AnyStep>,
+  positional?: StepBuildOptions & { readonly mode?: Step.ParallelMode; readonly concurrency?: number }
+): AnyStep {
+  if (typeof idOrOptions === "string") {
+    return build(() =>
+      Step.inParallel(idOrOptions, (branches ?? []) as ReadonlyArray<Step.AnyStep>, {
+        ...engineStepOptions(positional),
+        ...(positional?.mode === undefined ? {} : { mode: positional.mode }),
+        ...(positional?.concurrency === undefined ? {} : { concurrency: positional.concurrency })
+      })
+    )
+  }
+  const opts = idOrOptions
+  const paths = opts.paths
+  const merge = "merge" in opts ? opts.merge : undefined
+  return build(() =>
+    Step.inParallel({
+      ...engineStepOptions(opts),
+      id: opts.id,
+      mode: opts.mode,
+      ...(opts.concurrency === undefined ? {} : { concurrency: opts.concurrency }),
+      paths: (typeof paths === "function"
+        ? (input: unknown, ctx: Step.StepContext) => paths(input, facadeContext(ctx)) as ReadonlyArray<Step.AnyStep>
+        : paths) as any,
+      ...(merge === undefined ? {} : {
+        merge: typeof merge === "function"
+          ? (results: Array<any>, ctx: Step.StepContext) =>
+            fromPromise(() =>
+              (merge as (results: Array<unknown>, ctx: StepContext) => unknown)(
+                opts.mode === "settle"
+                  ? results.map((result: Step.Settled<unknown, unknown>): SettleResult<unknown> =>
+                    result.status === "fulfilled"
+                      ? { stepId: result.stepId, status: "fulfilled", value: result.value }
+                      : { stepId: result.stepId, status: "rejected", error: payloadOf(result.error, result.stepId) }
+                  )
+                  : results,
+                facadeContext(ctx)
+              )
+            )
+          : merge
+      })
+    } as any)
+  )
 }
 
-/** Runs `body` on the input, then on each output, until `until` holds or `maxIterations` ran. */
-export const loop = <I>(
+/** Options of `loop` (noetic's `LoopConfig`). */
+export interface LoopOptions<I, O> extends StepBuildOptions {
+  readonly id: string
+  /** Run in sequence each iteration, each on the previous one's output. */
+  readonly steps: ReadonlyArray<AnyStep<I, O>>
+  readonly until: (snapshot: Step.Snapshot) => Step.Verdict | Promise<Step.Verdict>
+  /** Iterations allowed, retries included (default 1000); one more rejects with a `step_failed` NoeticError. */
+  readonly maxIterations?: number
+  readonly maxHistorySize?: number
+  readonly prepareNext?: (output: O, verdict: Step.Verdict, ctx: StepContext) => I
+  readonly onError?: (error: NoeticErrorPayload, ctx: StepContext) => "retry" | "skip" | "abort"
+}
+
+/**
+ * Runs `steps` in sequence, then `until(snapshot)`; stops when the verdict says so,
+ * else runs again on the output (or `prepareNext(output, verdict, ctx)`). Throws
+ * `EMPTY_STEP_ID` / `MISSING_LOOP_BODY` / `MISSING_UNTIL_PREDICATE`. The positional
+ * `loop(id, body, { until: (output, iteration) => boolean })` builds the same step.
+ */
+export function loop<I, O = I>(options: LoopOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function loop<TContext, I, O>(options: LoopOptions<I, O>): AnyStep<I, O>
+export function loop<I>(
   id: string,
   body: AnyStep<I, I>,
-  options: Step.StepOptions & {
+  options: StepBuildOptions & {
     readonly until: (output: I, iteration: number) => boolean
     readonly maxIterations?: number
   }
-): AnyStep<I, I> => {
-  checkId(id, "loop")
-  return Step.loop(id, body as Step.AnyStep, options)
+): AnyStep<I, I>
+export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep, positional?: any): AnyStep {
+  if (typeof idOrOptions === "string") {
+    return build(() =>
+      Step.loop(idOrOptions, body as Step.AnyStep, { ...positional, ...engineStepOptions(positional) })
+    )
+  }
+  const opts = idOrOptions
+  const until = opts.until
+  const prepareNext = opts.prepareNext
+  const onError = opts.onError
+  const stepId = opts.id
+  return build(() =>
+    Step.loop({
+      ...engineStepOptions(opts),
+      id: opts.id,
+      steps: opts.steps as ReadonlyArray<Step.AnyStep>,
+      until: (typeof until === "function" ? (snapshot: Step.Snapshot) => fromPromise(() => until(snapshot)) : until) as any,
+      ...(opts.maxIterations === undefined ? {} : { maxIterations: opts.maxIterations }),
+      ...(opts.maxHistorySize === undefined ? {} : { maxHistorySize: opts.maxHistorySize }),
+      ...(prepareNext === undefined ? {} : {
+        prepareNext: (output: unknown, verdict: Step.Verdict, ctx: Step.StepContext) =>
+          prepareNext(output, verdict, facadeContext(ctx))
+      }),
+      ...(onError === undefined ? {} : {
+        onError: (error: unknown, ctx: Step.StepContext) => onError(payloadOf(error, stepId), facadeContext(ctx))
+      })
+    })
+  )
 }
 
-/** Runs `child` as a child agent in a context whose parent is the caller's. */
-export const spawn = <I, O>(id: string, child: AnyStep<I, O>, options?: Step.StepOptions): AnyStep<I, O> => {
-  checkId(id, "spawn")
-  return Step.spawn(id, child as Step.AnyStep, options)
+/** Options of `spawn` (noetic's `SpawnOpts`). */
+export interface SpawnOptions<I, O> extends StepBuildOptions {
+  readonly id: string
+  readonly child: AnyStep<I, O>
+  /** The child context's layers, instead of the harness's. */
+  readonly context?: ReadonlyArray<ContextLayer>
+  /** Milliseconds the child may run; past it the step rejects with a `NoeticError` code `SPAWN_TIMEOUT`. */
+  readonly timeout?: number
+}
+
+/**
+ * Runs `child` as a child agent in a context whose parent is the caller's. Throws
+ * `EMPTY_STEP_ID` / `MISSING_CHILD_STEP`. `spawn(id, child, options?)` is the
+ * positional form.
+ */
+export function spawn<I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function spawn<TContext, I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
+export function spawn<I, O>(
+  id: string,
+  child: AnyStep<I, O>,
+  options?: StepBuildOptions & { readonly timeout?: number }
+): AnyStep<I, O>
+export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyStep, positional?: any): AnyStep {
+  const opts: SpawnOptions<any, any> = typeof idOrOptions === "string"
+    ? { ...positional, id: idOrOptions, child: child! }
+    : idOrOptions
+  const context = opts.context?.map((layer) => toEngineLayer(layer, layerStorageDefault()))
+  return build(() =>
+    Step.spawn({
+      ...engineStepOptions(opts),
+      id: opts.id,
+      child: opts.child as Step.AnyStep,
+      ...(context === undefined ? {} : { context }),
+      ...(opts.timeout === undefined ? {} : { timeout: opts.timeout })
+    }), opts.subprocess)
+}
+
+// -----------------------------------------------------------------------------
+// Detached handles
+// -----------------------------------------------------------------------------
+
+/** A detached child's lifecycle, as noetic reports it. */
+export type DetachedStatus = "running" | "completed" | "failed"
+
+/**
+ * What `detachedSpawn` returns at once (noetic's `DetachedHandle`): `id` (the child's
+ * execution id), a `status` that changes as the child settles, `result`, `error` (a
+ * message) and `await(timeout?)`. Extra: the adapter's `handleId`, `stepId`,
+ * `executionId`, `parentExecutionId`, `metadata`, and `started()`.
+ */
+export interface DetachedHandle<O = unknown> {
+  readonly id: string
+  readonly status: DetachedStatus
+  readonly result: O | undefined
+  readonly error: string | undefined
+  /**
+   * The child's output. Rejects with a `NoeticError` carrying `noeticError { kind:
+   * 'step_failed', stepId, cause }` when the child fails, or when `timeout` ms pass
+   * first (the child keeps running).
+   */
+  await(timeout?: number): Promise<O>
+  readonly handleId: string
+  readonly stepId: string
+  readonly executionId: string
+  readonly parentExecutionId: string
+  readonly metadata: Readonly<Record<string, unknown>>
+  /** Resolves once the adapter has started the child (its manifest is written). */
+  started(): Promise<void>
+}
+
+/**
+ * What a detached child failed with: the error its step threw, rebuilt from the JSON
+ * form the adapter keeps (as noetic rehydrates it), rather than the adapter's wrapper.
+ */
+const childCause = (failure: unknown): unknown => {
+  const engine = failure instanceof Error ? failure.cause : undefined
+  if (
+    typeof engine !== "object" || engine === null || !("_tag" in engine) || engine._tag !== "SubprocessError" ||
+    !("reason" in engine)
+  ) return failure
+  const reason = engine.reason as { readonly _tag: string; readonly error?: unknown }
+  if (reason._tag !== "ChildFailed") return failure
+  const json = reason.error
+  if (typeof json !== "object" || json === null) return asError(json)
+  const fields = json as { readonly message?: unknown; readonly name?: unknown; readonly stack?: unknown }
+  const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(json))
+  if (typeof fields.name === "string") error.name = fields.name
+  if (typeof fields.stack === "string") error.stack = fields.stack
+  return Object.assign(error, { cause: json })
+}
+
+class DetachedHandleImpl<O> implements DetachedHandle<O> {
+  readonly id: string
+  readonly handleId: string
+  readonly stepId: string
+  readonly executionId: string
+  readonly parentExecutionId: string
+  readonly metadata: Readonly<Record<string, unknown>>
+  #status: DetachedStatus = "running"
+  #result: O | undefined
+  #error: string | undefined
+  readonly #started: Promise<SubprocessHandle>
+  readonly #settled: Promise<O>
+
+  constructor(options: {
+    readonly handleId: string
+    readonly stepId: string
+    readonly executionId: string
+    readonly parentExecutionId: string
+    readonly metadata: Readonly<Record<string, unknown>>
+    readonly started: Promise<SubprocessHandle>
+  }) {
+    this.id = options.executionId
+    this.handleId = options.handleId
+    this.stepId = options.stepId
+    this.executionId = options.executionId
+    this.parentExecutionId = options.parentExecutionId
+    this.metadata = options.metadata
+    this.#started = options.started
+    this.#settled = options.started.then((handle) => handle.await() as Promise<O>).then(
+      (value) => {
+        this.#result = value
+        this.#status = "completed"
+        return value
+      },
+      (failure: unknown) => {
+        const cause = childCause(failure)
+        const error = isNoeticError(cause) && cause.noeticError.kind === "step_failed" &&
+            cause.noeticError.stepId === this.stepId
+          ? cause
+          : stepFailed(this.stepId, cause)
+        this.#error = error.message
+        this.#status = "failed"
+        throw error
+      }
+    )
+    // Observed here so a caller who never awaits sees no unhandled rejection; await() rethrows.
+    this.#settled.catch(() => {})
+  }
+
+  get status(): DetachedStatus {
+    return this.#status
+  }
+  get result(): O | undefined {
+    return this.#result
+  }
+  get error(): string | undefined {
+    return this.#error
+  }
+
+  started(): Promise<void> {
+    return this.#started.then(() => undefined)
+  }
+
+  await(timeout?: number): Promise<O> {
+    if (timeout === undefined || !(timeout > 0)) return this.#settled
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(stepFailed(this.stepId, new Error(`Detached spawn timed out after ${timeout}ms`))),
+        timeout
+      )
+    })
+    return Promise.race([this.#settled, expired]).finally(() => clearTimeout(timer))
+  }
 }
 
 // -----------------------------------------------------------------------------
@@ -274,42 +1127,87 @@ export interface PlainModel {
   generate(request: ScriptedModel.GenerateRequest): Promise<{ readonly text: string; readonly id?: string }>
 }
 
-/** A tool as a plain function. */
-export type Tool = (input: unknown, ctx: StepContext) => unknown
+/** A harness tool as a plain function, called by `invokeTool(id, name)`. */
+export type HarnessTool = (input: unknown, ctx: StepContext) => unknown
 
-/** The documented constructor options. */
+/** Storage settings (noetic's `StorageEnvironmentConfig`). */
+export interface StorageEnvironment {
+  /**
+   * Where the step ledger and layer `init` storage live (noetic keeps them here);
+   * memory when absent. With a `createCheckpointStore` store and no adapter, the
+   * ledger lives in the store's storage.
+   */
+  readonly adapter?: StorageAdapter
+  readonly checkpointStore?: CheckpointStore
+  readonly stepLedgerRetention?: Partial<StepLedgerRetention>
+  /**
+   * Several hosts sharing the storage: each execution runs under a lease of this
+   * owner (a host incarnation), renewed every third of `ttlMs` (default 30 s). A
+   * second host resuming it rejects with `EXECUTION_LEASE_HELD`; a host whose
+   * lease was taken over stops with `EXECUTION_LEASE_LOST`.
+   */
+  readonly lease?: { readonly owner: string; readonly ttlMs?: number }
+}
+
+/** The documented constructor options (noetic's `AgentHarnessOpts`, the fields this library runs). */
 export interface AgentHarnessOptions<I = any, O = any> {
   readonly name: string
   readonly agentGraph?: AnyStep<I, O>
   readonly params?: unknown
   /** A `{ generate(request) }` object, or any `effect/ai` LanguageModel layer. */
   readonly model?: PlainModel | Layer.Layer<LanguageModel.LanguageModel>
-  readonly tools?: Readonly<Record<string, Tool>>
+  /** Tools `invokeTool(id, name)` calls by name. */
+  readonly tools?: Readonly<Record<string, HarnessTool>>
   /** The context layers of every context; defaults to scratchpad, instructions and history. */
-  readonly context?: ReadonlyArray<ContextLayer<any>>
+  readonly contextLayers?: ReadonlyArray<ContextLayer>
+  /** Same as `contextLayers` (this library's earlier name). */
+  readonly context?: ReadonlyArray<ContextLayer>
   readonly environment?: {
     readonly subprocess?: SubprocessAdapter
-    readonly storage?: {
-      readonly checkpointStore?: CheckpointStore
-      readonly stepLedgerRetention?: Partial<StepLedgerRetention>
-      /**
-       * Several hosts sharing the storage: each execution runs under a lease of this
-       * owner (a host incarnation), renewed every third of `ttlMs` (default 30 s). A
-       * second host resuming it rejects with `EXECUTION_LEASE_HELD`; a host whose
-       * lease was taken over stops with `EXECUTION_LEASE_LOST`.
-       */
-      readonly lease?: { readonly owner: string; readonly ttlMs?: number }
-    }
+    readonly storage?: StorageEnvironment
   }
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
-export type RestoreContextOptions = EngineHarness.RestoreContextOptions<AgentContext>
+export interface RestoreContextOptions {
+  readonly parent?: AgentContext
+  readonly state?: unknown
+  /** Layers for the restored context: each replaces the harness layer of the same id. */
+  readonly contextLayers?: ReadonlyArray<ContextLayer>
+  /** Same as `contextLayers` (the seed page's name). */
+  readonly context?: ReadonlyArray<ContextLayer>
+}
 
-/** Options of `createContext`. */
-export type CreateContextOptions = EngineHarness.CreateContextOptions<AgentContext>
+/** Options of `createContext` (noetic's, plus this library's `id`). */
+export interface CreateContextOptions {
+  readonly parent?: AgentContext
+  readonly items?: ReadonlyArray<Item>
+  readonly state?: unknown
+  readonly threadId?: string
+  readonly resourceId?: string
+  /** Replaces the harness's layers. */
+  readonly contextLayers?: ReadonlyArray<ContextLayer>
+  /** Same as `contextLayers`. */
+  readonly context?: ReadonlyArray<ContextLayer>
+  /** Added after the effective layers. */
+  readonly extraContextLayers?: ReadonlyArray<ContextLayer>
+  /** The working directory; else the parent's, else the process cwd. */
+  readonly cwdInit?: string
+  /** The execution id; a random UUID when absent. */
+  readonly id?: string
+}
 
-/** Options of `detachedSpawn`. */
+/** Options of `execute` (noetic's, plus this library's `executionId` and `cwd`). */
+export interface ExecuteOptions extends Omit<EngineHarness.ExecuteOptions, "context"> {
+  readonly contextLayers?: ReadonlyArray<ContextLayer>
+  /** Same as `contextLayers`. */
+  readonly context?: ReadonlyArray<ContextLayer>
+  readonly extraContextLayers?: ReadonlyArray<ContextLayer>
+  readonly deliveryMode?: string
+  readonly messageId?: string
+}
+
+/** Options of `detachedSpawn` (noetic's overrides, plus this library's `metadata`). */
 export interface DetachedSpawnOptions {
   readonly subprocess?: SubprocessAdapter
   readonly cwdInit?: string
@@ -319,6 +1217,12 @@ export interface DetachedSpawnOptions {
 }
 
 /** How functions of this module reach the engine behind a facade harness. */
+/** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
+const layerMergers = new WeakMap<
+  AgentHarness,
+  (given: ReadonlyArray<ContextLayer> | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
+>()
+
 const engines = new WeakMap<
   AgentHarness,
   <A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>) => Promise<A>
@@ -363,36 +1267,56 @@ const modelLayer = (model: AgentHarnessOptions["model"]): Layer.Layer<LanguageMo
   )
 }
 
-const toEngineContext = (context: AgentContext | undefined): EngineContext | undefined =>
-  context === undefined ? undefined : context[engineOf]
-
-const engineRestoreOptions = (options: RestoreContextOptions = {}): EngineHarness.RestoreContextOptions => ({
-  ...(options.parent === undefined ? {} : { parent: options.parent[engineOf] }),
-  ...(options.state === undefined ? {} : { state: options.state }),
-  ...(options.context === undefined ? {} : { context: options.context })
-})
+const engineRestoreOptions = (
+  options: RestoreContextOptions | undefined,
+  layersFor: (given: ReadonlyArray<ContextLayer> | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
+): EngineHarness.RestoreContextOptions => {
+  const layers = layersFor(options?.contextLayers ?? options?.context)
+  return {
+    ...(options?.parent === undefined ? {} : { parent: options.parent[engineOf] }),
+    ...(options?.state === undefined ? {} : { state: options.state }),
+    ...(layers === undefined ? {} : { context: layers })
+  }
+}
 
 /** Checks every reachable step id now, so a bad graph throws at construction. */
 const checkGraph = (step: AnyStep): void => {
-  checkId(step.id, step.kind)
+  if (typeof step.id !== "string" || step.id.trim() === "") {
+    throw new NoeticConfigError({
+      code: "EMPTY_STEP_ID",
+      message: `a ${step.kind} step in the agent graph has an empty id`,
+      hint: "Every step needs a non-empty id: it names the step's path in the ledger."
+    })
+  }
   for (const child of Step.staticChildren(step as Step.AnyStep)) checkGraph(child)
 }
 
+const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
+
 /**
  * An agent harness. Durable when `environment.storage.checkpointStore` is given;
- * otherwise every durability hook is a no-op. Call `close()` when done with it.
+ * otherwise every durability hook is a no-op. `close()` (or `await using`) releases it.
  */
 export class AgentHarness<I = any, O = any> {
   readonly name: string
-  readonly params: unknown
+  readonly params: any
   readonly agentGraph: AnyStep<I, O> | undefined
   /** The harness's default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapter
-  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine, StorageError>
+  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine | FacadeHarness, StorageError>
+  /** Where layer `init` hooks keep their storage. */
+  readonly #layerStorage: StorageAdapter
+  /** The layers of every context unless a call replaces them. */
+  readonly #layers: ReadonlyArray<EngineContextLayer<any>>
+  /** Where the step ledger lives when it is not the checkpoint store's storage. */
+  readonly #ledgerStorage: StorageAdapter | undefined
+  readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
 
   /**
-   * Throws `NoeticConfigError` with code `STEP_LEDGER_RETENTION_INVALID` for a bad
-   * retention cap and `EMPTY_STEP_ID` for a graph with an empty step id.
+   * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
+   * below 1 or NaN, `EMPTY_STEP_ID` for a graph with a blank step id,
+   * `UNSUPPORTED_LAYER_HOOK` for a layer hook this library does not run,
+   * `LEASE_TTL_INVALID`, and `STORAGE_ADAPTER_UNSUPPORTED` for a combination it cannot honour.
    */
   constructor(options: AgentHarnessOptions<I, O>) {
     this.name = options.name
@@ -402,33 +1326,41 @@ export class AgentHarness<I = any, O = any> {
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
     const ttlMs = storage?.lease?.ttlMs
     if (ttlMs !== undefined && !(ttlMs > 0 && Number.isFinite(ttlMs))) {
-      throw new NoeticError({
-        code: "LEASE_TTL_INVALID",
-        message: `environment.storage.lease.ttlMs must be a positive, finite number of milliseconds, got ${ttlMs}`
-      })
+      throw configError(
+        "LEASE_TTL_INVALID",
+        `environment.storage.lease.ttlMs must be a positive, finite number of milliseconds, got ${ttlMs}`,
+        "Pass a ttlMs longer than the longest pause you expect a live host to take (default 30000), or leave it out."
+      )
     }
     if (options.agentGraph !== undefined) checkGraph(options.agentGraph)
+    this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
+    this.#ledgerStorage = storage?.adapter
+    this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? defaultLayers()
 
     let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, StorageError> = Layer.empty
     if (storage?.checkpointStore !== undefined) {
-      const engineStore = toEngineCheckpointStore(storage.checkpointStore)
-      if (engineStore === undefined) {
-        // None of the documented config codes fits: the store's schema is not the problem.
-        throw new NoeticError({
-          code: "CHECKPOINT_STORE_UNSUPPORTED",
-          message: "environment.storage.checkpointStore must be made by createCheckpointStore " +
-            "(the step ledger lives in its storage); build it with createCheckpointStore({ storage }), " +
-            "which any StorageAdapter can back"
-        })
+      const checkpointStore = storage.checkpointStore
+      const engineBacked = isEngineBackedCheckpointStore(checkpointStore)
+      if (storage.lease !== undefined && (!engineBacked || storage.adapter !== undefined)) {
+        throw configError(
+          "STORAGE_ADAPTER_UNSUPPORTED",
+          "environment.storage.lease needs a checkpoint store made by createCheckpointStore and no separate storage.adapter",
+          "Leased runs fence their ledger writes in the checkpoint store's storage: build the store with createCheckpointStore({ storage }) and drop storage.adapter (the ledger then lives in that storage)."
+        )
       }
-      // A storage that cannot be opened fails each call with a StorageError, which the
-      // facade maps like any other (a defect would escape as the raw engine error).
-      const store = Layer.effect(CheckpointStoreTag, engineStore)
+      const adapter = storage.adapter
+      const ledgerStorage = adapter === undefined ? undefined : toEngineStorage(adapter)
+      const store = Layer.effect(CheckpointStoreTag, toEngineCheckpointStore(checkpointStore, ledgerStorage))
       durability = Layer.provideMerge(
         Layer.effect(
           StepLedger,
           Effect.gen(function*() {
-            return yield* Effect.orDie(makeStepLedger(yield* CheckpointStoreTag, { retention }))
+            const checkpoints = yield* CheckpointStoreTag
+            // noetic keeps the ledger in storage.adapter: given one, the ledger lives there.
+            const base: CheckpointStoreShape = ledgerStorage === undefined || !engineBacked
+              ? checkpoints
+              : { ...checkpoints, storage: yield* ledgerStorage }
+            return yield* Effect.orDie(makeStepLedger(base, { retention }))
           })
         ),
         store
@@ -451,6 +1383,7 @@ export class AgentHarness<I = any, O = any> {
             }))) satisfies EngineHarness.ToolHandler
       ])
     )
+    const self = Layer.succeed(FacadeHarness, this as AgentHarness)
     const engine = Layer.effect(
       Engine,
       Effect.orDie(EngineHarness.make({
@@ -458,7 +1391,7 @@ export class AgentHarness<I = any, O = any> {
         agentGraph: options.agentGraph as Step.AnyStep | undefined,
         params: options.params,
         tools,
-        ...(options.context === undefined ? {} : { context: options.context }),
+        context: this.#layers,
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,
@@ -466,15 +1399,16 @@ export class AgentHarness<I = any, O = any> {
           }
         })
       }))
-    ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model))))
+    ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), self)))
     this.#runtime = ManagedRuntime.make(
-      Layer.merge(engine, modelLayer(options.model)) as Layer.Layer<Engine, StorageError>
+      Layer.mergeAll(engine, modelLayer(options.model), self) as Layer.Layer<Engine | FacadeHarness, StorageError>
     )
     const runtime = this.#runtime
     this.subprocess = fromEngineSubprocessAdapter(
       Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
     )
     engines.set(this, (f) => this.#use(f))
+    layerMergers.set(this, (given) => this.#mergedLayers(given))
   }
 
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
@@ -483,12 +1417,33 @@ export class AgentHarness<I = any, O = any> {
     ).then(unwrapExit)
   }
 
+  #toEngineLayers(layers: ReadonlyArray<ContextLayer> | undefined): ReadonlyArray<EngineContextLayer<any>> | undefined {
+    if (layers === undefined) return undefined
+    return layers.map((layer) => {
+      let engine = this.#converted.get(layer)
+      if (engine === undefined) {
+        engine = toEngineLayer(layer, this.#layerStorage)
+        this.#converted.set(layer, engine)
+      }
+      return engine
+    })
+  }
+
+  /** The harness's layers with each of `given` replacing the one of the same id. */
+  #mergedLayers = (given: ReadonlyArray<ContextLayer> | undefined) => {
+    const overrides = this.#toEngineLayers(given)
+    return overrides === undefined ? undefined : mergeLayers(this.#layers, overrides)
+  }
+
   /** Runs the root graph; resolves with `{ executionId, output }`. Rejects `NO_STEP_CONFIGURED` without a graph. */
-  execute(
-    input: I,
-    options: EngineHarness.ExecuteOptions = {}
-  ): Promise<{ readonly executionId: string; readonly output: O }> {
-    return this.#use((engine) => engine.execute(input, options)) as Promise<
+  execute(input: I, options: ExecuteOptions = {}): Promise<{ readonly executionId: string; readonly output: O }> {
+    const { context, contextLayers, deliveryMode: _deliveryMode, extraContextLayers, messageId: _messageId, ...rest } =
+      options
+    const base = this.#toEngineLayers(contextLayers ?? context)
+    const extra = this.#toEngineLayers(extraContextLayers)
+    const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
+    const engineOptions: EngineHarness.ExecuteOptions = layers === undefined ? rest : { ...rest, context: layers }
+    return this.#use((engine) => engine.execute(input, engineOptions)) as Promise<
       { readonly executionId: string; readonly output: O }
     >
   }
@@ -498,11 +1453,16 @@ export class AgentHarness<I = any, O = any> {
     return this.#use((engine) => engine.checkpoint(ctx[engineOf]))
   }
 
-  /** The rebuilt context of a recorded execution, or null. Rejects `CHECKPOINT_SCHEMA_MISMATCH` for a bad snapshot. */
+  /**
+   * The rebuilt context of a recorded execution, or null. Rejects
+   * `CHECKPOINT_SCHEMA_MISMATCH` for a bad snapshot. `contextLayers` (or `context`)
+   * replace the harness's layers of the same id.
+   */
   restore(executionId: string, options?: RestoreContextOptions): Promise<AgentContext | null> {
     return this.#use((engine) =>
-      Effect.map(engine.restore(executionId, engineRestoreOptions(options)), (ctx) =>
-        Option.getOrNull(Option.map(ctx, wrapContext))))
+      Effect.map(engine.restore(executionId, engineRestoreOptions(options, this.#mergedLayers)), (ctx) =>
+        Option.getOrNull(Option.map(ctx, (engineCtx) => wrapContext(engineCtx, this))))
+    )
   }
 
   /** Restores and re-runs the root graph: completed steps replay. Null when nothing is recorded. */
@@ -511,44 +1471,82 @@ export class AgentHarness<I = any, O = any> {
     options?: RestoreContextOptions
   ): Promise<{ readonly executionId: string; readonly output: O } | null> {
     return this.#use((engine) =>
-      Effect.map(engine.resume(executionId, engineRestoreOptions(options)), Option.getOrNull)
+      Effect.map(engine.resume(executionId, engineRestoreOptions(options, this.#mergedLayers)), Option.getOrNull)
     ) as Promise<{ readonly executionId: string; readonly output: O } | null>
   }
 
   /** Discards the snapshot and every ledger entry of an execution. */
   clearCheckpoint(executionId: string): Promise<void> {
-    return this.#use((engine) => engine.clearCheckpoint(executionId))
-  }
-
-  /** A fresh context with this harness's layers. */
-  createContext(options: CreateContextOptions = {}): Promise<AgentContext> {
-    const { parent, ...rest } = options
+    const ledgerStorage = this.#ledgerStorage
     return this.#use((engine) =>
-      Effect.map(
-        engine.createContext({ ...rest, ...(parent === undefined ? {} : { parent: toEngineContext(parent)! }) }),
-        wrapContext
+      Effect.andThen(
+        engine.clearCheckpoint(executionId),
+        // A ledger kept in storage.adapter is not the checkpoint store's to clear.
+        engine.durable && ledgerStorage !== undefined
+          ? Effect.flatMap(toEngineStorage(ledgerStorage), (storage) => clearLedger(storage, executionId))
+          : Effect.void
       )
     )
   }
 
-  /** Runs one step on a context (durably when the harness is). */
+  /**
+   * A fresh context, at once: `id` and `threadId` random UUIDs unless given, `parent`
+   * null at the root, the harness's layers (or `contextLayers`, plus
+   * `extraContextLayers`), the item log from `items`, the cwd from `cwdInit` (else the
+   * parent's). Layer `init` hooks run before its first step.
+   */
+  createContext(options: CreateContextOptions = {}): AgentContext {
+    const parent = options.parent?.[engineOf]
+    const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
+    const extra = this.#toEngineLayers(options.extraContextLayers)
+    const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
+    const threadId = options.threadId ?? parent?.threadId ?? randomUUID()
+    const resourceId = options.resourceId ?? parent?.resourceId
+    const engine = new EngineContext({
+      id: options.id ?? randomUUID(),
+      threadId,
+      resourceId,
+      parent,
+      state: options.state,
+      layers: extra === undefined ? base : [...base, ...extra],
+      items: options.items,
+      cwd: cwd === undefined ? null : { current: cwd },
+      // The engine is built lazily (its storage may open asynchronously): a checkpoint
+      // of this context goes through it when it comes.
+      checkpoint: (ctx) =>
+        Effect.promise(() =>
+          this.#use((harness) => harness.checkpoint(ctx)).catch((error) =>
+            Effect.runPromise(Effect.logWarning("checkpoint not saved: the harness is closed", error))
+          )
+        )
+    })
+    return wrapContext(engine, this)
+  }
+
+  /**
+   * Runs one step on a context (durably when the harness is). Given the context of a
+   * running step (`ctx.harness.run(step, input, ctx)` inside a body), the step runs
+   * below that step, as `ctx.run(step, input)` does.
+   */
   run<SI, SO>(step: AnyStep<SI, SO>, input: SI, ctx: AgentContext): Promise<SO> {
+    if (ctx instanceof StepContext) return ctx.run(step, input)
     return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, ctx[engineOf]))
   }
 
   /**
-   * Starts `step` as a detached child and returns its handle at once. The adapter is
-   * `options.subprocess`, else the step's, else the harness default. The parent
-   * context checkpoints when the child settles.
+   * Starts `step` as a detached child and returns its `DetachedHandle` at once. The
+   * adapter is `options.subprocess`, else the step's, else the harness default. The
+   * parent context checkpoints when the child settles.
    */
-  detachedSpawn<SI>(
-    step: AnyStep<SI>,
+  detachedSpawn<SI, SO = unknown>(
+    step: AnyStep<SI, SO>,
     input: SI,
     parentCtx: AgentContext,
     options: DetachedSpawnOptions = {}
-  ): SubprocessHandle {
+  ): DetachedHandle<SO> {
     const { subprocess, ...rest } = options
-    const adapter = subprocess === undefined ? undefined : toEngineSubprocessAdapter(subprocess)
+    const chosen = subprocess ?? subprocessOf(step)
+    const adapter = chosen === undefined ? undefined : toEngineSubprocessAdapter(chosen)
     // The documented API hands the handle back at once, so its ids are made here.
     const handleId = randomUUID()
     const executionId = randomUUID()
@@ -565,17 +1563,14 @@ export class AgentHarness<I = any, O = any> {
         )
       })
     )
-    // A failed start surfaces through status() and await(); never as an unhandled rejection.
-    started.catch(() => {})
-    return {
+    return new DetachedHandleImpl<SO>({
       handleId,
       stepId: step.id,
       executionId,
       parentExecutionId: parentCtx.id,
       metadata: options.metadata ?? {},
-      status: () => started.then((handle) => handle.status()),
-      await: () => started.then((handle) => handle.await())
-    }
+      started
+    })
   }
 
   /** Answers a pending ask-user prompt of an execution this harness is running. */
@@ -583,9 +1578,14 @@ export class AgentHarness<I = any, O = any> {
     return this.#use((engine) => engine.answerAskUser(executionId, promptId, output))
   }
 
-  /** Stops in-process children and releases the harness's resources. */
+  /** Stops in-process children and releases the harness's runtime. */
   close(): Promise<void> {
     return this.#runtime.dispose()
+  }
+
+  /** `await using harness = new AgentHarness(...)` closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close()
   }
 }
 
@@ -621,11 +1621,14 @@ export const reattachLiveChildren = (
     Effect.map(
       engineReattachLiveChildren(engine, {
         restore: (handle) =>
-          engineRestoreOptions(typeof restore === "function" ? restore(toFacadeHandle(handle)) : restore)
+          engineRestoreOptions(
+            typeof restore === "function" ? restore(toFacadeHandle(handle)) : restore,
+            layerMergers.get(harness)!
+          )
       }),
       (found): ReattachedChildren => ({
         handles: found.handles.map(toFacadeHandle),
-        contexts: new Map(Array.from(found.contexts, ([handleId, ctx]) => [handleId, wrapContext(ctx)])),
+        contexts: new Map(Array.from(found.contexts, ([handleId, ctx]) => [handleId, wrapContext(ctx, harness)])),
         failures: found.failures.map(({ error, handle }) => ({ handle: toFacadeHandle(handle), error: toFacadeError(error) }))
       })
     )

@@ -3,7 +3,13 @@
  *
  * @since 0.1.0
  */
-export { NoeticConfigError, NoeticError } from "./errors.ts"
+export {
+  isNoeticConfigError,
+  isNoeticError,
+  NoeticConfigError,
+  NoeticError,
+  type NoeticErrorPayload
+} from "./errors.ts"
 export {
   createFileStorage,
   createInMemoryStorage,
@@ -13,8 +19,14 @@ export {
 } from "./storage.ts"
 export {
   type CheckpointSnapshot,
+  CheckpointSchemaVersion,
+  CheckpointSnapshotSchema,
   type CheckpointStore,
   createCheckpointStore,
+  type CwdSnapshot,
+  type FrontierFrame,
+  type PendingAskUserSnapshot,
+  type SnapshotParseResult,
   DEFAULT_STEP_LEDGER_RETENTION,
   resolveStepLedgerRetention,
   type StepLedgerRetention
@@ -25,26 +37,56 @@ export {
   type AgentHarnessOptions,
   type AnyStep,
   callModel,
+  type CallModelOptions,
   conditional,
+  type ConditionalOptions,
   type ContextLayer,
+  type ContextLayerHooks,
+  type ContextScope,
   type CreateContextOptions,
+  type CwdState,
   defaultContextLayers,
+  type DetachedHandle,
   type DetachedSpawnOptions,
+  type DetachedStatus,
+  type ExecuteOptions,
+  type ExecutionContext,
+  type HarnessTool,
   history,
   inParallel,
+  type InParallelOptions,
+  type InitParams,
   instructions,
   invokeTool,
+  type InvokeToolOptions,
   type Item,
+  type ItemLog,
   loop,
+  type LoopOptions,
+  type NoeticContext as Context,
+  type NoeticContextLayer,
+  type NoeticStep as Step,
+  type OnItemAppendParams,
+  type OnItemAppendResult,
   type PlainModel,
   reattachLiveChildren,
   type ReattachedChildren,
   type RestoreContextOptions,
+  type RetryPolicy,
   runCode,
+  type RunCodeOptions,
+  type ScopedStorage,
   scratchpad,
+  type SettleResult,
+  type Snapshot,
   spawn,
+  type SpawnOptions,
+  type StepBuildOptions,
+  type StorageEnvironment,
   StepContext,
-  type Tool
+  subprocessOf,
+  type Tool,
+  type Verdict
 } from "./harness.ts"
 export {
   createInMemorySubprocessAdapter,
@@ -56,16 +98,20 @@ export {
   type SubprocessHandle
 } from "./subprocess.ts"
 export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
+export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use
 // the facade can name them.
 export type { ConfigErrorCode } from "../Errors.ts"
 export type { AgentContext as EngineAgentContext } from "../harness/AgentContext.ts"
-export type { ExecuteOptions } from "../harness/AgentHarness.ts"
+export type { ExecuteOptions as EngineExecuteOptions } from "../harness/AgentHarness.ts"
+export type { ContextLayer as EngineContextLayer } from "../harness/AgentContext.ts"
 export type {
+  ModelParams,
   ModelTurn,
   ParallelMode,
-  Step,
+  StandardSchema,
+  Step as EngineStep,
   StepContext as EngineStepContext,
   StepOptions
 } from "../harness/Step.ts"

@@ -81,20 +81,12 @@ describe("Promise facade: AgentHarness", () => {
     expect(DEFAULT_STEP_LEDGER_RETENTION).toEqual({ maxEntryBytes: 128 * 1024, maxEntries: 1000 })
   })
 
-  it("a checkpoint store this library did not make, and a bad lease ttl, throw a NoeticError naming the problem", () => {
-    const handWritten = {
-      save: async () => {},
-      load: async () => null,
-      list: async () => [],
-      clear: async () => {}
-    }
-    expect(() => new AgentHarness({ name: "x", params: {}, environment: { storage: { checkpointStore: handWritten } } }))
-      .toThrow(expect.objectContaining({ name: "NoeticError", code: "CHECKPOINT_STORE_UNSUPPORTED" }))
+  it("a bad lease ttl throws a NoeticConfigError naming the problem", () => {
     const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
     for (const ttlMs of [0, -5, Number.NaN, Infinity]) {
       expect(() =>
         new AgentHarness({ name: "x", params: {}, environment: { storage: { checkpointStore, lease: { owner: "h", ttlMs } } } })
-      ).toThrow(expect.objectContaining({ name: "NoeticError", code: "LEASE_TTL_INVALID" }))
+      ).toThrow(expect.objectContaining({ name: "NoeticConfigError", code: "LEASE_TTL_INVALID" }))
     }
   })
 
@@ -236,7 +228,7 @@ describe("Promise facade: AgentHarness", () => {
     expect(handle.parentExecutionId).toBe("parent")
     expect(typeof handle.handleId).toBe("string")
     expect(await handle.await()).toBe(2)
-    expect(await handle.status()).toBe("succeeded")
+    expect(handle.status).toBe("completed")
   })
 
   it("an ask-user prompt restored from a snapshot and answered before its step asks again is not lost", async () => {
@@ -281,7 +273,8 @@ describe("Promise facade: AgentHarness", () => {
       const first = boot()
       const parentCtx = await first.createContext({ id: "parent-ctx" })
       const handle = first.detachedSpawn(waitForRelease, { release, value: "job" }, parentCtx)
-      expect(await handle.status()).toBe("running")
+      await handle.started()
+      expect(handle.status).toBe("running")
 
       // The first host is gone without shutting down; the next boot builds the same harness.
       const { contexts, failures, handles } = await reattachLiveChildren(boot())

@@ -55,7 +55,8 @@ describe("usage: typed steps", () => {
             n
           )
           expectTypeOf(settled[1]).toEqualTypeOf<
-            { readonly _tag: "Success"; readonly value: never } | { readonly _tag: "Failure"; readonly error: Overheated }
+            | { readonly _tag: "Success"; readonly stepId: string; readonly status: "fulfilled"; readonly value: never }
+            | { readonly _tag: "Failure"; readonly stepId: string; readonly status: "rejected"; readonly error: Overheated }
           >()
           const counted = yield* ctx.run(
             loop("count", runCode("inc", (x: number) => Effect.succeed(x + 1)), { until: (x) => x >= 3 }),
