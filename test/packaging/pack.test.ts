@@ -20,7 +20,11 @@ import { fileURLToPath } from "node:url"
 const repo = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../..")
 // This process's node (24, from the devDependency) goes first on PATH, so npm and
 // the bin's `#!/usr/bin/env node` run on it whatever `node` the machine has.
-const env = { ...process.env, PATH: `${Path.dirname(process.execPath)}${Path.delimiter}${process.env.PATH ?? ""}` }
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  PATH: `${Path.dirname(process.execPath)}${Path.delimiter}${process.env.PATH ?? ""}`
+}
+// The tests' own Node flags (a source condition, a loader) must not reach the consumer.
 delete env.NODE_OPTIONS
 
 const run = (command: string, args: ReadonlyArray<string>, options: ExecFileSyncOptions = {}): string =>
