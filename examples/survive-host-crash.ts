@@ -67,6 +67,8 @@ const firstBoot = async (home: string) => {
   // Launch a long-lived child.
   const handle = harness.detachedSpawn(backgroundWorker, jobSpec, parentCtx)
   await parentCtx.checkpoint()
+  // listLive waits for spawns in flight, so the manifest is on disk before the crash.
+  await harness.subprocess.listLive()
   say({ event: "launched", parent: parentCtx.id, worker: handle.id, plannedAt: jobSpec.plannedAt })
   // ... process crashes ...
   process.kill(process.pid, "SIGKILL")
@@ -130,6 +132,7 @@ const main = async () => {
   assert.equal(replayed.planRuns, 0)
   assert.equal(replayed.plannedAt, launched.plannedAt)
   assert.equal(finished.status, "completed")
+  assert.equal(finished.result?.job, "rebuild the search index", "a settled handle carries its result in metadata.result")
   rmSync(home, { recursive: true, force: true })
 }
 

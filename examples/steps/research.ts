@@ -3,7 +3,7 @@
  * defines its step (the adapter's `registryEntry`), so this module only defines
  * steps: no top-level side effects.
  */
-import { existsSync } from "node:fs"
+import { existsSync, writeFileSync } from "node:fs"
 import { runCode } from "noetic-effect/promise"
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -26,13 +26,26 @@ export const researchAgent = runCode({
   }
 })
 
-/** A long-lived job: it works for `seconds`, or until the file `until` appears (at most two minutes). */
+/** What a background job is told. */
+export interface JobSpec {
+  readonly name: string
+  /** How long the job works. */
+  readonly seconds?: number
+  /** Instead of `seconds`: work until this file appears (at most two minutes). */
+  readonly until?: string
+  /** A file the job writes when it is done, for a host that was not there to see it. */
+  readonly doneFile?: string
+}
+
+/** A long-lived job: long enough to outlive a host crash. */
 export const backgroundWorker = runCode({
   id: "background-worker",
-  execute: async (job: { readonly name: string; readonly seconds?: number; readonly until?: string }) => {
+  execute: async (job: JobSpec) => {
     const startedAt = Date.now()
     const limit = job.until === undefined ? (job.seconds ?? 1) * 1000 : 120_000
     while (Date.now() - startedAt < limit && !(job.until !== undefined && existsSync(job.until))) await sleep(100)
-    return { job: job.name, pid: process.pid, ranForMs: Date.now() - startedAt }
+    const result = { job: job.name, pid: process.pid, ranForMs: Date.now() - startedAt }
+    if (job.doneFile !== undefined) writeFileSync(job.doneFile, JSON.stringify(result))
+    return result
   }
 })
