@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A frame's encoded line is longer than the limit in force. */
 export class FrameTooLarge extends Schema.TaggedError<FrameTooLarge>("noetic-effect/IpcError/FrameTooLarge")(

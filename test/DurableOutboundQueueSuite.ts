@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Scheduler } from "effect"
 import type { StorageError } from "../src/Errors.ts"
-import { frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
+import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 
 /** Wraps a storage to count calls per operation. */
@@ -49,9 +49,10 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual(yield* queue.ackUpTo(2), 3)
         assert.strictEqual(yield* queue.ackedSeq, 3)
         assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.seq), [4, 5])
-        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}frame:`), [frameKey("q", 4), frameKey("q", 5)])
+        // The batch record holding 4 and 5 stays until all of it is acked.
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [batchKey("q", 1, 5)])
         assert.strictEqual(yield* queue.ackUpTo(99), 5)
-        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}frame:`), [])
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [])
         assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [metaKey("q")])
       }))
 
@@ -61,6 +62,7 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         const fresh = yield* makeWith(storage, { socketId: "late", startAfter: 1_000 })
         assert.deepStrictEqual(yield* fresh.appendAll(frames(2)), [1_001, 1_002])
         yield* fresh.ackUpTo(1_001)
+        yield* fresh.close
         const reopened = yield* makeWith(storage, { socketId: "late", startAfter: 5 })
         assert.strictEqual(yield* reopened.headSeq, 1_002)
         assert.deepStrictEqual(yield* reopened.appendAll(frames(1)), [1_003])
@@ -71,6 +73,18 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         yield* unacked.appendAll(frames(3))
         const again = yield* makeWith(storage, { socketId: "early", startAfter: 1_000 })
         assert.deepStrictEqual((yield* again.frameRange(1)).map((e) => e.seq), [1, 2, 3])
+      }))
+
+    it.effect("a queue reopened after a crash numbers above every seq it may have issued", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const crashed = yield* makeWith(storage, { socketId: "q" })
+        yield* crashed.appendAll(frames(3))
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.seq), [1, 2, 3])
+        const next = yield* reopened.append("next")
+        assert.isAbove(next, 3)
+        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.seq), [1, 2, 3, next])
       }))
 
     it.effect("seq numbers are never reused, even after the queue is emptied and reopened", () =>
@@ -95,28 +109,150 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         yield* a.appendAll(frames(3))
         yield* b.append("other")
         yield* a.ackUpTo(1)
+        yield* a.close
         const reopened = yield* makeWith(storage, { socketId: "a:b/c" })
         assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.frame), frames(2, 2))
         assert.strictEqual(yield* reopened.headSeq, 3)
         assert.deepStrictEqual(yield* (yield* makeWith(storage, { socketId: "a" })).frameRange(1), [{ seq: 1, frame: "other" }])
       }))
 
-    it.effect("repair on open: a frame without its meta write is kept, compaction leftovers and frames after a hole go", () =>
+    it.effect("repair on open: compaction leftovers go; legacy one-frame records are still read", () =>
       Effect.gen(function*() {
         const storage = yield* makeStorage
         const queue = yield* makeWith(storage, { socketId: "q" })
-        yield* queue.appendAll(frames(6))
-        yield* queue.ackUpTo(2)
-        // A crash mid-compaction of an ack to 4: the meta landed, frames 3 and 4 did not go.
-        yield* storage.set(metaKey("q"), { version: 1, acked: 4 })
-        // A crash mid-batch: 8 landed, 7 did not; no append of that batch had returned.
-        yield* storage.set(frameKey("q", 8), { version: 1, frame: "orphan" })
+        yield* queue.appendAll(frames(2))
+        yield* queue.appendAll(frames(2, 3))
+        yield* queue.ackUpTo(1)
+        // A crash mid-compaction of an ack to 2: the meta landed, the record 1-2 did not go.
+        yield* storage.set(metaKey("q"), { version: 2, acked: 2, high: 4 })
+        // A record of the layout before batches.
+        yield* storage.set(frameKey("q", 5), { version: 1, frame: "legacy" })
         const reopened = yield* makeWith(storage, { socketId: "q" })
-        assert.strictEqual(yield* reopened.ackedSeq, 4)
-        assert.strictEqual(yield* reopened.headSeq, 6)
-        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.seq), [5, 6])
-        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}frame:`), [frameKey("q", 5), frameKey("q", 6)])
-        assert.strictEqual(yield* reopened.append("after"), 7)
+        assert.strictEqual(yield* reopened.ackedSeq, 2)
+        assert.strictEqual(yield* reopened.headSeq, 5)
+        assert.deepStrictEqual(yield* reopened.frameRange(1), [
+          { seq: 3, frame: frames(1, 3)[0]! },
+          { seq: 4, frame: frames(1, 4)[0]! },
+          { seq: 5, frame: "legacy" }
+        ])
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [batchKey("q", 3, 4)])
+        assert.strictEqual(yield* reopened.append("after"), 6)
+        yield* reopened.ackUpTo(6)
+        assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [metaKey("q")])
+      }))
+
+    it.effect("a lost record in the middle keeps the later frames and their seqs; reading across it is Corrupt naming its key", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        yield* queue.appendAll(frames(2))
+        yield* queue.appendAll(frames(2, 3))
+        yield* queue.appendAll(frames(2, 5))
+        yield* storage.delete(batchKey("q", 3, 4))
+        // A crash: no clean close, so the reopened queue numbers above its reservation.
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.isAtLeast(yield* reopened.headSeq, 6)
+        const read = yield* reopened.readRange(1)
+        assert.deepStrictEqual(read.entries.map((e) => e.seq), [1, 2])
+        assert.strictEqual(read.damage?.error.reason._tag, "Corrupt")
+        assert.strictEqual(read.damage?.error.reason.key, batchKey("q", 3, 4))
+        assert.strictEqual(read.damage?.through, 4)
+        assert.deepStrictEqual((yield* reopened.frameRange(5)).map((e) => e.seq), [5, 6])
+        const error = yield* Effect.flip(reopened.frameRange(1))
+        assert.strictEqual(error._tag === "StorageError" && error.reason.key, batchKey("q", 3, 4))
+        // Later records survive the reopen, and no seq is issued twice.
+        assert.include(yield* storage.list(`${keyPrefix("q")}batch:`), batchKey("q", 5, 6))
+        assert.isAbove(yield* reopened.append("next"), 6)
+      }))
+
+    it.effect("a lost last record is not numbered again: the high-water mark outlives it", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        yield* queue.appendAll(frames(3))
+        yield* queue.appendAll(frames(3, 4))
+        yield* storage.delete(batchKey("q", 4, 6))
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.isAtLeast(yield* reopened.headSeq, 6)
+        assert.isAbove(yield* reopened.append("next"), 6)
+      }))
+
+    it.effect("a damaged record is Corrupt naming its key, and the frames before and after it stay readable", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q", cachedFrames: 0 })
+        yield* queue.appendAll(frames(2))
+        yield* queue.appendAll(frames(2, 3))
+        yield* queue.appendAll(frames(2, 5))
+        yield* storage.set(batchKey("q", 3, 4), { version: 2, frames: "torn" })
+        const read = yield* queue.readRange(1, { limit: 10 })
+        assert.deepStrictEqual(read.entries.map((e) => e.seq), [1, 2])
+        assert.strictEqual(read.damage?.error.reason.key, batchKey("q", 3, 4))
+        const after = yield* queue.readRange(read.damage!.through + 1)
+        assert.deepStrictEqual(after.entries.map((e) => e.seq), [5, 6])
+        assert.isUndefined(after.damage)
+        // Acking past it compacts it like any other record.
+        yield* queue.ackUpTo(4)
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.seq), [5, 6])
+      }))
+
+    it.effect("NaN, fractions and negatives are rejected with a typed error, not read as empty", () =>
+      Effect.gen(function*() {
+        const queue = yield* makeWith(yield* makeStorage, { socketId: "q" })
+        yield* queue.appendAll(frames(3))
+        for (const bad of [NaN, 1.5, -1, Infinity]) {
+          assert.strictEqual((yield* Effect.flip(queue.frameRange(bad)))._tag, "InvalidQueueInput")
+          assert.strictEqual((yield* Effect.flip(queue.ackUpTo(bad)))._tag, "InvalidQueueInput")
+        }
+        assert.strictEqual((yield* Effect.flip(queue.frameRange(1, { limit: NaN })))._tag, "InvalidQueueInput")
+        assert.strictEqual((yield* Effect.flip(queue.frameRange(1, { limit: 0 })))._tag, "InvalidQueueInput")
+        assert.strictEqual(yield* queue.ackedSeq, 0)
+        assert.strictEqual((yield* queue.frameRange(1)).length, 3)
+      }))
+
+    it.effect("concurrent appends share one storage write per batch; each batch key is written once", () =>
+      Effect.gen(function*() {
+        const { calls, counted } = counting(yield* makeStorage)
+        const written: Array<string> = []
+        const recording: StorageAdapterShape = { ...counted, set: (key, value) => (written.push(key), counted.set(key, value)) }
+        const queue = yield* makeWith(recording, { socketId: "q" })
+        yield* queue.append("warm-up")
+        calls.set = 0
+        written.length = 0
+        const seqs = yield* Effect.forEach(frames(200), queue.append, { concurrency: "unbounded" })
+        assert.deepStrictEqual([...seqs].sort((a, b) => a - b), Array.from({ length: 200 }, (_, i) => i + 2))
+        // 200 appends, far fewer writes: they were grouped.
+        assert.isAtMost(calls.set, 3)
+        assert.strictEqual(new Set(written).size, written.length)
+      }))
+
+    it.live("the window holds a producer back until an ack makes room", () =>
+      Effect.gen(function*() {
+        const queue = yield* makeWith(yield* makeStorage, { socketId: "q", windowFrames: 10 })
+        yield* queue.appendAll(frames(10))
+        const blocked = yield* Effect.forkChild(queue.offerAll(["more"]))
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+        assert.isUndefined(blocked.pollUnsafe())
+        assert.deepStrictEqual(yield* queue.windowUsage, { frames: 10, bytes: frames(10).join("").length })
+        yield* queue.ackUpTo(5)
+        const offered = yield* Fiber.join(blocked)
+        assert.deepStrictEqual(offered.seqs, [11])
+        yield* offered.durable
+        assert.strictEqual((yield* queue.windowUsage).frames, 6)
+      }))
+
+    it.effect("clear acks everything but never resets numbering; size counts unacked frames", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        yield* queue.appendAll(frames(4))
+        yield* queue.ackUpTo(1)
+        assert.strictEqual(yield* queue.size, 3)
+        yield* queue.clear
+        assert.strictEqual(yield* queue.size, 0)
+        assert.strictEqual(yield* queue.append("x"), 5)
+        yield* queue.close
+        assert.strictEqual(yield* (yield* makeWith(storage, { socketId: "q" })).append("y"), 6)
       }))
 
     it.effect("a corrupt meta record is a typed Corrupt failure naming the key", () =>

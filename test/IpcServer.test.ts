@@ -1,11 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Schedule, Schema, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Logger, Schedule, Schema, Scope, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as NodeNet from "node:net"
 import * as Path from "node:path"
+import { Io, StorageError } from "../src/Errors.ts"
 import * as IpcClient from "../src/layers/IpcClient.ts"
 import * as IpcServer from "../src/layers/IpcServer.ts"
-import { keyPrefix, makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
+import { batchKey, keyPrefix, makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
 import { getMany, makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import { rawPeer, socketPathFor } from "./ipcHelpers.ts"
 
@@ -99,17 +100,18 @@ describe("IpcServer delivery", () => {
       // Nothing cached: every replay page is read from storage.
       const queue = yield* makeQueue(storage, { socketId: "gated", cachedFrames: 0 })
       const server = yield* IpcServer.make({ socketPath, queue, pageFrames: 4 })
-      yield* server.emitAll(items(1, 12))
+      // One record per frame, so an ack deletes records the page is reading.
+      yield* Effect.forEach(items(1, 12), server.emit, { discard: true })
       const held = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
       gate = held
       const peer = yield* rawPeer(socketPath)
       yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
       yield* Deferred.await(held.entered)
-      // The client acks frames it got on an earlier connection while the first page is read.
-      yield* peer.write(`{"type":"durableAck","throughSeq":4}\n`)
+      // The host acks (a client can only ack what it was sent) while the first page is read.
+      yield* Effect.forkChild(queue.ackUpTo(4))
       yield* server.awaitAcked(4)
       // awaitAcked wakes once the watermark is written; the compaction follows it.
-      while ((yield* memory.list(`${keyPrefix("gated")}frame:`)).length > 8) yield* Effect.yieldNow
+      while ((yield* memory.list(`${keyPrefix("gated")}batch:`)).length > 8) yield* Effect.yieldNow
       yield* Deferred.succeed(held.release, undefined)
       yield* server.emit({ type: "item", item: 13 })
       const seqs: Array<number> = []
@@ -315,6 +317,8 @@ describe("IpcServer and IpcClient, property", () => {
         yield* Effect.addFinalizer(() => Effect.andThen(Scope.close(clientScope, Exit.void), Scope.close(serverScope, Exit.void)))
         const startServer = Effect.gen(function*() {
           const queue = yield* makeQueue(storage, { socketId: "prop" })
+          // A clean restart: the queue records its exact high-water mark, so seqs stay contiguous.
+          yield* Scope.addFinalizer(serverScope, queue.close)
           return yield* Scope.provide(IpcServer.make({ socketPath, queue, pageFrames: 3 }), serverScope)
         })
         const startClient = Effect.suspend(() =>
@@ -374,4 +378,233 @@ describe("IpcServer and IpcClient, property", () => {
       }).pipe(Effect.scoped),
     { timeout: 120_000, arbitrary: { runs: 40 } }
   )
+})
+
+describe("IpcServer durable stream, issue 11 and 13", () => {
+  it.live("an ack above the highest seq sent is refused for that connection, and later acks still count", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
+      yield* server.emitAll(items(1, 5))
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      const seqs: Array<number> = []
+      while (seqs.length < 5) seqs.push((yield* peer.nextReply).seq)
+      yield* peer.write(`{"type":"durableAck","throughSeq":999}\n`)
+      const refused = yield* peer.nextReply
+      assert.include(refused, { type: "error", kind: "AckAboveSent" })
+      assert.strictEqual(yield* server.queue.ackedSeq, 0)
+      // The refused ack is forgotten: a lower, valid ack still compacts.
+      yield* peer.write(`{"type":"durableAck","throughSeq":3}\n`)
+      yield* server.awaitAcked(3)
+      assert.deepStrictEqual((yield* server.queue.frameRange(0)).map((e) => e.seq), [4, 5])
+      yield* peer.write(`{"type":"durableAck","throughSeq":5}\n`)
+      yield* server.awaitAcked(5)
+    }))
+
+  it.live("a second durableResume takes the stream over: the first connection gets bye and is closed, and its acks compact nothing", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
+      yield* server.emitAll(items(1, 6))
+      const first = yield* rawPeer(socketPath)
+      yield* first.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      for (let i = 0; i < 6; i++) yield* first.nextReply
+      const second = yield* rawPeer(socketPath)
+      yield* second.write(`{"type":"durableResume","ackedThrough":2}\n`)
+      const replayed: Array<number> = []
+      while (replayed.length < 4) replayed.push((yield* second.nextReply).seq)
+      assert.deepStrictEqual(replayed, [3, 4, 5, 6])
+      assert.deepStrictEqual(yield* first.nextReply, { type: "bye", reason: "taken over by another durableResume" })
+      assert.strictEqual(yield* Effect.flip(first.next), "closed")
+      // A late ack of the first connection cannot compact what the second still needs.
+      yield* Effect.exit(first.write(`{"type":"durableAck","throughSeq":6}\n`))
+      assert.strictEqual(yield* server.queue.ackedSeq, 2)
+      yield* second.write(`{"type":"durableAck","throughSeq":6}\n`)
+      yield* server.awaitAcked(6)
+    }))
+
+  it.live("an unreadable record: earlier frames are delivered, an error frame names the key, the log warns, the producer hears of it, and later frames still flow", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const storage = yield* makeMemory
+      const queue = yield* makeQueue(storage, { socketId: "bad", cachedFrames: 0 })
+      const warnings: Array<string> = []
+      const logger = Logger.make<unknown, void>((options) => {
+        if (options.logLevel === "Warn") warnings.push(String(options.message))
+      })
+      const server = yield* IpcServer.make({ socketPath, queue }).pipe(
+        Effect.provideService(Logger.CurrentLoggers, new Set([logger]))
+      )
+      yield* server.emitAll(items(1, 2))
+      yield* server.emitAll(items(3, 2))
+      yield* server.emitAll(items(5, 2))
+      const damaged = batchKey("bad", 3, 4)
+      yield* storage.set(damaged, "torn")
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      const got: Array<any> = []
+      while (got.length < 5) got.push(yield* peer.nextReply)
+      assert.deepStrictEqual(got.map((f) => f.seq ?? f.type), [1, 2, "error", 5, 6])
+      assert.strictEqual(got[2].kind, "Corrupt")
+      assert.include(got[2].message, damaged)
+      assert.deepStrictEqual(got[2].error, { kind: "Corrupt", message: got[2].message })
+      // The producer learns of it: the next emit fails with the Corrupt error, once.
+      const error = yield* Effect.flip(server.emit({ type: "item", item: 7 }))
+      assert.strictEqual(error._tag, "StorageError")
+      if (error._tag === "StorageError") assert.strictEqual(error.reason._tag === "Corrupt" && error.reason.key, damaged)
+      const seq = yield* server.emit({ type: "item", item: 7 })
+      assert.strictEqual((yield* peer.nextReply).seq, seq)
+      assert.isTrue(warnings.some((warning) => warning.includes(damaged)), warnings.join("\n"))
+    }))
+
+  it.live("publish is pipelined: frames go on the wire once durable, in seq order, and flush reports completion", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
+      const client = yield* IpcClient.connect({ socketPath })
+      const seqs = yield* Effect.forEach(items(1, 3000), server.publish)
+      assert.deepStrictEqual(seqs, Array.from({ length: 3000 }, (_, i) => i + 1))
+      yield* server.flush
+      assert.strictEqual(yield* server.queue.headSeq, 3000)
+      const got = yield* client.frames.pipe(Stream.take(3000), Stream.runCollect)
+      assert.deepStrictEqual(got.map((d) => d.seq), seqs)
+      assert.deepStrictEqual(got.map(itemOf), seqs)
+    }))
+
+  it.live("a client that never reads and a producer that never stops: the producer is held at the window, so the server's memory stays bounded", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const window = { frames: 2_000, bytes: 1024 * 1024 }
+      const server = yield* IpcServer.make({ socketPath, window })
+      const payload = "p".repeat(200)
+      let produced = 0
+      yield* Effect.forkChild(Effect.forever(Effect.suspend(() => {
+        produced++
+        return server.publish({ type: "item", item: { n: produced, payload } })
+      })))
+      // A raw socket that subscribes durably and then never reads.
+      const stalled = NodeNet.connect(socketPath)
+      stalled.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      stalled.pause()
+      yield* Effect.addFinalizer(() => Effect.sync(() => stalled.destroy()))
+      while ((yield* server.queue.windowUsage).frames < window.frames) yield* Effect.sleep("5 millis")
+      const held = produced
+      yield* Effect.sleep("300 millis")
+      // Nothing more was admitted: the producer waits, and what the server holds is the window.
+      assert.isAtMost(produced, held + 1)
+      const usage = yield* server.queue.windowUsage
+      assert.isAtMost(usage.frames, window.frames)
+      assert.isAtMost(usage.bytes, window.bytes)
+    }))
+})
+
+describe("IpcServer and an unmodified noetic peer", () => {
+  it.live("hello carries taskId, role, runnerId and threadId; errors and ask-user prompts carry noetic's nested forms", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({
+        socketPath,
+        hello: { taskId: "t1", role: "worker", runnerId: "r1", threadId: "th1" }
+      })
+      const peer = yield* rawPeer(socketPath)
+      assert.include(yield* peer.next, { type: "hello", protocolVersion: 2, taskId: "t1", role: "worker", runnerId: "r1", threadId: "th1" })
+      yield* peer.write(`{"type":"subscribe"}\n{"type":"teleport"}\n`)
+      const error = yield* peer.nextReply
+      assert.deepStrictEqual(error.error, { kind: "UnknownFrameType", message: error.message })
+      yield* server.emit({ type: "askUserRequest", id: "q1", input: { question: "why?" }, createdAt: 1 })
+      assert.deepStrictEqual((yield* peer.nextReply).request, { id: "q1", input: { question: "why?" }, createdAt: 1 })
+    }))
+
+  it.live("frames in noetic's form from a noetic server are understood by the client", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const noeticServer = NodeNet.createServer((socket) => {
+        socket.write(`{"type":"hello","protocolVersion":2,"taskId":"t","role":"r","runnerId":"x","threadId":"y"}\n`)
+        socket.write(`{"type":"error","error":{"kind":"handler_error","message":"boom"}}\n`)
+        socket.write(`{"type":"durable","seq":1,"frame":{"type":"askUserRequest","request":{"id":"a","input":{"q":1},"createdAt":5}}}\n`)
+      })
+      yield* Effect.callback<void>((resume) => void noeticServer.listen(socketPath, () => resume(Effect.void)))
+      yield* Effect.addFinalizer(() => Effect.sync(() => noeticServer.close()))
+      const client = yield* IpcClient.connect({ socketPath })
+      assert.include(yield* client.connected, { taskId: "t", role: "r" })
+      assert.include((yield* client.take).frame, { type: "error", kind: "handler_error", message: "boom" })
+      const prompt = yield* client.take
+      assert.strictEqual(prompt.seq, 1)
+      assert.include(prompt.frame, { type: "askUserRequest", id: "a", createdAt: 5 })
+    }))
+})
+
+describe("IpcServer pipelined durability", () => {
+  it.live("a published frame reaches the wire only once its batch is durable; a failed batch reaches the producer and its seqs are never reissued", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const memory = yield* makeMemory
+      // A storage whose batch writes wait, once armed, until released, or fail.
+      let gate: Deferred.Deferred<void> | undefined
+      let failNext = false
+      const storage: StorageAdapterShape = {
+        ...memory,
+        set: (key, value) =>
+          Effect.suspend(() => {
+            if (!key.includes(":batch:")) return memory.set(key, value)
+            if (failNext) {
+              failNext = false
+              return Effect.fail(new StorageError({ operation: "set", reason: new Io({ key, message: "disk full", cause: undefined }) }))
+            }
+            const held = gate
+            return held === undefined ? memory.set(key, value) : Effect.andThen(Deferred.await(held), memory.set(key, value))
+          })
+      }
+      const queue = yield* makeQueue(storage, { socketId: "gated" })
+      const server = yield* IpcServer.make({ socketPath, queue })
+      const peer = yield* rawPeer(socketPath)
+      yield* peer.write(`{"type":"durableResume","ackedThrough":0}\n`)
+      yield* peer.write(`{"type":"getStatus"}\n`)
+      gate = yield* Deferred.make<void>()
+      const seqs = yield* server.publishAll(items(1, 3))
+      assert.deepStrictEqual(seqs, [1, 2, 3])
+      // Not durable, so not sent: the only thing a round trip brings back is the error for the ack.
+      yield* peer.write(`{"type":"durableAck","throughSeq":1}\n`)
+      assert.include(yield* peer.nextReply, { type: "error", kind: "AckAboveSent" })
+      assert.strictEqual(yield* server.queue.headSeq, 0)
+      yield* Deferred.succeed(gate, undefined)
+      gate = undefined
+      yield* server.flush
+      assert.deepStrictEqual([(yield* peer.nextReply).seq, (yield* peer.nextReply).seq, (yield* peer.nextReply).seq], [1, 2, 3])
+
+      failNext = true
+      const burnt = yield* server.publish({ type: "item", item: 4 })
+      const failure = yield* Effect.flip(server.flush)
+      assert.strictEqual(failure.reason._tag, "Io")
+      const next = yield* server.emit({ type: "item", item: 5 })
+      assert.isAbove(next, burnt)
+      const after = yield* peer.nextReply
+      assert.deepStrictEqual([after.seq, after.frame.item], [next, 5])
+    }))
+})
+
+describe("IpcServer retain untilSent", () => {
+  it.live("frames go once sent (at once with nobody streaming), so a producer without a durable consumer is never held at the window", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({
+        socketPath,
+        retain: "untilSent",
+        window: { frames: 10 },
+        onClientFrame: (frame, connection) =>
+          frame.type === "getStatus" ? Effect.ignore(connection.send({ type: "status", status: "ok" })) : Effect.void
+      })
+      // Nobody connected: 100 frames through a 10-frame window.
+      yield* Effect.forEach(items(1, 100), server.emit, { discard: true })
+      assert.isAtMost(yield* server.queue.size, 10)
+      const peer = yield* rawPeer(socketPath)
+      // Frames are handled in order, so the status reply means the subscription is live.
+      yield* peer.write(`{"type":"subscribe"}\n{"type":"getStatus"}\n`)
+      assert.deepStrictEqual(yield* peer.nextReply, { type: "status", status: "ok" })
+      yield* Effect.forEach(items(101, 50), server.emit, { discard: true })
+      const got: Array<number> = []
+      while (got.length < 50) got.push((yield* peer.nextReply).item)
+      assert.deepStrictEqual(got, Array.from({ length: 50 }, (_, i) => 101 + i))
+    }))
 })

@@ -4,7 +4,15 @@ import * as Fs from "node:fs"
 import * as NodeNet from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { createDurableOutboundQueue, createFileStorage, encodeFrame, NoeticError } from "../src/promise/index.ts"
+import {
+  AgentIpcClient,
+  AgentIpcServer,
+  createDurableOutboundQueue,
+  createFileStorage,
+  createLocalFsAdapter,
+  encodeFrame,
+  NoeticError
+} from "../src/promise/index.ts"
 import { socketPathFor } from "./ipcHelpers.ts"
 
 describe("promise facade: createDurableOutboundQueue", () => {
@@ -65,7 +73,7 @@ describe("promise facade: createDurableOutboundQueue", () => {
       // Reopened over the same storage: the unacked frames are still there, seqs carry on.
       const reopened = await createDurableOutboundQueue({ storage, socketPath })
       assert.deepStrictEqual((await reopened.frameRange(0)).map((e) => e.seq), [2, 3, 4])
-      assert.deepStrictEqual(await reopened.append("x"), { seq: 5 })
+      assert.deepStrictEqual(await reopened.append("x"), { seq: 5, frame: "x" })
     }))
 
   it("encodeFrame throws a NoeticError for a value JSON cannot hold", () => {
@@ -73,5 +81,161 @@ describe("promise facade: createDurableOutboundQueue", () => {
     cyclic.self = cyclic
     assert.throws(() => encodeFrame({ type: "item", item: cyclic }), NoeticError)
     assert.strictEqual(encodeFrame({ type: "getStatus" }), `{"type":"getStatus"}\n`)
+  })
+})
+
+describe("promise facade: the queue API noetic documents", () => {
+  it.live("append resolves { seq, frame }; clear keeps numbering; queueSize; synchronous getHeadSeq and getLastAckedSeq; bad seqs reject", () =>
+    Effect.promise(async () => {
+      const storage = createFileStorage({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-facade-q-")) })
+      await using queue = await createDurableOutboundQueue({ storage, socketPath: socketPathFor() })
+      assert.strictEqual(queue.getHeadSeq(), 0)
+      assert.deepStrictEqual(await queue.append("a"), { seq: 1, frame: "a" })
+      await queue.append("b")
+      await queue.append("c")
+      assert.strictEqual(queue.getHeadSeq(), 3)
+      assert.strictEqual(await queue.queueSize(), 3)
+      await queue.ackUpTo(1)
+      assert.strictEqual(queue.getLastAckedSeq(), 1)
+      assert.strictEqual(await queue.queueSize(), 2)
+      await queue.clear()
+      assert.strictEqual(await queue.queueSize(), 0)
+      assert.deepStrictEqual(await queue.frameRange(0), [])
+      assert.deepStrictEqual(await queue.append("d"), { seq: 4, frame: "d" })
+      for (const bad of [NaN, 1.5, -2]) {
+        await queue.frameRange(bad).then(
+          () => assert.fail(`frameRange(${bad}) resolved`),
+          (error) => {
+            assert.instanceOf(error, NoeticError)
+            assert.strictEqual(error.code, "INVALID_QUEUE_INPUT")
+          }
+        )
+      }
+    }))
+})
+
+describe("promise facade: AgentIpcServer and AgentIpcClient", () => {
+  const makeServer = (socketPath: string, storage: ReturnType<typeof createFileStorage> | undefined) => {
+    const history: Array<unknown> = [{ role: "user", text: "earlier" }]
+    const resolved: Array<[string, unknown]> = []
+    const items: Array<(value: unknown) => void> = []
+    const itemStream: AsyncIterable<unknown> = {
+      [Symbol.asyncIterator]: () => ({ next: () => new Promise((resolve) => items.push((value) => resolve({ value, done: false }))) })
+    }
+    const server = new AgentIpcServer({
+      harness: {
+        execute: async (text) => void history.push({ role: "user", text }),
+        getItemStream: () => itemStream,
+        getStatus: () => "idle",
+        abort: async () => undefined
+      },
+      chatHistoryStore: {
+        readChatHistory: async () => [...history],
+        appendChatItem: async (_taskId, item) => void history.push(item)
+      },
+      logger: async () => undefined,
+      taskId: "task-1",
+      role: "worker",
+      runnerId: "runner-1",
+      threadId: "thread-1",
+      socketPath,
+      askUserService: {
+        peek: () => null,
+        handleResolve: (id, output) => void resolved.push([id, output]),
+        handleCancel: () => undefined,
+        cancelAll: () => undefined
+      },
+      fs: createLocalFsAdapter(),
+      ...(storage === undefined ? {} : { storage })
+    })
+    const pushItem = (value: unknown) => {
+      const next = items.shift()
+      if (next !== undefined) next(value)
+    }
+    return { server, resolved, pushItem }
+  }
+
+  it.live("hello, history, send, status, a durable stream with acks and resume, ask-user prompts, close", () =>
+    Effect.promise(async () => {
+      const socketPath = socketPathFor()
+      const storage = createFileStorage({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-facade-srv-")) })
+      const { server, resolved } = makeServer(socketPath, storage)
+      await server.listen()
+      assert.isNotNull(server.getDurableQueue())
+      for (const n of [1, 2, 3]) await server.appendAndBroadcastDurable({ type: "item", item: n })
+      assert.strictEqual(await server.queueSize(), 3)
+
+      const client = new AgentIpcClient({ socketPath })
+      assert.deepStrictEqual(await client.connect(), {
+        protocolVersion: 2,
+        taskId: "task-1",
+        role: "worker",
+        runnerId: "runner-1",
+        threadId: "thread-1"
+      })
+      assert.deepStrictEqual(await client.getHistory(), [{ role: "user", text: "earlier" }])
+      await client.send({ messageId: "m1", text: "hello" })
+      assert.strictEqual(await client.getStatus(), "idle")
+      const streams = client.subscribe()
+      client.sendDurableResume(0)
+      const iterator = streams.items[Symbol.asyncIterator]()
+      const got: Array<unknown> = []
+      while (got.length < 3) got.push((await iterator.next()).value)
+      assert.deepStrictEqual(got, [1, 2, 3])
+      assert.strictEqual(client.getHighestDeliveredDurableSeq(), 3)
+      client.acknowledgeDurableFrames(2)
+      assert.strictEqual(client.getLastAckedDurableSeq(), 2)
+      while ((await server.queueSize()) !== 1) await new Promise((resolve) => setTimeout(resolve, 5))
+
+      server.broadcastAskUserRequest({ id: "q1", input: { question: "ok?" }, createdAt: 7 })
+      const prompts = streams.askUser[Symbol.asyncIterator]()
+      assert.deepStrictEqual((await prompts.next()).value, { kind: "pending", request: { id: "q1", input: { question: "ok?" }, createdAt: 7 } })
+      client.resolveAskUser("q1", { answer: "yes" })
+      while (resolved.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.deepStrictEqual(resolved, [["q1", { answer: "yes" }]])
+      client.close()
+      await server.close()
+      assert.isFalse(Fs.existsSync(socketPath))
+    }))
+
+  it.live("a client restarted with its persisted watermark gets each frame once", () =>
+    Effect.promise(async () => {
+      const socketPath = socketPathFor()
+      const storage = createFileStorage({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-facade-srv-")) })
+      const { server } = makeServer(socketPath, storage)
+      await server.listen()
+      for (const n of [1, 2, 3, 4]) await server.appendAndBroadcastDurable({ type: "item", item: n })
+      const first = new AgentIpcClient({ socketPath })
+      await first.connect()
+      const firstItems = first.subscribe().items[Symbol.asyncIterator]()
+      first.sendDurableResume(0)
+      assert.deepStrictEqual([(await firstItems.next()).value, (await firstItems.next()).value], [1, 2])
+      first.acknowledgeDurableFrames(2)
+      while ((await server.queueSize()) !== 2) await new Promise((resolve) => setTimeout(resolve, 5))
+      const watermark = first.getLastAckedDurableSeq()
+      first.close()
+
+      await using second = new AgentIpcClient({ socketPath })
+      await second.connect()
+      const items = second.subscribe().items[Symbol.asyncIterator]()
+      second.sendDurableResume(watermark)
+      await server.appendAndBroadcastDurable({ type: "item", item: 5 })
+      const got: Array<unknown> = []
+      while (got.length < 3) got.push((await items.next()).value)
+      assert.deepStrictEqual(got, [3, 4, 5])
+      await server.close()
+    }))
+
+  it("createLocalFsAdapter reads and writes the local disk", async () => {
+    const fs = createLocalFsAdapter()
+    const dir = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-fs-")), "a", "b")
+    await fs.mkdir(dir)
+    await fs.writeFile(Path.join(dir, "f.txt"), "one")
+    await fs.appendFile(Path.join(dir, "f.txt"), " two")
+    assert.strictEqual(await fs.readFileText(Path.join(dir, "f.txt")), "one two")
+    assert.isTrue((await fs.stat(dir)).isDirectory())
+    assert.deepStrictEqual(await fs.readdir(dir), ["f.txt"])
+    await fs.rm(dir, { recursive: true, force: true })
+    await fs.access(Path.dirname(dir))
   })
 })

@@ -13,7 +13,16 @@
  * @since 0.1.0
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import { Deferred, Effect, Exit, Latch, Option, Queue, Schedule, Schema, Semaphore, Stream } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Latch from "effect/Latch"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
 import * as Socket from "effect/socket/Socket"
 import * as NodePath from "node:path"
 import { Corrupt, StorageError } from "../Errors.ts"
@@ -21,7 +30,7 @@ import { makeLineSplitter } from "../internal/lineSplitter.ts"
 import { FrameTooLarge, IpcError, type IpcErrorReason, SocketClosed } from "../IpcError.ts"
 import {
   type ClientFrame,
-  decodeServerFrame,
+  decodeServerFrameSync,
   encodeFrame,
   type Hello,
   MaxFrameBytes,
@@ -94,6 +103,14 @@ export interface IpcClientOptions {
   readonly reconnect?: Schedule.Schedule<unknown, IpcError> | undefined
   /** How many delivered frames may wait for the application before reading pauses. Default 4096. */
   readonly bufferFrames?: number | undefined
+  /**
+   * Send the opening frame (`durableResume` or `subscribe`) on every connection.
+   * Default true; false leaves it to the application (`resume`, `send({ type: "subscribe" })`),
+   * as noetic's client does.
+   */
+  readonly autoOpen?: boolean | undefined
+  /** Make one connection only: when it ends, `frames` and `take` fail with `SocketClosed`. Default false. */
+  readonly once?: boolean | undefined
 }
 
 /** A connected (or reconnecting) client. */
@@ -108,12 +125,16 @@ export interface IpcClientShape {
   readonly send: (frame: Exclude<ClientFrame, { readonly type: "durableResume" | "durableAck" }>) => Effect.Effect<void, IpcError>
   /** Waits for a connection to be open and returns the server's `hello`. */
   readonly connected: Effect.Effect<Hello>
+  /** Like `connected`, but fails with `SocketClosed` once the client has given up (closed, or its one connection ended). */
+  readonly awaitConnected: Effect.Effect<Hello, IpcError>
   /** Drops the current connection; the client reconnects and resumes. */
   readonly disconnect: Effect.Effect<void>
   /** The highest durable seq delivered to the application. */
   readonly deliveredSeq: Effect.Effect<number>
   /** The acked watermark. */
   readonly ackedSeq: Effect.Effect<number>
+  /** Sends `durableResume` on the current connection, from `ackedThrough` (default: the highest seq delivered). */
+  readonly resume: (ackedThrough?: number) => Effect.Effect<void, IpcError>
 }
 
 const DEFAULT_BUFFER_FRAMES = 4096
@@ -129,6 +150,10 @@ interface Connection {
   readonly write: (line: string) => Effect.Effect<void, IpcError>
   readonly drop: Deferred.Deferred<void>
   hello: Hello | undefined
+  /** The highest durable seq this connection has carried (repeats included). */
+  received: number
+  /** The highest ack sent on this connection. */
+  ackSent: number
 }
 
 /** Connects a client in the current scope; it reconnects until the scope closes. */
@@ -159,7 +184,9 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
           Effect.mapError((cause) => fail(new SocketClosed({ message: causeMessage(cause), cause })))
         ),
       drop: Deferred.makeUnsafe<void>(),
-      hello: undefined
+      hello: undefined,
+      received: 0,
+      ackSent: acked
     }
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -168,8 +195,10 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
       })
     )
     current = connection
-    const opening: ClientFrame = durable ? { type: "durableResume", ackedThrough: acked } : { type: "subscribe" }
-    yield* connection.write(yield* Effect.orDie(encodeFrame(opening, maxFrameBytes)))
+    if (options.autoOpen ?? true) {
+      const opening: ClientFrame = durable ? { type: "durableResume", ackedThrough: acked } : { type: "subscribe" }
+      yield* connection.write(yield* Effect.orDie(encodeFrame(opening, maxFrameBytes)))
+    }
 
     const splitter = makeLineSplitter(maxFrameBytes)
     const readLoop = Effect.gen(function*() {
@@ -179,24 +208,30 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         if (Exit.isFailure(chunks)) return
         for (const chunk of chunks.value) {
           const { lines, tooLargeBytes } = splitter.push(chunk)
+          // Delivered a chunk at a time: one offer per chunk, not per frame.
+          const batch: Array<Delivery> = []
           for (const line of lines) {
-            const decoded = yield* Effect.result(decodeServerFrame(line))
+            const decoded = decodeServerFrameSync(line)
             if (decoded._tag === "Failure") {
               yield* Effect.logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
               continue
             }
             const frame = decoded.success
             if (frame.type === "durable") {
+              if (frame.seq > connection.received) connection.received = frame.seq
+              // An ack waiting for this connection to carry its seq can go now.
+              if (acked > connection.ackSent && connection.received >= acked) yield* sendAck(connection)
               if (frame.seq <= delivered) continue
               delivered = frame.seq
-              yield* Queue.offer(inbox, { seq: frame.seq, frame: frame.frame })
+              batch.push({ seq: frame.seq, frame: frame.frame })
             } else if (frame.type === "hello") {
               connection.hello = frame
               ready.openUnsafe()
             } else {
-              yield* Queue.offer(inbox, { seq: undefined, frame })
+              batch.push({ seq: undefined, frame })
             }
           }
+          if (batch.length > 0) yield* Queue.offerAll(inbox, batch)
           if (tooLargeBytes !== undefined) {
             // The server would send the same frame again on every resume: give up.
             return yield* fail(
@@ -214,13 +249,23 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
   }).pipe(Effect.scoped)
 
   const isRetryable = (error: IpcError) => error.reason._tag === "SocketClosed"
-  yield* session.pipe(
-    Effect.retry({ schedule: options.reconnect ?? defaultReconnect, while: isRetryable }),
-    Effect.forever,
-    Effect.catchCause((cause) => Queue.failCause(inbox, cause)),
+  const sessions = options.once === true
+    ? session.pipe(
+      Effect.andThen(Effect.fail(fail(new SocketClosed({ message: "the connection ended", cause: undefined }))))
+    )
+    : session.pipe(
+      Effect.retry({ schedule: options.reconnect ?? defaultReconnect, while: isRetryable }),
+      Effect.forever
+    )
+  yield* sessions.pipe(
+    Effect.catchCause((cause) => Effect.andThen(Effect.sync(() => shutUnsafe()), Queue.failCause(inbox, cause))),
     Effect.forkScoped
   )
   yield* Effect.addFinalizer(() => Effect.andThen(Deferred.succeed(shut, undefined), Queue.shutdown(inbox)))
+
+  function shutUnsafe() {
+    Deferred.doneUnsafe(shut, Exit.void)
+  }
 
   const connected: Effect.Effect<Hello> = ready.await.pipe(
     Effect.andThen(Effect.suspend(() =>
@@ -237,6 +282,20 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
       )
     )
 
+  /**
+   * Tells the server of the watermark, as far as this connection has carried it: the
+   * server refuses an ack above what it sent on the connection. Best effort: a lost
+   * ack is carried by a later ack or the next connection's durableResume.
+   */
+  function sendAck(connection: Connection): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const through = Math.min(acked, connection.received)
+      if (!(through > connection.ackSent)) return Effect.void
+      connection.ackSent = through
+      return Effect.ignore(connection.write(`{"type":"durableAck","throughSeq":${through}}\n`))
+    })
+  }
+
   const client: IpcClientShape = {
     frames: Stream.fromQueue(inbox),
     take: Queue.take(inbox),
@@ -247,10 +306,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         return watermark.save(target).pipe(
           Effect.andThen(Effect.suspend(() => {
             acked = target
-            // Best effort: a lost ack is carried by the next connection's durableResume.
-            return current === undefined
-              ? Effect.void
-              : Effect.ignore(current.write(`{"type":"durableAck","throughSeq":${target}}\n`))
+            return current === undefined ? Effect.void : sendAck(current)
           }))
         )
       })),
@@ -266,9 +322,19 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         )
       ),
     connected,
+    awaitConnected: whileOpen(connected),
     disconnect: Effect.suspend(() => (current === undefined ? Effect.void : Deferred.succeed(current.drop, undefined))),
     deliveredSeq: Effect.sync(() => delivered),
-    ackedSeq: Effect.sync(() => acked)
+    ackedSeq: Effect.sync(() => acked),
+    resume: (ackedThrough) =>
+      Effect.andThen(whileOpen(connected), Effect.suspend(() => {
+        if (current === undefined) {
+          return Effect.fail(fail(new SocketClosed({ message: "no connection to resume on", cause: undefined })))
+        }
+        const from = Math.max(0, Math.floor(ackedThrough ?? delivered))
+        current.ackSent = Math.max(current.ackSent, from)
+        return current.write(`{"type":"durableResume","ackedThrough":${from}}\n`)
+      }))
   }
   return client
 })

@@ -20,13 +20,22 @@
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Clock, Context, Deferred, Effect, Exit, Fiber, Latch, Layer, Option, Semaphore } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Latch from "effect/Latch"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Semaphore from "effect/Semaphore"
 import * as Socket from "effect/socket/Socket"
 import * as Fs from "node:fs/promises"
 import type * as Net from "node:net"
 import * as NodeNet from "node:net"
 import * as NodePath from "node:path"
-import type { StorageError } from "../Errors.ts"
+import { StorageError } from "../Errors.ts"
 import { makeLineSplitter } from "../internal/lineSplitter.ts"
 import { AddressInUse, FrameTooLarge, IpcError, type IpcErrorReason, ListenFailed, SocketClosed } from "../IpcError.ts"
 import {
@@ -34,8 +43,10 @@ import {
   decodeClientFrame,
   durableLine,
   encodeFrame,
+  encodeFrameText,
   MaxFrameBytes,
   PROTOCOL_VERSION,
+  toWireForm,
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
 import {
@@ -69,6 +80,31 @@ export interface IpcServerOptions<R = never> {
   readonly queue?: DurableOutboundQueueShape | undefined
   /** The limit on one frame line, both ways. Default: the `MaxFrameBytes` reference. */
   readonly maxFrameBytes?: number | undefined
+  /**
+   * The window of the default queue: frames (and bytes) emitted and not yet
+   * acknowledged, beyond which `publish` and `emit` wait. A queue passed as `queue`
+   * has its own. Defaults: the queue's (65,536 frames, 64 MiB).
+   */
+  readonly window?: { readonly frames?: number | undefined; readonly bytes?: number | undefined } | undefined
+  /**
+   * How long frames are kept. `"untilAcked"` (default): until the durable consumer
+   * acknowledges them, which is what makes delivery exactly-once across reconnects and
+   * restarts. `"untilSent"`: until every streaming connection has been sent them (at once
+   * when none streams), for a server that promises no durability (noetic's server
+   * without `storage`); its producer is then never held back by a client that is not there.
+   */
+  readonly retain?: "untilAcked" | "untilSent" | undefined
+  /**
+   * What `hello` tells a peer about the agent behind the socket. noetic's v1 client
+   * requires all four; defaults: `taskId` the socket file's name, `role` "agent",
+   * `runnerId` the process id, `threadId` "main".
+   */
+  readonly hello?: {
+    readonly taskId?: string | undefined
+    readonly role?: string | undefined
+    readonly runnerId?: string | undefined
+    readonly threadId?: string | undefined
+  } | undefined
   /** How many frames one replay page reads and writes at once. Default 512. */
   readonly pageFrames?: number | undefined
   /** Handles every client frame except `durableResume` and `durableAck`, in order per connection. */
@@ -80,10 +116,25 @@ export interface IpcServerShape {
   readonly socketPath: string
   /** The queue frames are emitted through. */
   readonly queue: DurableOutboundQueueShape
-  /** Appends a frame durably, delivers it live to streaming connections, and returns its seq. */
+  /**
+   * Appends a frame durably, delivers it live to streaming connections, and returns
+   * its seq once it is durable. Fails with a queue record's `Corrupt` error (once per
+   * record) when a delivery met an unreadable record since the last call; the frame is
+   * then not emitted.
+   */
   readonly emit: (frame: V1ServerFrame) => Effect.Effect<number, IpcError | StorageError>
-  /** Emits frames in order in one group commit; returns their seqs. */
+  /** Emits frames in order in one group commit; returns their seqs once durable. */
   readonly emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<ReadonlyArray<number>, IpcError | StorageError>
+  /**
+   * The pipelined emit: numbers the frame and hands it to the queue's writer without
+   * waiting for the disk, only for room in the window. It goes on the wire once its
+   * batch is durable. A write failure is reported by the next `publish`, `emit` or `flush`.
+   */
+  readonly publish: (frame: V1ServerFrame) => Effect.Effect<number, IpcError | StorageError>
+  /** Publishes frames in order; see `publish`. */
+  readonly publishAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<ReadonlyArray<number>, IpcError | StorageError>
+  /** Waits until every published frame is durable; fails with a write or record failure not yet reported. */
+  readonly flush: Effect.Effect<void, StorageError>
   /** Waits until a client has acknowledged every frame up to `seq`. */
   readonly awaitAcked: (seq: number) => Effect.Effect<void>
   /** How many connections are open. */
@@ -129,8 +180,51 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     // frames for repeats.
     : yield* makeQueue(yield* makeMemory, {
       socketId: socketPath,
-      startAfter: Number((yield* Clock.currentTimeNanos) / 1000n)
+      startAfter: Number((yield* Clock.currentTimeNanos) / 1000n),
+      windowFrames: options.window?.frames,
+      windowBytes: options.window?.bytes
     }).pipe(Effect.orDie)
+  const helloFrame: V1ServerFrame = {
+    type: "hello",
+    protocolVersion: PROTOCOL_VERSION,
+    capabilities: ["durable"],
+    maxFrameBytes,
+    taskId: options.hello?.taskId ?? NodePath.basename(socketPath),
+    role: options.hello?.role ?? "agent",
+    runnerId: options.hello?.runnerId ?? String(process.pid),
+    threadId: options.hello?.threadId ?? "main"
+  }
+  // Failures a producer has not been told of yet: a batch that could not be written,
+  // a record a delivery could not read.
+  const faults: Array<StorageError> = []
+  const reportedKeys = new Set<string>()
+  const reported = new WeakSet<StorageError>()
+  const reportFault = (error: StorageError) => {
+    if (reported.has(error)) return
+    reported.add(error)
+    if (error.reason._tag === "Corrupt") {
+      if (reportedKeys.has(error.reason.key)) return
+      reportedKeys.add(error.reason.key)
+    }
+    faults.push(error)
+  }
+  const takeFault: Effect.Effect<void, StorageError> = Effect.flatMap(queue.takeWriteFailures, (failures) => {
+    for (const error of failures) reportFault(error)
+    const fault = faults.shift()
+    return fault === undefined ? Effect.void : Effect.fail(fault)
+  })
+  // Under "untilSent", frames go once every streaming connection's cursor has passed them.
+  const cursors = new Map<number, () => number>()
+  const releaseSent: Effect.Effect<void> = options.retain === "untilSent"
+    ? Effect.flatMap(queue.headSeq, (head) => {
+      let target = head
+      for (const cursor of cursors.values()) target = Math.min(target, cursor())
+      return Effect.ignore(queue.ackUpTo(target))
+    })
+    : Effect.void
+  // The one durable consumer: the connection whose acks may compact the queue.
+  let consumer: { readonly id: number; readonly takeOver: Effect.Effect<void> } | undefined
+  const consumerLock = Semaphore.makeUnsafe(1)
   const onClientFrame = options.onClientFrame
   const services = yield* Effect.context<R>()
 
@@ -203,7 +297,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
         fail(new SocketClosed({ message: `connection ${id}: ${causeMessage(cause)}`, cause }))
       const writeLine = (line: string) => Effect.mapError(writer.write(line), closed)
       const send = (frame: V1ServerFrame) =>
-        encodeFrame(frame, maxFrameBytes).pipe(Effect.mapError(fail), Effect.flatMap(writeLine))
+        encodeFrame(toWireForm(frame), maxFrameBytes).pipe(Effect.mapError(fail), Effect.flatMap(writeLine))
       const connection: IpcConnection = { id, send }
 
       // A sender or acker failure ends the connection; the client resumes on a new one.
@@ -215,28 +309,36 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       const sendLock = Semaphore.makeUnsafe(1)
 
       const sendPage = Effect.gen(function*() {
-        const head = yield* queue.headSeq
-        const entries = yield* queue.frameRange(cursor + 1, { limit: pageFrames })
-        if (entries.length === 0) {
-          // The page was compacted while it was read: go on after the watermark, which
-          // may still be below the head (a page is not the whole range).
-          const acked = yield* queue.ackedSeq
-          // Otherwise nothing is stored in (cursor, head]: never landed.
-          cursor = acked > cursor ? acked : Math.max(cursor, head)
-          return
+        const read = yield* queue.readRange(cursor + 1, { limit: pageFrames }).pipe(
+          Effect.catchTag("InvalidQueueInput", Effect.die)
+        )
+        const entries = read.entries
+        if (entries.length > 0) {
+          const lines = entries.map((entry) => mode === "durable" ? durableLine(entry.seq, entry.frame) : entry.frame + "\n")
+          yield* Effect.mapError(writer.writeAll(lines as [string, ...Array<string>]), closed)
         }
-        const lines = entries.map((entry) => mode === "durable" ? durableLine(entry.seq, entry.frame) : entry.frame + "\n")
-        yield* Effect.mapError(writer.writeAll(lines as [string, ...Array<string>]), closed)
-        cursor = entries[entries.length - 1]!.seq
+        if (read.damage !== undefined) {
+          // An unreadable record: the frames before it went out; the client, the log and
+          // the producer hear of it, and delivery goes on after it.
+          const error = read.damage.error
+          yield* Effect.logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
+          reportFault(error)
+          yield* send({ type: "error", kind: error.reason._tag, message: error.message })
+        }
+        // Compacted while it was read, burnt by a failed write, or skipped: all covered.
+        const acked = yield* queue.ackedSeq
+        cursor = Math.max(read.through, acked, entries.length > 0 ? entries[entries.length - 1]!.seq : 0, cursor)
       })
       const senderLoop: Effect.Effect<never> = Effect.suspend(() => queue.awaitHeadAbove(cursor)).pipe(
         Effect.andThen(sendLock.withPermit(sendPage)),
+        Effect.andThen(releaseSent),
         Effect.forever,
         Effect.catchCause((cause) => Deferred.failCause(fatal, cause)),
         Effect.andThen(Effect.never)
       )
       const startStreaming = (next: "live" | "durable", from: Effect.Effect<number>) =>
         sendLock.withPermit(Effect.gen(function*() {
+          cursors.set(id, () => cursor)
           if (sender !== undefined) yield* Fiber.interrupt(sender)
           mode = next
           cursor = yield* from
@@ -245,10 +347,15 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
 
       let ackTarget = 0
       const ackWanted = Latch.makeUnsafe(false)
+      // Only the queue's consumer compacts it: a connection taken over acks nothing more.
+      const ackAsConsumer = (seq: number) =>
+        consumerLock.withPermit(Effect.suspend(() =>
+          consumer?.id === id ? Effect.asVoid(queue.ackUpTo(seq)) : Effect.void
+        )).pipe(Effect.catchTag("InvalidQueueInput", Effect.die))
       yield* Effect.gen(function*() {
         yield* ackWanted.await
         ackWanted.closeUnsafe()
-        yield* queue.ackUpTo(ackTarget)
+        yield* ackAsConsumer(ackTarget)
       }).pipe(
         Effect.forever,
         Effect.catchCause((cause) => Deferred.failCause(fatal, cause)),
@@ -258,17 +365,35 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       const handleFrame = (frame: ClientFrame): Effect.Effect<void, IpcError | StorageError> => {
         switch (frame.type) {
           case "durableResume":
-            // The watermark is an ack too: the client has durably handled what it names.
-            return queue.ackUpTo(frame.ackedThrough).pipe(
-              Effect.andThen(startStreaming("durable", queue.ackedSeq))
-            )
-          case "durableAck":
+            // One consumer per queue: a resume takes the queue over, and the previous
+            // consumer's connection is closed so its acks cannot compact frames this one
+            // still needs. The watermark is an ack too: the client has durably handled what it names.
+            return consumerLock.withPermit(Effect.gen(function*() {
+              const previous = consumer
+              consumer = { id, takeOver: Deferred.fail(fatal, fail(new SocketClosed({ message: `connection ${id}: taken over by another durableResume`, cause: undefined }))).pipe(Effect.asVoid) }
+              if (previous !== undefined && previous.id !== id) {
+                yield* Effect.logInfo(`IpcServer ${socketPath}: connection ${id} takes the durable stream over from connection ${previous.id}`)
+                yield* previous.takeOver
+              }
+              yield* queue.ackUpTo(frame.ackedThrough).pipe(Effect.catchTag("InvalidQueueInput", Effect.die))
+            })).pipe(Effect.andThen(startStreaming("durable", queue.ackedSeq)))
+          case "durableAck": {
+            // An ack of a seq this connection was never sent is refused, and forgotten:
+            // it must not raise the bar for the acks after it.
+            if (mode !== "durable" || frame.throughSeq > cursor) {
+              return send({
+                type: "error",
+                kind: "AckAboveSent",
+                message: `durableAck ${frame.throughSeq} is above the highest seq sent on this connection (${mode === "durable" ? cursor : "none"})`
+              })
+            }
             return Effect.sync(() => {
               if (frame.throughSeq > ackTarget) {
                 ackTarget = frame.throughSeq
                 ackWanted.openUnsafe()
               }
             })
+          }
           case "subscribe": {
             const start = mode === "idle" ? startStreaming("live", queue.headSeq) : Effect.void
             return Effect.andThen(start, dispatch(frame))
@@ -313,26 +438,83 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
         }
       })
 
-      yield* send({ type: "hello", protocolVersion: PROTOCOL_VERSION, capabilities: ["durable"], maxFrameBytes })
-      yield* Effect.raceFirst(readLoop, Deferred.await(fatal))
+      yield* Effect.addFinalizer(() =>
+        consumerLock.withPermit(Effect.sync(() => {
+          if (consumer?.id === id) consumer = undefined
+          cursors.delete(id)
+        }))
+      )
+      yield* send(helloFrame)
+      const ended = yield* Effect.exit(Effect.raceFirst(readLoop, Deferred.await(fatal)))
+      if (Exit.isFailure(ended)) {
+        const error = Option.getOrUndefined(Exit.findErrorOption(ended))
+        if (error !== undefined && error._tag === "IpcError" && error.reason._tag === "SocketClosed" && String(error.reason.message).includes("taken over")) {
+          yield* Effect.ignore(send({ type: "bye", reason: "taken over by another durableResume" }))
+        } else if (error !== undefined && error._tag === "StorageError") {
+          // Never a silent close: the client, the log and the producer hear why.
+          yield* Effect.logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
+          reportFault(error)
+          yield* Effect.ignore(send({ type: "error", kind: error.reason._tag, message: error.message }))
+        }
+        return yield* ended
+      }
     }).pipe(
       Effect.scoped,
       Effect.catchCause((cause) => Effect.logDebug("IpcServer: connection ended", cause))
     )
 
   yield* Effect.forkScoped(server.run(handle))
+  if (options.retain === "untilSent") {
+    // With no connection streaming, frames are released as they commit.
+    let seen = yield* queue.headSeq
+    yield* queue.awaitHeadAbove(seen).pipe(
+      Effect.tap((head) => Effect.sync(() => void (seen = head))),
+      Effect.andThen(releaseSent),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  }
 
-  const encodeForQueue = (frame: V1ServerFrame) =>
-    encodeFrame(frame, maxFrameBytes - ENVELOPE_BYTES).pipe(
-      Effect.mapError(fail),
-      Effect.map((line) => line.slice(0, -1))
+  /** The frames' JSON texts as the queue stores them, or the first one's failure. */
+  const encodeForQueue = (frames: ReadonlyArray<V1ServerFrame>): Effect.Effect<Array<string>, IpcError> =>
+    Effect.suspend(() => {
+      const texts: Array<string> = []
+      for (const frame of frames) {
+        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES)
+        if (typeof text !== "string") return Effect.fail(fail(text))
+        texts.push(text)
+      }
+      return Effect.succeed(texts)
+    })
+
+  // Batches are written in order: the last publish's durability implies every earlier one's
+  // (a failed batch is kept by the queue for `takeFault`).
+  let lastPublished: Effect.Effect<void, StorageError> = Effect.void
+  const publishAll = (frames: ReadonlyArray<V1ServerFrame>) =>
+    takeFault.pipe(
+      Effect.andThen(encodeForQueue(frames)),
+      Effect.flatMap(queue.offerAll),
+      Effect.map((offered) => {
+        lastPublished = offered.durable
+        return offered.seqs
+      })
+    )
+  const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
+    takeFault.pipe(
+      Effect.andThen(encodeForQueue(frames)),
+      Effect.flatMap(queue.appendAll),
+      // The caller hears of its own batch's failure here, not again at the next call.
+      Effect.tapError((error) => Effect.sync(() => void (error._tag === "StorageError" && reported.add(error))))
     )
 
   return IpcServer.of({
     socketPath,
     queue,
-    emit: (frame) => encodeForQueue(frame).pipe(Effect.flatMap(queue.append)),
-    emitAll: (frames) => Effect.forEach(frames, encodeForQueue).pipe(Effect.flatMap(queue.appendAll)),
+    emit: (frame) => Effect.map(emitAll([frame]), (seqs) => seqs[0]!),
+    emitAll,
+    publish: (frame) => Effect.map(publishAll([frame]), (seqs) => seqs[0]!),
+    publishAll,
+    flush: Effect.suspend(() => Effect.andThen(Effect.exit(lastPublished), takeFault)),
     awaitAcked: queue.awaitAcked,
     connectionCount: Effect.sync(() => open.size)
   })

@@ -317,7 +317,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           detached: true,
           stdio: ["ignore", log, log],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
-          env: { ...(options.env ?? process.env) }
+          // Node's compile cache under the root (a dot directory, which storage never
+          // lists), so repeated child starts reuse compiled code. A host's own setting wins.
+          env: { NODE_COMPILE_CACHE: NodePath.join(root, ".compile-cache"), ...(options.env ?? process.env) }
         })
         proc.once("spawn", () => resume(Effect.succeed(proc)))
         proc.once("error", (cause) => resume(Effect.fail(spawnFailed(handleId, `cannot start ${node}: ${cause.message}`, cause))))

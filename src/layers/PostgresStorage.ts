@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { PgClient } from "@effect/sql-pg"
+import type * as SqlPg from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
@@ -296,6 +296,9 @@ export const makeFromUrl = (
   options: PostgresStorageUrlOptions = {}
 ): Effect.Effect<StorageAdapterShape, StorageError, Scope.Scope> =>
   Effect.gen(function*() {
+    // The driver loads only when a pool is made: a process that never talks to
+    // Postgres (a child agent on file storage) never pays for it.
+    const { PgClient } = yield* Effect.promise((): Promise<typeof SqlPg> => import("@effect/sql-pg"))
     const client = yield* PgClient.make({
       url: Redacted.isRedacted(url) ? url : Redacted.make(url),
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })

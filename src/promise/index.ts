@@ -97,7 +97,28 @@ export {
   type SubprocessAdapter,
   type SubprocessHandle
 } from "./subprocess.ts"
-export { createDurableOutboundQueue, type DurableOutboundQueue, encodeFrame } from "./ipc.ts"
+export {
+  AgentIpcClient,
+  type AgentIpcClientOpts,
+  AgentIpcServer,
+  type AgentIpcServerOpts,
+  type AskUserPendingFrame,
+  type AskUserStreamEvent,
+  type ChatHistoryStore,
+  createDurableOutboundQueue,
+  type CreateDurableOutboundQueueOptions,
+  createLocalFsAdapter,
+  type DurableFrameEntry,
+  type DurableOutboundQueue,
+  encodeFrame,
+  type FsAdapter,
+  type FsStats,
+  type HelloInfo,
+  type IpcAskUserService,
+  type IpcHarness,
+  type TaskLogEntry,
+  type TaskLogger
+} from "./ipc.ts"
 export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use

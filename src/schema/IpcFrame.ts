@@ -7,7 +7,9 @@
  * @since 0.1.0
  */
 import { Buffer } from "node:buffer"
-import { Context, Effect, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { FrameTooLarge, MalformedFrame, Unencodable, UnknownFrameType } from "../IpcError.ts"
 
 /** The protocol version this module speaks. */
@@ -81,7 +83,12 @@ export const Hello = Schema.Struct({
   protocolVersion: Schema.Int,
   /** `"durable"` when the server keeps a durable outbound queue. */
   capabilities: Schema.optionalKey(Schema.Array(Schema.String)),
-  maxFrameBytes: Schema.optionalKey(Schema.Int)
+  maxFrameBytes: Schema.optionalKey(Schema.Int),
+  /** noetic's v1 hello names the agent behind the socket; its client requires all four. */
+  taskId: Schema.optionalKey(Schema.String),
+  role: Schema.optionalKey(Schema.String),
+  runnerId: Schema.optionalKey(Schema.String),
+  threadId: Schema.optionalKey(Schema.String)
 })
 /** The first frame on every connection. */
 export type Hello = typeof Hello.Type
@@ -96,16 +103,33 @@ export const Event = Schema.Struct({ type: Schema.Literal("event"), event: Schem
 export const Status = Schema.Struct({ type: Schema.Literal("status"), status: Schema.Unknown })
 /** A `send` was accepted. */
 export const Ack = Schema.Struct({ type: Schema.Literal("ack"), messageId: Schema.optionalKey(Schema.String) })
-/** The server refused a frame; `kind` is an `IpcError` reason tag or an application kind. */
-export const ErrorFrame = Schema.Struct({ type: Schema.Literal("error"), kind: Schema.String, message: Schema.String })
+/** noetic's form of an error's details: `error { error: { kind, message } }`. */
+const ErrorDetails = Schema.Struct({ kind: Schema.String, message: Schema.String })
+/**
+ * The server refused a frame; `kind` is an `IpcError` reason tag or an application kind.
+ * noetic's peers send and expect `{ error: { kind, message } }`: the decoders accept
+ * that form too, and `toWireForm` sends both.
+ */
+export const ErrorFrame = Schema.Struct({
+  type: Schema.Literal("error"),
+  kind: Schema.String,
+  message: Schema.String,
+  error: Schema.optionalKey(ErrorDetails)
+})
 /** The server is closing the connection on purpose. */
 export const Bye = Schema.Struct({ type: Schema.Literal("bye"), reason: Schema.optionalKey(Schema.String) })
-/** An ask-user prompt waits for an answer. */
+/** noetic's pending ask-user request: `askUserRequest { request: { id, input, createdAt } }`. */
+const AskUserPending = Schema.Struct({ id: Schema.String, input: Schema.Unknown, createdAt: Schema.Number })
+/**
+ * An ask-user prompt waits for an answer. noetic's peers carry it as `{ request }`:
+ * the decoders accept that form too, and `toWireForm` sends both.
+ */
 export const AskUserRequest = Schema.Struct({
   type: Schema.Literal("askUserRequest"),
   id: Schema.String,
   input: Schema.Unknown,
-  createdAt: Schema.Number
+  createdAt: Schema.Number,
+  request: Schema.optionalKey(AskUserPending)
 })
 /** An ask-user prompt is settled (answered, cancelled or timed out). */
 export const AskUserCleared = Schema.Struct({ type: Schema.Literal("askUserCleared"), id: Schema.String })
@@ -138,9 +162,49 @@ export type ServerFrame = typeof ServerFrame.Type
 
 const CLIENT_TYPES: ReadonlySet<string> = new Set(ClientFrame.members.map((member) => member.fields.type.literal))
 const SERVER_TYPES: ReadonlySet<string> = new Set([
-  ...V1ServerFrame.members.map((member) => member.fields.type.literal),
+  "hello",
+  "history",
+  "item",
+  "event",
+  "status",
+  "ack",
+  "error",
+  "bye",
+  "askUserRequest",
+  "askUserCleared",
   "durable"
 ])
+
+/**
+ * A frame in the form every peer understands: an `error` carries both `kind`/`message`
+ * and noetic's `error { kind, message }`; an `askUserRequest` both `id`/`input`/`createdAt`
+ * and noetic's `request`. Other frames are returned as they are.
+ */
+export const toWireForm = (frame: V1ServerFrame): V1ServerFrame => {
+  if (frame.type === "error") {
+    return { type: "error", kind: frame.kind, message: frame.message, error: { kind: frame.kind, message: frame.message } }
+  }
+  if (frame.type === "askUserRequest") {
+    const pending = { id: frame.id, input: frame.input, createdAt: frame.createdAt }
+    return { type: "askUserRequest", ...pending, request: pending }
+  }
+  return frame
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
+
+/** Fills the flat fields of a frame in noetic's nested form, so one schema reads both. */
+const fromNoeticForm = (json: unknown): unknown => {
+  if (!isObject(json)) return json
+  if (json.type === "error" && json.kind === undefined && isObject(json.error)) {
+    return { ...json, kind: json.error.kind, message: json.error.message }
+  }
+  if (json.type === "askUserRequest" && json.id === undefined && isObject(json.request)) {
+    return { ...json, id: json.request.id, input: json.request.input, createdAt: json.request.createdAt }
+  }
+  if (json.type === "durable") return { ...json, frame: fromNoeticForm(json.frame) }
+  return json
+}
 
 // ---------------------------------------------------------------------------
 // One line
@@ -166,6 +230,28 @@ export const encodeFrame = (
     return checkSize(text, maxFrameBytes).pipe(Effect.as(text + "\n"))
   })
 
+/**
+ * A frame's JSON text (without newline), synchronously: the text, or why it has none.
+ * The hot path of `publish`, where building an effect per frame would cost more than the JSON.
+ */
+export const encodeFrameText = (
+  frame: ServerFrame | ClientFrame,
+  maxFrameBytes: number = DEFAULT_MAX_FRAME_BYTES
+): string | FrameTooLarge | Unencodable => {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(frame)
+  } catch (cause) {
+    return new Unencodable({ message: cause instanceof Error ? cause.message : String(cause) })
+  }
+  if (text === undefined) return new Unencodable({ message: "the frame has no JSON form" })
+  if (text.length * 3 <= maxFrameBytes) return text
+  const bytes = Buffer.byteLength(text, "utf8")
+  return bytes <= maxFrameBytes
+    ? text
+    : new FrameTooLarge({ bytes, limit: maxFrameBytes, message: `a frame of ${bytes} bytes exceeds ${maxFrameBytes}` })
+}
+
 /** Fails with `FrameTooLarge` when `text` is longer than `maxFrameBytes` in UTF-8. */
 export const checkSize = (text: string, maxFrameBytes: number): Effect.Effect<void, FrameTooLarge> => {
   // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the count.
@@ -185,34 +271,59 @@ export const checkSize = (text: string, maxFrameBytes: number): Effect.Effect<vo
 export const durableLine = (seq: number, frameJson: string): string =>
   `{"type":"durable","seq":${seq},"frame":${frameJson}}\n`
 
-const parseJson = (line: string): Effect.Effect<unknown, MalformedFrame> =>
-  Effect.try({
-    try: () => JSON.parse(line) as unknown,
-    catch: (cause) =>
-      new MalformedFrame({
-        message: `not JSON: ${cause instanceof Error ? cause.message : String(cause)}`,
-        excerpt: excerpt(line)
-      })
-  })
-
-const makeDecoder = <A>(schema: Schema.Decoder<A>, known: ReadonlySet<string>) => {
-  const decode = Schema.decodeUnknownEffect(schema)
-  return (line: string): Effect.Effect<A, MalformedFrame | UnknownFrameType> =>
-    Effect.flatMap(parseJson(line), (json): Effect.Effect<A, MalformedFrame | UnknownFrameType> => {
-      const type = typeof json === "object" && json !== null && "type" in json ? json.type : undefined
-      if (typeof type === "string" && !known.has(type)) {
-        return Effect.fail(new UnknownFrameType({ frameType: type, message: `unknown frame type ${JSON.stringify(type)}` }))
-      }
-      return decode(json).pipe(
-        Effect.mapError((error) => new MalformedFrame({ message: error.message, excerpt: excerpt(line) }))
-      )
-    })
+/** One line decoded synchronously: the frame, or why it is not one. */
+export type Decoded<A> = { readonly _tag: "Success"; readonly success: A } | {
+  readonly _tag: "Failure"
+  readonly failure: MalformedFrame | UnknownFrameType
 }
 
+const makeDecoder = <A>(schema: Schema.Decoder<A>, known: ReadonlySet<string>) => {
+  // Synchronous: a line is decoded without building an effect, which matters at
+  // hundreds of thousands of frames a second.
+  const decode = Schema.decodeUnknownResult(schema)
+  return (line: string): Decoded<A> => {
+    let json: unknown
+    try {
+      json = JSON.parse(line)
+    } catch (cause) {
+      return {
+        _tag: "Failure",
+        failure: new MalformedFrame({
+          message: `not JSON: ${cause instanceof Error ? cause.message : String(cause)}`,
+          excerpt: excerpt(line)
+        })
+      }
+    }
+    const type = typeof json === "object" && json !== null && "type" in json ? json.type : undefined
+    if (typeof type === "string" && !known.has(type)) {
+      return {
+        _tag: "Failure",
+        failure: new UnknownFrameType({ frameType: type, message: `unknown frame type ${JSON.stringify(type)}` })
+      }
+    }
+    const result = decode(fromNoeticForm(json))
+    return result._tag === "Success"
+      ? { _tag: "Success", success: result.success }
+      : { _tag: "Failure", failure: new MalformedFrame({ message: result.failure.message, excerpt: excerpt(line) }) }
+  }
+}
+
+const asEffect = <A>(decoded: Decoded<A>): Effect.Effect<A, MalformedFrame | UnknownFrameType> =>
+  decoded._tag === "Success" ? Effect.succeed(decoded.success) : Effect.fail(decoded.failure)
+
+const decodeClientLine = makeDecoder(ClientFrame, CLIENT_TYPES)
+const decodeServerLine = makeDecoder(ServerFrame, SERVER_TYPES)
+
 /** Decodes one line (without its newline) sent by a client. */
-export const decodeClientFrame: (line: string) => Effect.Effect<ClientFrame, MalformedFrame | UnknownFrameType> =
-  makeDecoder(ClientFrame, CLIENT_TYPES)
+export const decodeClientFrame = (line: string): Effect.Effect<ClientFrame, MalformedFrame | UnknownFrameType> =>
+  Effect.suspend(() => asEffect(decodeClientLine(line)))
 
 /** Decodes one line (without its newline) sent by a server. */
-export const decodeServerFrame: (line: string) => Effect.Effect<ServerFrame, MalformedFrame | UnknownFrameType> =
-  makeDecoder(ServerFrame, SERVER_TYPES)
+export const decodeServerFrame = (line: string): Effect.Effect<ServerFrame, MalformedFrame | UnknownFrameType> =>
+  Effect.suspend(() => asEffect(decodeServerLine(line)))
+
+/** Decodes one line sent by a server, synchronously. */
+export const decodeServerFrameSync: (line: string) => Decoded<ServerFrame> = decodeServerLine
+
+/** Decodes one line sent by a client, synchronously. */
+export const decodeClientFrameSync: (line: string) => Decoded<ClientFrame> = decodeClientLine

@@ -3,22 +3,41 @@
  * number that is never issued twice, survives a crash, and stays until a client
  * acknowledges it. Written on any `StorageAdapter`.
  *
- * Layout: `durableOutboundQueue:<socketId>:meta` holds the acked watermark and
- * `durableOutboundQueue:<socketId>:frame:<seq>` (seq zero-padded to 16 digits) one
- * frame each. An append writes only its frame key; the head is the end of the
- * contiguous run of frames above the watermark, recomputed on open. So a crash
- * between a frame write and the meta write loses nothing, and repair on open deletes
- * frames at or below the watermark (an interrupted compaction) and frames after a
- * hole (an interrupted batch, none of whose appends had returned).
+ * Layout: frames are stored in batch records, one storage write per batch.
+ * `durableOutboundQueue:<socketId>:batch:<first>-<last>` (seqs zero-padded to 16
+ * digits) holds the frames `first..last`, written once and deleted once a client has
+ * acknowledged all of them. `durableOutboundQueue:<socketId>:meta` holds the acked
+ * watermark and a high-water mark: every seq up to it may have been issued. The
+ * high-water mark is written ahead of the batches in reservations of many seqs, so it
+ * costs one meta write per thousands of frames; a reopened queue numbers above both
+ * the mark and every record it finds, so a seq once issued is never issued again,
+ * whatever record is lost or damaged. A cleanly closed queue shrinks its reservation,
+ * so numbering carries on without a gap; after a crash it skips the unused part.
  *
- * Appends are group-committed: appends that arrive while a batch is being written
- * form the next batch, whose frames are written concurrently (sharing the file
- * backend's directory fsync). An append returns once every seq up to its own is
- * durable, which is what makes the hole rule above safe.
+ * Each batch record names the one written before it, so a record that goes missing
+ * between two others is reported (`Corrupt`, naming its key) by the read that crosses
+ * it, like a damaged one, while the frames around it stay readable.
+ *
+ * Appends are pipelined and group-committed: `offerAll` numbers frames and hands
+ * them to one writer fiber without waiting for the disk; frames offered while a batch
+ * is being written form the next batch. Readers only ever see committed frames (the
+ * head advances once a batch is durable, in seq order). A window bounds the frames
+ * (and bytes) that are unpersisted or unacknowledged: an offer beyond it waits for an
+ * ack, so a producer that outruns the disk or the client is held back.
+ *
+ * Legacy one-frame records (`:frame:<seq>`, the layout before batches) are read as
+ * one-frame batches.
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Exit, Layer, Option, Schema, Semaphore } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { getMany, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 
@@ -29,6 +48,39 @@ export interface QueueEntry {
   readonly frame: string
 }
 
+/** A seq, limit or frame handed to the queue is not what it accepts (NaN, a fraction, a negative). */
+export class InvalidQueueInput extends Schema.TaggedError<InvalidQueueInput>(
+  "noetic-effect/DurableOutboundQueue/InvalidQueueInput"
+)("InvalidQueueInput", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A range read that stopped short at an unreadable record. */
+export interface RangeDamage {
+  /** The `Corrupt` failure naming the damaged or missing record's key. */
+  readonly error: StorageError
+  /** The last seq the unreadable record covers: a reader goes on after it. */
+  readonly through: number
+}
+
+/** What {@link DurableOutboundQueueShape.readRange} read. */
+export interface RangeRead {
+  /** The frames read, in order (before the damage, when there is one). */
+  readonly entries: ReadonlyArray<QueueEntry>
+  /** The last seq the read covered: the next read starts after it. */
+  readonly through: number
+  /** An unreadable record that cut the read short. */
+  readonly damage: RangeDamage | undefined
+}
+
+/** Frames offered to the queue: their seqs, and an effect that waits until they are durable. */
+export interface Offered {
+  readonly seqs: ReadonlyArray<number>
+  /** Succeeds once every offered frame is durable; fails with the write's error if a batch could not be written. */
+  readonly durable: Effect.Effect<void, StorageError>
+}
+
 /** What a durable outbound queue offers. Seqs start at 1; 0 means "nothing". */
 export interface DurableOutboundQueueShape {
   /** The id its keys are written under. */
@@ -37,25 +89,47 @@ export interface DurableOutboundQueueShape {
   readonly append: (frame: string) => Effect.Effect<number, StorageError>
   /** Appends frames durably, in order, in one group commit; returns their seqs. */
   readonly appendAll: (frames: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<number>, StorageError>
-  /** The unacked frames with seq at least `fromSeq`, in order; at most `limit` of them when given. */
+  /**
+   * Numbers frames and hands them to the writer without waiting for the disk (waiting
+   * only for room in the window). They become readable once their batch is durable.
+   */
+  readonly offerAll: (frames: ReadonlyArray<string>) => Effect.Effect<Offered>
+  /**
+   * The unacked frames with seq at least `fromSeq`, in order; at most the seqs
+   * `fromSeq .. fromSeq + limit - 1` when a limit is given. Fails `Corrupt` (naming the
+   * key) when the range crosses an unreadable record.
+   */
   readonly frameRange: (
     fromSeq: number,
     options?: { readonly limit?: number | undefined }
-  ) => Effect.Effect<ReadonlyArray<QueueEntry>, StorageError>
+  ) => Effect.Effect<ReadonlyArray<QueueEntry>, StorageError | InvalidQueueInput>
+  /** Like `frameRange`, but hands back the frames before an unreadable record and where to go on. */
+  readonly readRange: (
+    fromSeq: number,
+    options?: { readonly limit?: number | undefined }
+  ) => Effect.Effect<RangeRead, StorageError | InvalidQueueInput>
   /**
    * Marks every frame up to `seq` as handled and compacts them. Clamped to the head;
    * an ack at or below the current watermark changes nothing. Returns the watermark.
    */
-  readonly ackUpTo: (seq: number) => Effect.Effect<number, StorageError>
+  readonly ackUpTo: (seq: number) => Effect.Effect<number, StorageError | InvalidQueueInput>
+  /** The write failures of offered batches since the last call (an `append` also fails with its own). */
+  readonly takeWriteFailures: Effect.Effect<ReadonlyArray<StorageError>>
+  /** Acks every durable frame (waiting for those in flight). Numbering carries on: no seq is reused. */
+  readonly clear: Effect.Effect<void, StorageError>
+  /** How many frames are stored and not yet acknowledged. */
+  readonly size: Effect.Effect<number>
   /** The seq of the last durable frame (0 when none was ever appended). */
   readonly headSeq: Effect.Effect<number>
   /** The acked watermark: every frame up to it has been handled. */
   readonly ackedSeq: Effect.Effect<number>
+  /** What the window holds now: frames (and their bytes) offered and not yet acknowledged. */
+  readonly windowUsage: Effect.Effect<{ readonly frames: number; readonly bytes: number }>
   /** Waits until the head passes `seq`, and returns the head. */
   readonly awaitHeadAbove: (seq: number) => Effect.Effect<number>
   /** Waits until the watermark reaches `seq`. */
   readonly awaitAcked: (seq: number) => Effect.Effect<void>
-  /** Waits for in-flight writes, then refuses further use (a use after close is a defect). */
+  /** Waits for in-flight writes, records the exact high-water mark, then refuses further use (a use after close is a defect). */
   readonly close: Effect.Effect<void>
 }
 
@@ -76,6 +150,15 @@ export interface DurableOutboundQueueOptions {
    * server) starts after a clock reading, so it numbers above everything it sent before.
    */
   readonly startAfter?: number | undefined
+  /**
+   * The window: at most this many frames offered and not yet acknowledged. An offer
+   * beyond it waits for an ack. Default 65,536.
+   */
+  readonly windowFrames?: number | undefined
+  /** The window in bytes (UTF-16 code units of the frames). Default 64 MiB. */
+  readonly windowBytes?: number | undefined
+  /** The most frames one batch record holds. Default 4096. */
+  readonly batchFrames?: number | undefined
 }
 
 /** The key prefix every key of the queue `socketId` starts with. */
@@ -84,31 +167,81 @@ export const keyPrefix = (socketId: string): string => `durableOutboundQueue:${e
 /** The key of the queue's meta record. */
 export const metaKey = (socketId: string): string => `${keyPrefix(socketId)}meta`
 
-/** The key of the frame `seq`. */
-export const frameKey = (socketId: string, seq: number): string =>
-  `${keyPrefix(socketId)}frame:${String(seq).padStart(SEQ_DIGITS, "0")}`
+const pad = (seq: number) => String(seq).padStart(SEQ_DIGITS, "0")
+
+/** The key of the batch record holding the frames `first..last`. */
+export const batchKey = (socketId: string, first: number, last: number): string =>
+  `${keyPrefix(socketId)}batch:${pad(first)}-${pad(last)}`
+
+/** The key of a legacy one-frame record (the layout before batch records). */
+export const frameKey = (socketId: string, seq: number): string => `${keyPrefix(socketId)}frame:${pad(seq)}`
 
 const SEQ_DIGITS = 16
 const DEFAULT_CACHED_FRAMES = 1024
-const WRITE_CONCURRENCY = 64
-const READ_CHUNK = 2048
+const DEFAULT_WINDOW_FRAMES = 65_536
+const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
+const DEFAULT_BATCH_FRAMES = 4096
+/** How many seqs one high-water mark write reserves ahead, at least. */
+const RESERVE_SEQS = 65_536
+const DELETE_CONCURRENCY = 64
+/** How many decoded batch records a queue keeps for the next read. */
+const DECODED_RECORDS = 4
+/** How many batch records one multi-key read fetches. */
+const READ_RECORDS = 64
 
-/** The persisted meta record. */
-const Meta = Schema.Struct({ version: Schema.Literal(1), acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) })
+/** The persisted meta record; version 1 (no high-water mark) is read as `high = acked`. */
+const Meta = Schema.Union([
+  Schema.Struct({ version: Schema.Literal(1), acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }),
+  Schema.Struct({
+    version: Schema.Literal(2),
+    acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+    high: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+  })
+])
 
-/** The persisted frame record. */
+/** A batch record: its frames, and the range of the batch written before it (none for the first). */
+const BatchRecord = Schema.Struct({
+  version: Schema.Literal(2),
+  first: Schema.Int,
+  frames: Schema.Array(Schema.String),
+  prev: Schema.NullOr(Schema.Tuple([Schema.Int, Schema.Int]))
+})
+
+/** A legacy one-frame record. */
 const FrameRecord = Schema.Struct({ version: Schema.Literal(1), frame: Schema.String })
 
 const decodeMeta = Schema.decodeUnknownEffect(Meta)
+const decodeBatch = Schema.decodeUnknownEffect(BatchRecord)
 const decodeFrameRecord = Schema.decodeUnknownEffect(FrameRecord)
 
 const corrupt = (operation: string, key: string, message: string) =>
   new StorageError({ operation, reason: new Corrupt({ key, message }) })
 
-interface Batch {
-  readonly frames: Array<string>
-  readonly done: Deferred.Deferred<number, StorageError>
+/** One stored record, as the in-memory index knows it. */
+interface IndexEntry {
+  readonly first: number
+  readonly last: number
+  readonly key: string
+  readonly legacy: boolean
+  /** The frames' size, for the window (0 for records found on open). */
+  readonly bytes: number
 }
+
+/** A record read and checked: its frames and the range of the record written before it. */
+interface DecodedRecord {
+  readonly frames: ReadonlyArray<string>
+  readonly prev: readonly [number, number] | null
+}
+
+/** Frames numbered and waiting for the writer. */
+interface PendingBatch {
+  readonly first: number
+  readonly frames: Array<string>
+  bytes: number
+  readonly done: Deferred.Deferred<void, StorageError>
+}
+
+const isSeq = (n: number) => Number.isSafeInteger(n) && n >= 0
 
 /** Opens the queue `socketId` on `storage`, repairing what a crash left behind. */
 export const makeWith = Effect.fnUntraced(function*(
@@ -117,51 +250,92 @@ export const makeWith = Effect.fnUntraced(function*(
 ) {
   const { socketId } = options
   const cachedFrames = Math.max(0, options.cachedFrames ?? DEFAULT_CACHED_FRAMES)
+  const windowFrames = Math.max(1, options.windowFrames ?? DEFAULT_WINDOW_FRAMES)
+  const windowBytes = Math.max(1, options.windowBytes ?? DEFAULT_WINDOW_BYTES)
+  const batchFrames = Math.max(1, options.batchFrames ?? DEFAULT_BATCH_FRAMES)
   const meta = metaKey(socketId)
-  const framePrefix = `${keyPrefix(socketId)}frame:`
-  const keyOf = (seq: number) => frameKey(socketId, seq)
+  const prefix = keyPrefix(socketId)
+  const batchPrefix = `${prefix}batch:`
+  const framePrefix = `${prefix}frame:`
 
   const storedMeta = yield* storage.get(meta)
   let acked = 0
+  let high = 0
   if (Option.isSome(storedMeta)) {
-    acked = (yield* decodeMeta(storedMeta.value).pipe(
+    const decoded = yield* decodeMeta(storedMeta.value).pipe(
       Effect.mapError((error) => corrupt("open", meta, `not a queue meta record: ${error.message}`))
-    )).acked
+    )
+    acked = decoded.acked
+    high = decoded.version === 2 ? Math.max(decoded.high, decoded.acked) : decoded.acked
   }
 
-  // Repair: the head is the end of the contiguous run above the watermark.
-  const seqs: Array<number> = []
+  // The index: every record above the watermark, by seq. Keys name their range, so
+  // opening lists keys and reads no record.
+  const found: Array<IndexEntry> = []
+  for (const key of yield* storage.list(batchPrefix)) {
+    const match = /^(\d{16})-(\d{16})$/.exec(key.slice(batchPrefix.length))
+    if (match === null) continue
+    const first = Number(match[1])
+    const last = Number(match[2])
+    if (first >= 1 && last >= first) found.push({ first, last, key, legacy: false, bytes: 0 })
+  }
   for (const key of yield* storage.list(framePrefix)) {
     const seq = Number(key.slice(framePrefix.length))
-    if (Number.isSafeInteger(seq) && seq > 0) seqs.push(seq)
+    if (Number.isSafeInteger(seq) && seq > 0) found.push({ first: seq, last: seq, key, legacy: true, bytes: 0 })
   }
-  seqs.sort((a, b) => a - b)
-  // Only a queue storage knows nothing of starts after `startAfter`: frames without a
-  // meta record (a crash before the first ack) keep their own numbers.
-  if (Option.isNone(storedMeta) && seqs.length === 0) acked = Math.max(0, Math.floor(options.startAfter ?? 0))
-  let head = acked
-  const debris: Array<number> = []
-  for (const seq of seqs) {
-    if (seq <= acked) debris.push(seq)
-    else if (seq === head + 1) head = seq
-    else debris.push(seq)
+  found.sort((a, b) => a.first - b.first)
+  // Only a queue storage knows nothing of starts after `startAfter`.
+  if (Option.isNone(storedMeta) && found.length === 0) {
+    acked = Math.max(0, Math.floor(options.startAfter ?? 0))
+    high = acked
   }
-  yield* Effect.forEach(debris, (seq) => storage.delete(keyOf(seq)), { concurrency: WRITE_CONCURRENCY, discard: true })
+  // Records wholly at or below the watermark are an interrupted compaction's leftovers.
+  const debris = found.filter((entry) => entry.last <= acked)
+  const index: Array<IndexEntry> = found.filter((entry) => entry.last > acked)
+  yield* Effect.forEach(debris, (entry) => storage.delete(entry.key), { concurrency: DELETE_CONCURRENCY, discard: true })
 
-  let committed = head
+  const recordsHead = index.length === 0 ? 0 : index[index.length - 1]!.last
+  // Numbering goes on above everything that may have been issued.
+  let committed = Math.max(acked, high, recordsHead)
+  let assigned = committed
   let closed = false
-  // Committed frames above the watermark, newest last; holds seqs [cacheLow, committed].
+  // The last record written (or found), which the next batch names as its predecessor.
+  let previous: readonly [number, number] | null = index.length === 0
+    ? null
+    : [index[index.length - 1]!.first, index[index.length - 1]!.last]
+
+  // Committed frames above the watermark, newest last; holds the stored seqs of [cacheLow, committed].
   const cache = new Map<number, string>()
   let cacheLow = committed + 1
   let headSignal = Deferred.makeUnsafe<void>()
   let ackSignal = Deferred.makeUnsafe<void>()
+  // Woken whenever the window shrinks (an ack, a failed batch).
+  let roomSignal = Deferred.makeUnsafe<void>()
 
-  const writeLock = Semaphore.makeUnsafe(1)
+  // The window: frames and bytes numbered and not yet acknowledged.
+  let windowUsedFrames = 0
+  let windowUsedBytes = 0
+  for (const entry of index) windowUsedFrames += entry.last - Math.max(entry.first, acked + 1) + 1
+
+  const pending: Array<PendingBatch> = []
+  let writeFailures: Array<StorageError> = []
+  let writing = false
+  let idle = Deferred.makeUnsafe<void>()
+  Deferred.doneUnsafe(idle, Exit.void)
+  const metaLock = Semaphore.makeUnsafe(1)
   const ackLock = Semaphore.makeUnsafe(1)
-  let openBatch: Batch | undefined
 
   const useAfterClose = (operation: string): Effect.Effect<never> =>
     Effect.die(new Error(`DurableOutboundQueue ${socketId}: ${operation} after close`))
+
+  const wake = (signal: Deferred.Deferred<void>) => Deferred.doneUnsafe(signal, Exit.void)
+
+  /** Writes the meta record with the current watermark and at least `nextHigh`. */
+  const writeMeta = (nextAcked: number, nextHigh: number) =>
+    metaLock.withPermit(Effect.suspend(() => {
+      const record = { version: 2, acked: Math.max(acked, nextAcked), high: Math.max(nextHigh, nextAcked) }
+      return Effect.as(storage.set(meta, record), record)
+    }))
 
   const remember = (first: number, frames: ReadonlyArray<string>) => {
     if (cachedFrames === 0) {
@@ -169,138 +343,311 @@ export const makeWith = Effect.fnUntraced(function*(
       cacheLow = first + frames.length
       return
     }
+    if (cache.size === 0) cacheLow = first
     for (let i = 0; i < frames.length; i++) cache.set(first + i, frames[i]!)
-    while (cache.size > cachedFrames) cache.delete(cacheLow++)
+    while (cache.size > cachedFrames) {
+      cache.delete(cacheLow)
+      cacheLow++
+    }
   }
 
-  const writeBatch = (frames: ReadonlyArray<string>): Effect.Effect<number, StorageError> =>
-    Effect.suspend(() => {
-      if (closed) return useAfterClose("append")
-      const first = committed + 1
-      return Effect.forEach(
-        frames,
-        (frame, i) => storage.set(keyOf(first + i), { version: 1, frame }),
-        { concurrency: WRITE_CONCURRENCY, discard: true }
-      ).pipe(
-        Effect.tapError(() =>
-          // The next batch reuses these never-issued seqs; removing what landed keeps a
-          // failed append from being delivered after a restart.
-          Effect.forEach(frames, (_, i) => Effect.ignore(storage.delete(keyOf(first + i))), {
-            concurrency: WRITE_CONCURRENCY,
-            discard: true
-          })
-        ),
-        Effect.map(() => {
-          remember(first, frames)
-          committed = first + frames.length - 1
+  /** Writes one batch: the high-water mark first when the batch goes past it, then the record. */
+  const writeBatch = (batch: PendingBatch): Effect.Effect<void, StorageError> => {
+    const last = batch.first + batch.frames.length - 1
+    const key = batchKey(socketId, batch.first, last)
+    const record = { version: 2, first: batch.first, frames: batch.frames, prev: previous }
+    const reserve = last > high
+      ? Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
+        high = written.high
+      })
+      : Effect.void
+    return reserve.pipe(
+      Effect.andThen(storage.set(key, record)),
+      Effect.tapError(() =>
+        // These seqs are burnt (the high-water mark covers them); removing what may have
+        // landed keeps a failed append from being delivered after a restart.
+        Effect.ignore(storage.delete(key))
+      ),
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          if (Exit.isSuccess(exit)) {
+            index.push({ first: batch.first, last, key, legacy: false, bytes: batch.bytes })
+            previous = [batch.first, last]
+            remember(batch.first, batch.frames)
+          } else {
+            // A burnt batch leaves the window at once: nothing will ever ack it.
+            windowUsedFrames -= batch.frames.length
+            windowUsedBytes -= batch.bytes
+            const room = roomSignal
+            roomSignal = Deferred.makeUnsafe<void>()
+            wake(room)
+            if (cachedFrames > 0 && cache.size === 0) cacheLow = last + 1
+            else if (cachedFrames === 0) cacheLow = last + 1
+          }
+          committed = last
           const signal = headSignal
           headSignal = Deferred.makeUnsafe<void>()
-          Deferred.doneUnsafe(signal, Exit.void)
-          return first
+          wake(signal)
         })
       )
-    })
+    )
+  }
 
-  const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    // Uninterruptible from the moment a leader opens a batch until it is written: an
-    // interrupt in between would leave the batch open forever, and every later append
-    // would join it and wait for a write that never comes.
+  /** The one writer: drains pending batches in order, each written once. */
+  const writer: Effect.Effect<void> = Effect.suspend(() => {
+    const batch = pending.shift()
+    if (batch === undefined) {
+      writing = false
+      wake(idle)
+      return Effect.void
+    }
+    return writeBatch(batch).pipe(
+      Effect.exit,
+      Effect.tap((exit) =>
+        Effect.sync(() => {
+          if (Exit.isFailure(exit)) {
+            const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+            if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
+          }
+        })
+      ),
+      Effect.flatMap((exit) => Deferred.done(batch.done, exit)),
+      // Let offers made meanwhile join the next batch even on a storage that never yields.
+      Effect.andThen(Effect.yieldNow),
+      Effect.andThen(writer)
+    )
+  })
+
+  const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
+
+  /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
+  const enqueue = (frames: ReadonlyArray<string>): { readonly offered: Offered; readonly startWriter: boolean } => {
+    const seqs: Array<number> = []
+    const touched: Array<PendingBatch> = []
+    for (const frame of frames) {
+      let batch = pending[pending.length - 1]
+      if (batch === undefined || batch.frames.length >= batchFrames) {
+        batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
+        pending.push(batch)
+      }
+      if (touched[touched.length - 1] !== batch) touched.push(batch)
+      batch.frames.push(frame)
+      batch.bytes += frame.length
+      assigned++
+      seqs.push(assigned)
+      windowUsedFrames++
+      windowUsedBytes += frame.length
+    }
+    const startWriter = !writing && pending.length > 0
+    if (startWriter) {
+      writing = true
+      idle = Deferred.makeUnsafe<void>()
+    }
+    return {
+      offered: { seqs, durable: Effect.forEach(touched, (batch) => Deferred.await(batch.done), { discard: true }) },
+      startWriter
+    }
+  }
+
+  const offerAll = (frames: ReadonlyArray<string>): Effect.Effect<Offered> =>
+    // Uninterruptible from numbering to starting the writer: an interrupt in between
+    // would leave numbered frames that no writer ever writes. Only the wait for room
+    // can be interrupted.
     Effect.uninterruptibleMask((restore) =>
-      Effect.suspend(() => {
-        if (frames.length === 0) return Effect.succeed([])
+      Effect.suspend((): Effect.Effect<Offered> => {
         if (closed) return useAfterClose("append")
-        let batch = openBatch
-        const leader = batch === undefined
-        if (batch === undefined) {
-          batch = { frames: [], done: Deferred.makeUnsafe<number, StorageError>() }
-          openBatch = batch
-        }
-        const index = batch.frames.length
-        for (const frame of frames) batch.frames.push(frame)
-        const mine = batch
-        const result = restore(Effect.map(Deferred.await(mine.done), (first) => frames.map((_, i) => first + index + i)))
-        if (!leader) return result
-        return writeLock.withPermit(
-          Effect.suspend(() => {
-            if (openBatch === mine) openBatch = undefined
-            return Effect.exit(writeBatch(mine.frames))
-          })
-        ).pipe(
-          Effect.flatMap((exit) => Deferred.done(mine.done, exit)),
-          Effect.andThen(result)
-        )
+        if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
+        const bytes = sizeOf(frames)
+        // An empty window takes any offer, so one offer larger than the window still goes.
+        const fits = windowUsedFrames === 0 ||
+          (windowUsedFrames + frames.length <= windowFrames && windowUsedBytes + bytes <= windowBytes)
+        if (!fits) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
+        const { offered, startWriter } = enqueue(frames)
+        // The writer outlives the offering fiber: it drains every pending batch.
+        return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
       })
     )
 
+  const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
+    Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
+
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
+  /** The index position of the first record whose range ends at or after `seq`. */
+  const indexFrom = (seq: number) => {
+    let low = 0
+    let highIndex = index.length
+    while (low < highIndex) {
+      const mid = (low + highIndex) >> 1
+      if (index[mid]!.last < seq) low = mid + 1
+      else highIndex = mid
+    }
+    return low
+  }
+
+  // The last few records read, decoded: records are written once, and a replay reads a
+  // large record page by page, which would otherwise parse it once per page.
+  const decodedRecords = new Map<string, DecodedRecord>()
+  const rememberDecoded = (key: string, record: DecodedRecord) => {
+    decodedRecords.set(key, record)
+    if (decodedRecords.size > DECODED_RECORDS) decodedRecords.delete(decodedRecords.keys().next().value!)
+  }
+  const pushFrames = (entries: Array<QueueEntry>, first: number, frames: ReadonlyArray<string>, from: number, to: number) => {
+    for (let seq = Math.max(first, from, acked + 1); seq <= to && seq - first < frames.length; seq++) {
+      entries.push({ seq, frame: frames[seq - first]! })
+    }
+  }
+
+  /** Reads the stored frames of `[from, to]`, stopping at the first unreadable record. */
   const readStored = Effect.fnUntraced(function*(from: number, to: number) {
     const entries: Array<QueueEntry> = []
-    for (let start = from; start <= to; start += READ_CHUNK) {
-      const end = Math.min(to, start + READ_CHUNK - 1)
-      const keys: Array<string> = []
-      for (let seq = start; seq <= end; seq++) keys.push(keyOf(seq))
-      const found = yield* getMany(storage, keys)
-      for (let seq = start; seq <= end; seq++) {
-        const key = keys[seq - start]!
-        if (!found.has(key)) continue
-        const record = yield* decodeFrameRecord(found.get(key)).pipe(
-          Effect.mapError((error) => corrupt("frameRange", key, `not a queue frame record: ${error.message}`))
-        )
-        entries.push({ seq, frame: record.frame })
+    const records: Array<IndexEntry> = []
+    for (let i = indexFrom(from); i < index.length && index[i]!.first <= to; i++) records.push(index[i]!)
+    for (let start = 0; start < records.length; start += READ_RECORDS) {
+      const chunk = records.slice(start, start + READ_RECORDS)
+      const values = yield* getMany(storage, chunk.filter((record) => !decodedRecords.has(record.key)).map((record) => record.key))
+      for (const record of chunk) {
+        const damage = (message: string, key = record.key, through = record.last): RangeDamage => ({
+          error: corrupt("frameRange", key, message),
+          through: Math.min(through, to)
+        })
+        let decodedRecord = decodedRecords.get(record.key)
+        if (decodedRecord === undefined) {
+          if (!values.has(record.key)) {
+            // Compacted while it was read: nothing in it is wanted any more.
+            if (record.last <= acked) continue
+            return { entries, damage: damage("the batch record is missing") }
+          }
+          const value = values.get(record.key)
+          if (record.legacy) {
+            const decoded = yield* Effect.result(decodeFrameRecord(value))
+            if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue frame record: ${decoded.failure.message}`) }
+            decodedRecord = { frames: [decoded.success.frame], prev: null }
+          } else {
+            const decoded = yield* Effect.result(decodeBatch(value))
+            if (decoded._tag === "Failure") return { entries, damage: damage(`not a queue batch record: ${decoded.failure.message}`) }
+            const batch = decoded.success
+            if (batch.first !== record.first || batch.frames.length !== record.last - record.first + 1) {
+              return { entries, damage: damage(`the record holds seqs from ${batch.first}, ${batch.frames.length} frames`) }
+            }
+            decodedRecord = { frames: batch.frames, prev: batch.prev }
+          }
+          rememberDecoded(record.key, decodedRecord)
+        }
+        // The record written before this one must still be here unless it was acked.
+        const prev = decodedRecord.prev
+        if (prev !== null && prev[1] > acked && prev[1] >= from) {
+          const before = index[indexFrom(prev[1])]
+          if (before === undefined || before.first !== prev[0] || before.last !== prev[1]) {
+            return { entries, damage: damage("the batch record is missing", batchKey(socketId, prev[0], prev[1]), prev[1]) }
+          }
+        }
+        pushFrames(entries, record.first, decodedRecord.frames, from, to)
       }
     }
-    return entries
+    return { entries, damage: undefined }
   })
 
-  const frameRange: DurableOutboundQueueShape["frameRange"] = (fromSeq, rangeOptions) =>
-    Effect.suspend(() => {
-      if (closed) return useAfterClose("frameRange")
-      const from = Math.max(Math.floor(fromSeq), acked + 1)
-      const limit = rangeOptions?.limit ?? Infinity
-      const to = limit === Infinity ? committed : Math.min(committed, from + Math.max(0, Math.floor(limit)) - 1)
-      if (from > to) return Effect.succeed([])
-      const fromCache = (start: number): Array<QueueEntry> => {
-        const entries: Array<QueueEntry> = []
-        for (let seq = start; seq <= to; seq++) {
-          const frame = cache.get(seq)
-          if (frame !== undefined) entries.push({ seq, frame })
+  const validateRange = (operation: string, fromSeq: number, limit: number | undefined) => {
+    if (!isSeq(fromSeq)) {
+      return Effect.fail(new InvalidQueueInput({ operation, message: `fromSeq must be a non-negative integer, got ${fromSeq}` }))
+    }
+    if (limit !== undefined && !(Number.isSafeInteger(limit) && limit >= 1) && limit !== Infinity) {
+      return Effect.fail(new InvalidQueueInput({ operation, message: `limit must be a positive integer, got ${limit}` }))
+    }
+    return Effect.void
+  }
+
+  const readRange: DurableOutboundQueueShape["readRange"] = (fromSeq, rangeOptions) =>
+    Effect.andThen(
+      validateRange("frameRange", fromSeq, rangeOptions?.limit),
+      Effect.suspend((): Effect.Effect<RangeRead, StorageError> => {
+        if (closed) return useAfterClose("frameRange")
+        const from = Math.max(fromSeq, acked + 1)
+        const limit = rangeOptions?.limit ?? Infinity
+        const to = limit === Infinity ? committed : Math.min(committed, from + limit - 1)
+        if (from > to) return Effect.succeed({ entries: [], through: Math.max(to, fromSeq - 1), damage: undefined })
+        const fromCache = (start: number): Array<QueueEntry> => {
+          const entries: Array<QueueEntry> = []
+          for (let seq = start; seq <= to; seq++) {
+            const frame = cache.get(seq)
+            if (frame !== undefined) entries.push({ seq, frame })
+          }
+          return entries
         }
-        return entries
-      }
-      if (from >= cacheLow) return Effect.succeed(fromCache(from))
-      // Read the cache's part now: the stored read yields, and a commit meanwhile
-      // may evict frames from the cache (they stay in storage, but not in this read).
-      const low = cacheLow
-      const cached = fromCache(Math.max(low, from))
-      return Effect.map(readStored(from, Math.min(to, low - 1)), (stored) => stored.concat(cached))
+        if (from >= cacheLow) return Effect.succeed({ entries: fromCache(from), through: to, damage: undefined })
+        // Read the cache's part now: the stored read yields, and a commit meanwhile
+        // may evict frames from the cache (they stay in storage, but not in this read).
+        const low = cacheLow
+        const cached = fromCache(Math.max(low, from))
+        return Effect.map(readStored(from, Math.min(to, low - 1)), (stored) =>
+          stored.damage !== undefined
+            ? { entries: stored.entries, through: stored.damage.through, damage: stored.damage }
+            : { entries: stored.entries.concat(cached), through: to, damage: undefined })
+      })
+    )
+
+  const frameRange: DurableOutboundQueueShape["frameRange"] = (fromSeq, rangeOptions) =>
+    Effect.flatMap(readRange(fromSeq, rangeOptions), (read) =>
+      read.damage !== undefined ? Effect.fail(read.damage.error) : Effect.succeed(read.entries))
+
+  const ackUpTo = (seq: number): Effect.Effect<number, StorageError | InvalidQueueInput> =>
+    !isSeq(seq)
+      ? Effect.fail(new InvalidQueueInput({ operation: "ackUpTo", message: `seq must be a non-negative integer, got ${seq}` }))
+      : ackLock.withPermit(Effect.suspend(() => {
+        if (closed) return useAfterClose("ackUpTo")
+        const target = Math.min(seq, committed)
+        if (!(target > acked)) return Effect.succeed(acked)
+        // The watermark is written before the records go, so a crash mid-compaction
+        // never lowers the head below a seq already issued.
+        return writeMeta(target, high).pipe(
+          Effect.andThen(Effect.sync(() => {
+            acked = target
+            for (let s = cacheLow; s <= target; s++) cache.delete(s)
+            if (cacheLow <= target) cacheLow = target + 1
+            while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
+            // The window: every numbered frame at or below the watermark leaves it.
+            let frames = 0
+            let bytes = 0
+            for (const entry of index) {
+              frames += entry.last - Math.max(entry.first, target + 1) + 1
+              bytes += entry.bytes
+            }
+            for (const batch of pending) {
+              frames += batch.frames.length
+              bytes += batch.bytes
+            }
+            windowUsedFrames = frames
+            windowUsedBytes = bytes
+            for (const signal of [ackSignal, roomSignal]) wake(signal)
+            ackSignal = Deferred.makeUnsafe<void>()
+            roomSignal = Deferred.makeUnsafe<void>()
+          })),
+          Effect.andThen(Effect.suspend(() => compact(target))),
+          Effect.as(target)
+        )
+      }))
+
+  // Records dropped from the index by an ack, waiting for their delete.
+  let dropped: Array<IndexEntry> = []
+  const compact = (target: number) =>
+    Effect.suspend(() => {
+      const keys = dropped.filter((entry) => entry.last <= target).map((entry) => entry.key)
+      for (const key of keys) decodedRecords.delete(key)
+      dropped = dropped.filter((entry) => entry.last > target)
+      return Effect.forEach(keys, (key) => storage.delete(key), { concurrency: DELETE_CONCURRENCY, discard: true })
     })
 
-  const ackUpTo = (seq: number): Effect.Effect<number, StorageError> =>
-    ackLock.withPermit(Effect.suspend(() => {
-      if (closed) return useAfterClose("ackUpTo")
-      const target = Math.min(Math.floor(seq), committed)
-      if (!(target > acked)) return Effect.succeed(acked)
-      const previous = acked
-      // The watermark is written before the frames go, so a crash mid-compaction
-      // never lowers the head below a seq already issued.
-      return storage.set(meta, { version: 1, acked: target }).pipe(
-        Effect.andThen(Effect.sync(() => {
-          acked = target
-          for (let s = cacheLow; s <= target; s++) cache.delete(s)
-          if (cacheLow <= target) cacheLow = target + 1
-          const signal = ackSignal
-          ackSignal = Deferred.makeUnsafe<void>()
-          Deferred.doneUnsafe(signal, Exit.void)
-        })),
-        Effect.andThen(Effect.forEach(
-          Array.from({ length: target - previous }, (_, i) => keyOf(previous + 1 + i)),
-          (key) => storage.delete(key),
-          { concurrency: WRITE_CONCURRENCY, discard: true }
-        )),
-        Effect.as(target)
-      )
-    }))
+  const clear = Effect.suspend(() => {
+    if (closed) return useAfterClose("clear")
+    return Deferred.await(idle).pipe(Effect.andThen(Effect.suspend(() => ackUpTo(committed))), Effect.asVoid)
+  }).pipe(Effect.catchTag("InvalidQueueInput", Effect.die))
+
+  const size = Effect.sync(() => {
+    let frames = 0
+    for (const entry of index) frames += entry.last - Math.max(entry.first, acked + 1) + 1
+    return frames
+  })
 
   const awaitHeadAbove = (seq: number): Effect.Effect<number> =>
     Effect.suspend(() => (committed > seq ? Effect.succeed(committed) : Effect.andThen(Deferred.await(headSignal), awaitHeadAbove(seq))))
@@ -308,19 +655,38 @@ export const makeWith = Effect.fnUntraced(function*(
   const awaitAcked = (seq: number): Effect.Effect<void> =>
     Effect.suspend(() => (acked >= seq ? Effect.void : Effect.andThen(Deferred.await(ackSignal), awaitAcked(seq))))
 
-  const close = writeLock.withPermit(ackLock.withPermit(Effect.sync(() => {
+  const close = Effect.suspend(() => {
+    if (closed) return Effect.void
     closed = true
-    cache.clear()
-  })))
+    return Deferred.await(idle).pipe(
+      // The exact mark: a clean reopen numbers on without a gap.
+      Effect.andThen(ackLock.withPermit(Effect.suspend(() =>
+        high > committed
+          ? Effect.ignore(metaLock.withPermit(storage.set(meta, { version: 2, acked, high: committed })))
+          : Effect.void
+      ))),
+      Effect.andThen(Effect.sync(() => cache.clear()))
+    )
+  })
 
   return DurableOutboundQueue.of({
     socketId,
     append,
     appendAll,
+    offerAll,
+    takeWriteFailures: Effect.sync(() => {
+      const taken = writeFailures
+      writeFailures = []
+      return taken
+    }),
     frameRange,
+    readRange,
     ackUpTo,
+    clear,
+    size,
     headSeq: Effect.sync(() => committed),
     ackedSeq: Effect.sync(() => acked),
+    windowUsage: Effect.sync(() => ({ frames: windowUsedFrames, bytes: windowUsedBytes })),
     awaitHeadAbove,
     awaitAcked,
     close
