@@ -17,7 +17,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
-import { AgentHarness, callModel, createCheckpointStore, createHomeStorage, runCode } from "../src/promise/index.ts"
+import { AgentHarness, callModel, createCheckpointStore, createHomeStorage, runCode } from "noetic-effect/promise"
 
 const EXECUTION_ID = "demo-execution"
 
