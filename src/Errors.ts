@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The codes of the documented configuration errors (noetic's; `NoeticConfigError.code` is any string). */
 export type ConfigErrorCode =

@@ -10,7 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"

@@ -20,7 +20,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Result, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { StorageError } from "./Errors.ts"

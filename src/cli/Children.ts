@@ -5,7 +5,12 @@
  *
  * @internal
  */
-import { Clock, Duration, Effect, Exit, Option, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { isAlive } from "../internal/procStat.ts"
 import {

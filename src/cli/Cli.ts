@@ -9,8 +9,18 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Console, Effect, Layer, Option, Redacted } from "effect"
-import { Argument, CliError, CliOutput, Command, Flag } from "effect/cli"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Argument from "effect/cli/Argument"
+import * as CliError from "effect/cli/CliError"
+import * as CliOutput from "effect/cli/CliOutput"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import * as Readline from "node:readline"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { layerCheckpointStorage, makeSubprocessStorage, roots } from "../NoeticHome.ts"

@@ -20,7 +20,10 @@
  *
  * @internal
  */
-import { Effect, Exit, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
 import { isAtOrBelow, LedgerEntry, ledgerPrefix, parseLedgerSeq } from "../schema/LedgerEntry.ts"

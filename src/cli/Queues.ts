@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { StorageError } from "../Errors.ts"
 import { keyPrefix, makeWith as openQueue, type QueueEntry } from "../services/DurableOutboundQueue.ts"
 import { utf8Length } from "../services/StepLedger.ts"

@@ -4,7 +4,9 @@
  *
  * @internal
  */
-import { Console, Effect, Fiber } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import { CliFailure } from "./Storages.ts"
 
 /** An aligned table: a header row, then one row per entry; columns separated by two spaces. */

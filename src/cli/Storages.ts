@@ -6,10 +6,15 @@
  *
  * @since 0.1.0
  */
-import { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Option, Redacted, Schema, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Fs from "node:fs"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"

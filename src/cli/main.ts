@@ -4,8 +4,10 @@
  *
  * @since 0.1.0
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Effect, Exit } from "effect"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Cli from "./Cli.ts"
 
 NodeRuntime.runMain(Cli.main(process.argv.slice(2)).pipe(Effect.provide(NodeServices.layer)), {

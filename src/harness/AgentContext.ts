@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Random } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 

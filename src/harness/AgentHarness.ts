@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import { type CheckpointSchemaMismatch, type EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
 import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"

@@ -5,7 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Cause, DateTime, Effect, Option, Semaphore } from "effect"
+import * as Cause from "effect/Cause"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Semaphore from "effect/Semaphore"
 import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { AgentContext, ContextStore } from "./AgentContext.ts"

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** `invokeTool` named a tool the harness was not given. */
 export class UnknownTool extends Schema.TaggedError<UnknownTool>("noetic-effect/UnknownTool")("UnknownTool", {

@@ -6,8 +6,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Hash, Option, Result, Schedule } from "effect"
-import { LanguageModel } from "effect/ai"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Hash from "effect/Hash"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
+import * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"

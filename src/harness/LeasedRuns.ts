@@ -6,7 +6,13 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, Exit, Option, Schema, Scope } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import type { StorageError } from "../Errors.ts"
 import { type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import {

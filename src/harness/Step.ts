@@ -14,8 +14,10 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
-import type { AiError, LanguageModel, Prompt } from "effect/ai"
+import * as Effect from "effect/Effect"
+import type * as AiError from "effect/ai/AiError"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
 import { type EmptyStepId, StepConfigInvalid } from "../Errors.ts"
 import { callerModuleUrl } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"

@@ -5,7 +5,12 @@
  *
  * @internal
  */
-import { Clock, Deferred, Duration, Effect, type Layer, Option } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { StorageError } from "../Errors.ts"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"

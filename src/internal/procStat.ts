@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Fs from "node:fs/promises"
 
 /** What `/proc/<pid>/stat` says about a process. */

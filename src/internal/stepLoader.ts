@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import { type AnyStep, isStep } from "../harness/Step.ts"

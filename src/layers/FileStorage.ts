@@ -11,7 +11,12 @@
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
-import { Deferred, Effect, Layer, Option, Schema, Semaphore } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import {

@@ -12,7 +12,12 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Layer, Option, Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"

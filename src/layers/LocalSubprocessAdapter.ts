@@ -31,7 +31,17 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import * as NodeChildProcess from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"

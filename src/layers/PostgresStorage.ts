@@ -13,9 +13,14 @@
  * @since 0.1.0
  */
 import type * as SqlPg from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient, type SqlError } from "effect/sql"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import {
   decodeJson,

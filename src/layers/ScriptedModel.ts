@@ -4,8 +4,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Stream } from "effect"
-import { AiError, LanguageModel, type Prompt, type Response } from "effect/ai"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
 
 /** One scripted answer: its text and, optionally, the response id the provider would report. */
 export interface ScriptedResponse {

@@ -24,7 +24,10 @@
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import type * as NodeSqlite from "node:sqlite"
-import { Effect, Layer, Option, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
 import {
   decodeJson,

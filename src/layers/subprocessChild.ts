@@ -17,7 +17,12 @@
  * @since 0.1.0
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Duration, Effect, Exit, Option, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type { StorageError } from "../Errors.ts"
 import type { AgentContext as EngineContext } from "../harness/AgentContext.ts"
 import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"

@@ -4,7 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { CheckpointSchemaMismatch, Io, StorageError } from "../Errors.ts"
 import {
   AskUserPrompt,

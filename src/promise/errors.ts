@@ -3,7 +3,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, Exit, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Exit from "effect/Exit"
+import * as Schema from "effect/Schema"
 import type { ConfigError } from "../Errors.ts"
 
 /**

@@ -8,9 +8,15 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { randomUUID } from "node:crypto"
-import { AiError, LanguageModel } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
 import type { StorageError } from "../Errors.ts"
 import {
   AgentContext as EngineContext,

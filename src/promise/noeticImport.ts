@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { roots } from "../NoeticHome.ts"
 import { importNoeticDirectory } from "../NoeticImport.ts"
 import { createFileStorage, runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"

@@ -4,7 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import * as Path from "node:path"
 import { Io, StorageError } from "../Errors.ts"
 import * as FileStorage from "../layers/FileStorage.ts"

@@ -3,7 +3,11 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Option, Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as InMemorySubprocessAdapter from "../layers/InMemorySubprocessAdapter.ts"

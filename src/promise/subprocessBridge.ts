@@ -10,7 +10,10 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, Option } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { Io, StorageError } from "../Errors.ts"
 import {
   ChildFailed,

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 /** The only snapshot version this library reads and writes. */
 export const CHECKPOINT_SCHEMA_VERSION = 2 as const

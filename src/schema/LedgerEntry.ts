@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The version every ledger record carries. */
 export const LEDGER_ENTRY_VERSION = 1 as const

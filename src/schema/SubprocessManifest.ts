@@ -10,7 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { SubprocessErrorReason } from "../services/SubprocessAdapter.ts"
 import { keyPrefix as queueKeyPrefix } from "../services/DurableOutboundQueue.ts"

@@ -12,7 +12,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { CheckpointSchemaMismatch, Corrupt, StorageError } from "../Errors.ts"
 import {
   CHECKPOINT_SCHEMA_VERSION,

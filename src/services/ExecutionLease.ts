@@ -15,7 +15,13 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { type Fence, make as makeStorage, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 

@@ -17,7 +17,13 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
 import {
   isAtOrBelow,

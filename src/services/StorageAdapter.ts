@@ -7,7 +7,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { Conflict, Corrupt, StorageError, Unserializable } from "../Errors.ts"
 
 /**

@@ -8,7 +8,16 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
 import type { AgentContext } from "../harness/AgentContext.ts"
 import { randomId } from "../harness/AgentContext.ts"

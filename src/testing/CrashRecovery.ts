@@ -10,7 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Scope from "effect/Scope"
 import type { StorageError } from "../Errors.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type FaultPoint, isHostCrash, make as makeFaulty, type Operation } from "./FaultyStorage.ts"

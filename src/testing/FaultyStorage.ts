@@ -10,7 +10,11 @@
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
-import { Deferred, Effect, Exit, Option, Schema } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { Io, StorageError } from "../Errors.ts"
 import { type Fence, make as makeStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 
