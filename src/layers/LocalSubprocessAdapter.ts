@@ -563,12 +563,14 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const recorded = yield* loadManifest(manifests, handleId)
       if (Option.isNone(recorded) || recorded.value.adapter !== "local") return Option.none()
       const manifest = yield* withPid(recorded.value)
-      if (yield* alive(manifest)) {
+      // A child that persisted its result while no host ran has finished, even if it is
+      // still lingering for a parent to acknowledge that result: it is settled with it.
+      const stored = yield* loadResult(storage, handleId)
+      if (Option.isNone(stored) && (yield* alive(manifest))) {
         const child = yield* newChild(manifest)
         yield* watch(child)
         return Option.some(child.handle)
       }
-      const stored = yield* loadResult(storage, handleId)
       if (Option.isNone(stored)) {
         // Dead without a result: nothing will ever settle it. Never signalled: the pid may be someone else's now.
         yield* forget(handleId)

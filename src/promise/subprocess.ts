@@ -184,28 +184,44 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
   // One observer per handle: what await() resolves with is recorded on the view first,
   // so whoever saw await() settle sees the same outcome in status and metadata.
   let outcome: Promise<unknown> | undefined
+  let failure: unknown
+  /** Records how the engine handle settled on the view; returns the facade error of a failure. */
+  const record = (exit: Exit.Exit<unknown, SubprocessError>): unknown => {
+    updatedAt = new Date().toISOString()
+    if (Exit.isSuccess(exit)) {
+      settled = { status: "completed", result: exit.value }
+      return undefined
+    }
+    const error = Cause.findErrorOption(exit.cause)
+    const stoppedChild = Option.isSome(error) && error.value.reason._tag === "Stopped"
+    const facadeError = toFacadeError(Option.isSome(error) ? error.value : Cause.squash(exit.cause))
+    settled = { status: stoppedChild ? "stopped" : "failed", error: serializeError(facadeError) }
+    failure = facadeError
+    return facadeError
+  }
   const observe = () => {
-    outcome ??= Effect.runPromiseExit(handle.await).then((exit) => {
-      updatedAt = new Date().toISOString()
-      if (Exit.isSuccess(exit)) {
-        settled = { status: "completed", result: exit.value }
-        return exit.value
-      }
-      const error = Cause.findErrorOption(exit.cause)
-      const stoppedChild = Option.isSome(error) && error.value.reason._tag === "Stopped"
-      const facadeError = toFacadeError(Option.isSome(error) ? error.value : Cause.squash(exit.cause))
-      settled = { status: stoppedChild ? "stopped" : "failed", error: serializeError(facadeError) }
-      throw facadeError
-    })
+    outcome ??= settled !== undefined
+      ? (settled.status === "completed" ? Promise.resolve(settled.result) : Promise.reject(failure))
+      : Effect.runPromiseExit(handle.await).then((exit) => {
+        const failed = record(exit)
+        if (Exit.isSuccess(exit)) return exit.value
+        throw failed
+      })
     return outcome
   }
   const currentStatus = (): SubprocessStatus => {
     if (settled !== undefined) return settled.status
     const status = facadeStatus(Effect.runSync(handle.status))
     if (status === "running" && handle.paused !== undefined && Effect.runSync(handle.paused)) return "paused"
-    // Settled in the engine but not yet observed: it reads as running until its result
-    // or error is on the metadata, so a poller that sees a terminal status finds them.
     if (status !== "running") {
+      // Settled in the engine: its outcome is already there, so it is read at once and
+      // put on the metadata before a terminal status shows.
+      const exit = Effect.runSyncExit(handle.await)
+      if (Exit.isSuccess(exit) || Option.isSome(Cause.findErrorOption(exit.cause))) {
+        record(exit)
+        return settled!.status
+      }
+      // Not readable synchronously: it reads as running until it has been observed.
       observe().catch(() => {})
       return "running"
     }
