@@ -119,7 +119,11 @@ export interface DurableOutboundQueueShape {
   readonly clear: Effect.Effect<void, StorageError>
   /** How many frames are stored and not yet acknowledged. */
   readonly size: Effect.Effect<number>
-  /** The seq of the last durable frame (0 when none was ever appended). */
+  /**
+   * The highest seq this queue may have issued (0 when none was ever appended). After a
+   * crash that is the reserved high-water mark, which no stored frame may hold: wait for
+   * the ack of a seq you appended, not for the ack of `headSeq`.
+   */
   readonly headSeq: Effect.Effect<number>
   /** The acked watermark: every frame up to it has been handled. */
   readonly ackedSeq: Effect.Effect<number>
