@@ -28,7 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { Corrupt, Io, Permission, StorageError, Unserializable } from "../Errors.ts"
+import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import {
   decodeJson,
   encodeExpected,
@@ -37,7 +37,8 @@ import {
   fenceHolds,
   fenceRefused,
   StorageAdapter,
-  type StorageAdapterShape
+  type StorageAdapterShape,
+  validateKey
 } from "../services/StorageAdapter.ts"
 
 /** Where a SQLite storage keeps its data. */
@@ -105,19 +106,6 @@ const storageFailure = (operation: string, key: string, cause: unknown): Storage
 
 const corrupt = (operation: string, key: string, message: string) =>
   new StorageError({ operation, reason: new Corrupt({ key, message }) })
-
-const checkKey = (operation: string, key: string): Effect.Effect<void, StorageError> =>
-  key.length > 0 && key.isWellFormed()
-    ? Effect.void
-    : Effect.fail(
-      new StorageError({
-        operation,
-        reason: new Unserializable({
-          key,
-          message: key.length === 0 ? "the key is empty" : "the key is not well-formed Unicode"
-        })
-      })
-    )
 
 /** A key as stored: its UTF-16 code units, big-endian, so bytewise order is code unit order. */
 const encodeStoredKey = (key: string): Uint8Array => {
@@ -437,21 +425,21 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       guard(operation, key) ?? whenUnlocked(operation, key, lockTimeoutMs, f)
 
     const get = Effect.fnUntraced(function*(key: string) {
-      yield* checkKey("get", key)
+      yield* validateKey("get", key)
       const row = yield* read("get", key, () => getStatement.get(encodeStoredKey(key)) as { value: unknown } | undefined)
       if (row === undefined) return Option.none<unknown>()
       return Option.some(yield* decodeValue("get", key, row.value))
     })
 
     const set = Effect.fnUntraced(function*(key: string, value: unknown) {
-      yield* checkKey("set", key)
+      yield* validateKey("set", key)
       const text = yield* encodeJson("set", key, value)
       const stored = encodeStoredKey(key)
       yield* enqueue("set", key, () => void setStatement.run(stored, text))
     })
 
     const remove = Effect.fnUntraced(function*(key: string) {
-      yield* checkKey("delete", key)
+      yield* validateKey("delete", key)
       const stored = encodeStoredKey(key)
       yield* enqueue("delete", key, () => void deleteStatement.run(stored))
     })
@@ -491,7 +479,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
 
     const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
       if (keys.length === 0) return new Map() as ReadonlyMap<string, unknown>
-      for (const key of keys) yield* checkKey("getMany", key)
+      for (const key of keys) yield* validateKey("getMany", key)
       const hex = JSON.stringify(keys.map((key) => Buffer.from(encodeStoredKey(key)).toString("hex")))
       const rows = yield* read(
         "getMany",
@@ -506,7 +494,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     // The check and the write run inside the batch's transaction, which holds SQLite's
     // write lock: no writer of this or any other process comes between them.
     const compareAndSet = Effect.fnUntraced(function*(key: string, expected: Option.Option<unknown>, next: unknown) {
-      yield* checkKey("compareAndSet", key)
+      yield* validateKey("compareAndSet", key)
       const expectedText = yield* encodeExpected(key, expected)
       const nextText = yield* encodeJson("compareAndSet", key, next)
       const stored = encodeStoredKey(key)
@@ -534,8 +522,8 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     }
 
     const setFenced = Effect.fnUntraced(function*(key: string, value: unknown, fence: Fence) {
-      yield* checkKey("setFenced", key)
-      yield* checkKey("setFenced", fence.key)
+      yield* validateKey("setFenced", key)
+      yield* validateKey("setFenced", fence.key)
       const text = yield* encodeJson("setFenced", key, value)
       const stored = encodeStoredKey(key)
       yield* enqueue("setFenced", key, () => {
@@ -546,8 +534,8 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     })
 
     const deleteFenced = Effect.fnUntraced(function*(key: string, fence: Fence) {
-      yield* checkKey("deleteFenced", key)
-      yield* checkKey("deleteFenced", fence.key)
+      yield* validateKey("deleteFenced", key)
+      yield* validateKey("deleteFenced", fence.key)
       const stored = encodeStoredKey(key)
       yield* enqueue("deleteFenced", key, () => {
         const refused = fenceRefusal("deleteFenced", key, fence)
