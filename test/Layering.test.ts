@@ -29,6 +29,7 @@ const rankOf = (file: string): number => {
       return 2
     case "layers/":
     case "NoeticHome.ts":
+    case "NoeticImport.ts":
       return 3
     case "promise/":
     case "cli/":

@@ -81,7 +81,7 @@ describe("Survive a host crash on the default SQLite storage (real processes)", 
 
       Fs.writeFileSync(release, "go")
       const { results } = yield* second.nextLine
-      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid }, status: "succeeded" }])
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid }, status: "completed" }])
       const third = yield* startHost(home, ["reattach", release])
       assert.deepStrictEqual((yield* third.nextLine).handles, [])
     }), { timeout: 60_000 })

@@ -94,15 +94,19 @@ export const make = (primitives: StoragePrimitives): StorageAdapterShape => {
   const getMany = (keys: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, unknown>, StorageError> => {
     if (keys.length === 0) return Effect.succeed(new Map())
     if (own !== undefined) return own(keys)
-    return Effect.forEach(keys, (key) => Effect.map(primitives.get(key), (value) => [key, value] as const), {
-      concurrency: GET_MANY_FALLBACK_CONCURRENCY
-    }).pipe(Effect.map((pairs) => {
-      const found = new Map<string, unknown>()
-      for (const [key, value] of pairs) {
-        if (Option.isSome(value)) found.set(key, value.value)
-      }
-      return found
-    }))
+    // Checked here, so a refused key is reported as getMany's, not as one of its gets.
+    return validateKeys("getMany", keys).pipe(
+      Effect.andThen(Effect.forEach(keys, (key) => Effect.map(primitives.get(key), (value) => [key, value] as const), {
+        concurrency: GET_MANY_FALLBACK_CONCURRENCY
+      })),
+      Effect.map((pairs) => {
+        const found = new Map<string, unknown>()
+        for (const [key, value] of pairs) {
+          if (Option.isSome(value)) found.set(key, value.value)
+        }
+        return found
+      })
+    )
   }
   const scan = primitives.scan ?? ((prefix: string) =>
     Effect.flatMap(primitives.list(prefix), (keys) =>

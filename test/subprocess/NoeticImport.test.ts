@@ -6,7 +6,7 @@ import { run as runCli } from "../../src/cli/Cli.ts"
 import {
   AgentHarness,
   createCheckpointStore,
-  createFileStorage,
+  createHomeStorage,
   createInMemoryStorage,
   createInMemorySubprocessAdapter,
   importNoeticData,
@@ -200,7 +200,9 @@ describe("import of noetic's on-disk data", () => {
     expect(output).toContain("2 ledger entries")
     expect(output).toContain("2 manifest")
     expect(output).toContain("execution:broken:snapshot")
-    const store = createCheckpointStore({ storage: createFileStorage({ root: Path.join(home, "checkpoints") }) })
+    // The CLI imports into the home's default storage (SQLite).
+    const homeStorage = createHomeStorage("checkpoints", { home })
+    const store = createCheckpointStore({ storage: homeStorage })
     // A directory that cannot be listed is the user's error, with its message.
     const missing = await Effect.runPromise(
       Effect.exit(runCli(["--home", home, "import-noetic", Path.join(source, "nope")])).pipe(
@@ -214,5 +216,6 @@ describe("import of noetic's on-disk data", () => {
     const listed = await store.list()
     expect(listed).toHaveLength(1)
     expect(JSON.stringify(listed)).toContain(executionId)
+    await homeStorage.close()
   })
 })
