@@ -23,7 +23,7 @@ import { recordState } from "./state.ts"
 /** A fresh home directory, removed afterwards. */
 export const freshHome = Effect.acquireRelease(
   Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-cli-"))),
-  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }))
 )
 
 /** What the CLI printed and how it ended. */

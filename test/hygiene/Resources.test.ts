@@ -40,7 +40,7 @@ const runHost = (scenario: string, mode: "close" | "dispose" | "forget"): Promis
     const timer = setTimeout(() => child.kill("SIGKILL"), EXIT_WITHIN_MS)
     child.on("exit", (code, signal) => {
       clearTimeout(timer)
-      Fs.rmSync(dir, { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
       resolve({ exited: signal === null, code, stdout, stderr })
     })
   })

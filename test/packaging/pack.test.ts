@@ -204,7 +204,7 @@ describe("packaging", () => {
       const help = run(Path.join(consumer, "node_modules", ".bin", "noetic-effect"), ["--help"], { cwd: consumer })
       assert.match(help, /executions/)
     } finally {
-      Fs.rmSync(dir, { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
     }
   })
 })

@@ -28,7 +28,7 @@ afterEach(async () => {
 })
 const tempDir = (prefix: string) => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
-  cleanups.push(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  cleanups.push(() => Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }))
   return dir
 }
 

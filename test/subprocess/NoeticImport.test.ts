@@ -19,7 +19,7 @@ import { TestConsole } from "effect/testing"
 
 const dirs: Array<string> = []
 afterEach(() => {
-  for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true })
+  for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
 })
 const tempDir = (prefix: string) => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))

@@ -17,7 +17,7 @@ const fixtures = Path.join(import.meta.dirname, "fixtures")
 
 const dirs: Array<string> = []
 afterEach(() => {
-  for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true })
+  for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
 })
 const tempDir = () => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "nrun-"))
