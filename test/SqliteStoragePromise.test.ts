@@ -11,81 +11,25 @@ import { runCode as engineRunCode } from "../src/harness/Step.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as NoeticHome from "../src/NoeticHome.ts"
-import {
-  AgentHarness,
-  createCheckpointStore,
-  createHomeStorage,
-  createSqliteStorage,
-  NoeticError,
-  runCode
-} from "../src/promise/index.ts"
-import { toEngineStorage } from "../src/promise/storage.ts"
+import { createHomeStorage, createSqliteStorage } from "../src/promise/index.ts"
+import { facadeStorageSuite } from "./FacadeStorageSuite.ts"
 
 const freshDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sqlite-facade-"))
 
+facadeStorageSuite("createSqliteStorage", async () => {
+  const dir = freshDir()
+  const path = Path.join(dir, "data.db")
+  return {
+    open: () => createSqliteStorage({ path }),
+    cleanup: async () => Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
+  }
+})
+
 describe("createSqliteStorage", () => {
-  it.effect("stores through Promises, shares its engine, and rejects after close()", () =>
-    Effect.gen(function*() {
-      const storage = createSqliteStorage({ path: Path.join(freshDir(), "data.db") })
-      yield* Effect.promise(() => storage.set("a:1", { n: 1 }))
-      yield* Effect.promise(() => storage.set("a:2", 0))
-      assert.deepStrictEqual(yield* Effect.promise(() => storage.get("a:1")), { n: 1 })
-      assert.isNull(yield* Effect.promise(() => storage.get("missing")))
-      assert.deepStrictEqual(yield* Effect.promise(() => storage.list("a:")), ["a:1", "a:2"])
-      const found = yield* Effect.promise(() => storage.getMany!(["a:2", "missing"]))
-      assert.deepStrictEqual([...found.entries()], [["a:2", 0]])
-
-      const engine = yield* toEngineStorage(storage)
-      assert.deepStrictEqual(yield* engine.get("a:1"), Option.some({ n: 1 }))
-
-      yield* Effect.promise(() => storage.close())
-      yield* Effect.promise(() => storage.close())
-      const rejected = yield* Effect.promise(() => storage.get("a:1").then(() => undefined, (error: unknown) => error))
-      assert.instanceOf(rejected, NoeticError)
-      assert.strictEqual((rejected as NoeticError).code, "STORAGE_IO")
-      assert.strictEqual((yield* Effect.flip(engine.get("a:1"))).reason._tag, "Io")
-    }))
-
   it("a storage that was never used creates nothing, and close() succeeds", async () => {
     const path = Path.join(freshDir(), "never", "data.db")
     await createSqliteStorage({ path }).close()
     assert.isFalse(Fs.existsSync(Path.dirname(path)))
-  })
-
-  it("backs a leased harness: executions run under a lease, and a second host is refused while it is held", async () => {
-    const path = Path.join(freshDir(), "data.db")
-    let open!: () => void
-    const gate = new Promise<void>((resolve) => (open = resolve))
-    let started!: () => void
-    const running = new Promise<void>((resolve) => (started = resolve))
-    const storages = [createSqliteStorage({ path }), createSqliteStorage({ path })]
-    const hostOf = (owner: string, i: number) =>
-      new AgentHarness({
-        name: owner,
-        agentGraph: runCode("root", async (n: number) => {
-          started()
-          await gate
-          return n + 1
-        }),
-        environment: {
-          storage: { checkpointStore: createCheckpointStore({ storage: storages[i]! }), lease: { owner, ttlMs: 60_000 } }
-        }
-      })
-    const a = hostOf("host-a", 0)
-    const b = hostOf("host-b", 1)
-    try {
-      const first = a.execute(1, { executionId: "sqlite-leased" })
-      first.catch(() => {})
-      await Promise.race([running, first.then(() => undefined, () => undefined)])
-      const refused = await b.execute(1, { executionId: "sqlite-leased" }).then(() => undefined, (error: unknown) => error)
-      open()
-      assert.deepStrictEqual(await first, { executionId: "sqlite-leased", output: 2 })
-      assert.instanceOf(refused, NoeticError)
-      assert.strictEqual((refused as NoeticError).code, "EXECUTION_LEASE_HELD")
-    } finally {
-      await Promise.all([a.close(), b.close()])
-      await Promise.all(storages.map((storage) => storage.close()))
-    }
   })
 
   it("createHomeStorage keeps the home layout: checkpoints/checkpoints.db and subprocess/subprocess.db", async () => {

@@ -17,6 +17,23 @@ const durableHarness = <const G extends Parameters<typeof AgentHarness.make>[0][
     )
   })
 
+/**
+ * A first host runs `executionId` until it dies; its exit is dropped, as a crashed
+ * host's would be. Every graph of this file takes no input.
+ */
+const crashedRun = <const G extends Parameters<typeof AgentHarness.make>[0]["agentGraph"]>(
+  storage: StorageAdapterShape,
+  options: Omit<AgentHarness.AgentHarnessOptions<G>, "name">,
+  executionId: string
+) => Effect.flatMap(durableHarness(storage, options), (host) => Effect.exit(host.execute(undefined as never, { executionId })))
+
+/** A restarted host with `options` resumes `executionId`. */
+const resumedOn = <const G extends Parameters<typeof AgentHarness.make>[0]["agentGraph"]>(
+  storage: StorageAdapterShape,
+  options: Omit<AgentHarness.AgentHarnessOptions<G>, "name">,
+  executionId: string
+) => Effect.flatMap(durableHarness(storage, options), (host) => host.resume(executionId))
+
 /** Runs `effect` with its warnings captured into `warnings`. */
 const capturingWarnings = (warnings: Array<string>) =>
   Effect.provide(Logger.layer([
@@ -141,8 +158,7 @@ describe("divergence: a renamed step", () => {
   it.effect("'fail': ReplayDiverged names the recorded path, the new one and both identities", () =>
     Effect.gen(function*() {
       const storage = yield* makeMemory
-      const first = yield* durableHarness(storage, { agentGraph: original({ count: 0 }) })
-      yield* Effect.exit(first.execute(undefined, { executionId: "rename-1" }))
+      yield* crashedRun(storage, { agentGraph: original({ count: 0 }) }, "rename-1")
       const fetched = { count: 0 }
       const edited = yield* durableHarness(storage, { onDivergence: "fail", agentGraph: renamed(fetched) })
       const error = yield* Effect.flip(edited.resume("rename-1"))
@@ -158,12 +174,10 @@ describe("divergence: a renamed step", () => {
   it.effect("default: the renamed step runs fresh with one warning, and the rest of the run goes on", () =>
     Effect.gen(function*() {
       const storage = yield* makeMemory
-      const first = yield* durableHarness(storage, { agentGraph: original({ count: 0 }) })
-      yield* Effect.exit(first.execute(undefined, { executionId: "rename-2" }))
+      yield* crashedRun(storage, { agentGraph: original({ count: 0 }) }, "rename-2")
       const fetched = { count: 0 }
       const warnings: Array<string> = []
-      const edited = yield* durableHarness(storage, { agentGraph: renamed(fetched) })
-      const resumed = yield* edited.resume("rename-2").pipe(capturingWarnings(warnings))
+      const resumed = yield* resumedOn(storage, { agentGraph: renamed(fetched) }, "rename-2").pipe(capturingWarnings(warnings))
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("wrote fresh data 1"))
       const divergence = warnings.filter((w) => w.includes("diverged"))
       assert.strictEqual(divergence.length, 1)
@@ -186,11 +200,9 @@ describe("divergence: a renamed step", () => {
           ], { concurrency: "unbounded" })
           return (a as number) + (b as number)
         }))
-      yield* Effect.exit((yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).execute(undefined, {
-        executionId: "same"
-      }))
+      yield* crashedRun(storage, { agentGraph: graph, onDivergence: "fail" }, "same")
       crash = false
-      const resumed = yield* (yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).resume("same")
+      const resumed = yield* resumedOn(storage, { agentGraph: graph, onDivergence: "fail" }, "same")
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some(3))
       assert.deepStrictEqual(runs, { a: 1, b: 2 })
     }))
@@ -212,11 +224,9 @@ describe("divergence: no false alarms", () => {
           if (crash) return yield* Effect.die("host crashed")
           return "done"
         }))
-      yield* Effect.exit((yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).execute(undefined, {
-        executionId: "gap"
-      }))
+      yield* crashedRun(storage, { agentGraph: graph, onDivergence: "fail" }, "gap")
       crash = false
-      const resumed = yield* (yield* durableHarness(storage, { agentGraph: graph, onDivergence: "fail" })).resume("gap")
+      const resumed = yield* resumedOn(storage, { agentGraph: graph, onDivergence: "fail" }, "gap")
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("done"))
       // "flaky" runs again (it never completed); "a" and "b" replay.
       assert.deepStrictEqual(runs, { a: 1, flaky: 2, b: 1 })
@@ -246,8 +256,7 @@ describe("replay-aware tracing", () => {
 
       crash = false
       const second = capturingTracer()
-      const restarted = yield* durableHarness(storage, { agentGraph: graph })
-      const resumed = yield* restarted.resume("traced").pipe(Effect.withTracer(second.tracer))
+      const resumed = yield* resumedOn(storage, { agentGraph: graph }, "traced").pipe(Effect.withTracer(second.tracer))
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some(21))
       const steps = second.spans.filter((span) => span.attributes.has("replay"))
       assert.deepStrictEqual(
@@ -325,21 +334,32 @@ describe("at-most-once steps", () => {
         return receipt
       }))
 
-  it.effect("a crash inside the body after the intent: resume calls reconcile once and never the body", () =>
+  /**
+   * A first host runs a payment of 42 as `executionId` and dies where `crashAt` says;
+   * the restarted host's graph is the same, and dies nowhere.
+   */
+  const crashedPayment = (executionId: string, crashAt: "inBody" | "beforeIntent", reconcile?: "completed" | "rerun") =>
     Effect.gen(function*() {
       const storage = yield* makeMemory
       const counts = { body: 0, reconcile: 0, after: 0 }
-      const crash = { inBody: true, beforeIntent: false }
-      const first = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "completed") })
-      yield* Effect.exit(first.execute(undefined, { executionId: "pay-1" }))
-      assert.strictEqual(counts.body, 1)
+      const crash = { inBody: crashAt === "inBody", beforeIntent: crashAt === "beforeIntent" }
+      const graph = paying(counts, crash, reconcile)
+      yield* crashedRun(storage, { agentGraph: graph }, executionId)
+      const bodiesBeforeCrash = counts.body
       crash.inBody = false
-      const second = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "completed") })
-      const resumed = yield* second.resume("pay-1")
+      crash.beforeIntent = false
+      return { storage, counts, graph, bodiesBeforeCrash, resume: resumedOn(storage, { agentGraph: graph }, executionId) }
+    })
+
+  it.effect("a crash inside the body after the intent: resume calls reconcile once and never the body", () =>
+    Effect.gen(function*() {
+      const { bodiesBeforeCrash, counts, graph, resume, storage } = yield* crashedPayment("pay-1", "inBody", "completed")
+      assert.strictEqual(bodiesBeforeCrash, 1)
+      const resumed = yield* resume
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("found payment of 42"))
       assert.deepStrictEqual(counts, { body: 1, reconcile: 1, after: 1 })
       // The reconciled output is recorded: running the execution again replays it, asking nobody.
-      const third = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "completed") })
+      const third = yield* durableHarness(storage, { agentGraph: graph })
       const again = yield* third.execute(undefined, { executionId: "pay-1" })
       assert.strictEqual(again.output, "found payment of 42")
       assert.deepStrictEqual(counts, { body: 1, reconcile: 1, after: 1 })
@@ -347,28 +367,16 @@ describe("at-most-once steps", () => {
 
   it.effect("reconcile may say the body never took effect: it runs once more", () =>
     Effect.gen(function*() {
-      const storage = yield* makeMemory
-      const counts = { body: 0, reconcile: 0, after: 0 }
-      const crash = { inBody: true, beforeIntent: false }
-      const first = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "rerun") })
-      yield* Effect.exit(first.execute(undefined, { executionId: "pay-2" }))
-      crash.inBody = false
-      const second = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "rerun") })
-      const resumed = yield* second.resume("pay-2")
+      const { counts, resume } = yield* crashedPayment("pay-2", "inBody", "rerun")
+      const resumed = yield* resume
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("paid 42"))
       assert.deepStrictEqual(counts, { body: 2, reconcile: 1, after: 1 })
     }))
 
   it.effect("without reconcile the resume fails with ToolOutcomeUnknown naming the path, and the body is not called", () =>
     Effect.gen(function*() {
-      const storage = yield* makeMemory
-      const counts = { body: 0, reconcile: 0, after: 0 }
-      const crash = { inBody: true, beforeIntent: false }
-      const first = yield* durableHarness(storage, { agentGraph: paying(counts, crash) })
-      yield* Effect.exit(first.execute(undefined, { executionId: "pay-3" }))
-      crash.inBody = false
-      const second = yield* durableHarness(storage, { agentGraph: paying(counts, crash) })
-      const error = yield* Effect.flip(second.resume("pay-3"))
+      const { counts, resume } = yield* crashedPayment("pay-3", "inBody")
+      const error = yield* Effect.flip(resume)
       assert.strictEqual(error._tag, "ToolOutcomeUnknown")
       if (error._tag !== "ToolOutcomeUnknown") return
       assert.strictEqual(error.path, "/root#0/pay#0")
@@ -379,15 +387,9 @@ describe("at-most-once steps", () => {
 
   it.effect("a crash before the intent is recorded: the body runs on resume (reconcile is not asked)", () =>
     Effect.gen(function*() {
-      const storage = yield* makeMemory
-      const counts = { body: 0, reconcile: 0, after: 0 }
-      const crash = { inBody: false, beforeIntent: true }
-      const first = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "completed") })
-      yield* Effect.exit(first.execute(undefined, { executionId: "pay-4" }))
-      assert.strictEqual(counts.body, 0)
-      crash.beforeIntent = false
-      const second = yield* durableHarness(storage, { agentGraph: paying(counts, crash, "completed") })
-      const resumed = yield* second.resume("pay-4")
+      const { bodiesBeforeCrash, counts, resume } = yield* crashedPayment("pay-4", "beforeIntent", "completed")
+      assert.strictEqual(bodiesBeforeCrash, 0)
+      const resumed = yield* resume
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("paid 42"))
       assert.deepStrictEqual(counts, { body: 1, reconcile: 0, after: 1 })
     }))
@@ -411,10 +413,9 @@ describe("at-most-once steps", () => {
             }),
             undefined
           ))
-      const first = yield* durableHarness(storage, { agentGraph: graph() })
-      yield* Effect.exit(first.execute(undefined, { executionId: "send-1" }))
+      yield* crashedRun(storage, { agentGraph: graph() }, "send-1")
       crash = false
-      const resumed = yield* (yield* durableHarness(storage, { agentGraph: graph() })).resume("send-1")
+      const resumed = yield* resumedOn(storage, { agentGraph: graph() }, "send-1")
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some("sent"))
       assert.strictEqual(bodies, 2)
 
@@ -423,7 +424,7 @@ describe("at-most-once steps", () => {
       const once = yield* durableHarness(storage, { agentGraph: graph("at-most-once") })
       yield* Effect.exit(once.execute(undefined, { executionId: "send-2" }))
       crash = false
-      const error = yield* Effect.flip((yield* durableHarness(storage, { agentGraph: graph("at-most-once") })).resume("send-2"))
+      const error = yield* Effect.flip(resumedOn(storage, { agentGraph: graph("at-most-once") }, "send-2"))
       assert.strictEqual(error._tag, "ToolOutcomeUnknown")
       assert.strictEqual(bodies, 1)
     }))
