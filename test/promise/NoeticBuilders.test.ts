@@ -3,10 +3,8 @@
  * bodies): what each runs, and the NoeticConfigError codes each throws at build time.
  */
 import { Schema } from "effect"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
-  AgentHarness,
-  type AgentHarnessOptions,
   type AnyStep,
   callModel,
   conditional,
@@ -27,16 +25,8 @@ import {
   any,
   until
 } from "../../src/promise/index.ts"
+import { harness } from "./harnesses.ts"
 
-const harnesses: Array<AgentHarness> = []
-const harness = (options: AgentHarnessOptions) => {
-  const built = new AgentHarness(options)
-  harnesses.push(built)
-  return built
-}
-afterEach(async () => {
-  await Promise.all(harnesses.splice(0).map((h) => h.close()))
-})
 
 const codeOf = (f: () => unknown): string => {
   try {

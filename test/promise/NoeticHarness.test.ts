@@ -6,10 +6,9 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
   AgentHarness,
-  type AgentHarnessOptions,
   type CheckpointSnapshot,
   CheckpointSchemaVersion,
   CheckpointSnapshotSchema,
@@ -24,16 +23,8 @@ import {
   type NoeticError,
   runCode
 } from "../../src/promise/index.ts"
+import { harness } from "./harnesses.ts"
 
-const harnesses: Array<AgentHarness> = []
-const harness = (options: AgentHarnessOptions) => {
-  const built = new AgentHarness(options)
-  harnesses.push(built)
-  return built
-}
-afterEach(async () => {
-  await Promise.all(harnesses.splice(0).map((h) => h.close()))
-})
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 

@@ -2,10 +2,8 @@
  * The facade's divergence policy and at-most-once steps: the same engine behaviour,
  * as noetic-shaped options and NoeticError codes.
  */
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
-  AgentHarness,
-  type AgentHarnessOptions,
   createCheckpointStore,
   createInMemoryStorage,
   invokeTool,
@@ -14,16 +12,8 @@ import {
   Reconciled,
   runCode
 } from "../../src/promise/index.ts"
+import { harness } from "./harnesses.ts"
 
-const harnesses: Array<AgentHarness> = []
-const harness = (options: AgentHarnessOptions) => {
-  const built = new AgentHarness(options)
-  harnesses.push(built)
-  return built
-}
-afterEach(async () => {
-  await Promise.all(harnesses.splice(0).map((h) => h.close()))
-})
 
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => undefined, (e: unknown) => e)
 
