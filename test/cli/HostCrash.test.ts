@@ -5,52 +5,29 @@
  * for confirmation on stdin, run as the bin runs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Readline from "node:readline"
 import { isAlive } from "../../src/internal/procStat.ts"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { roots } from "../../src/NoeticHome.ts"
-import { loadManifest, MANIFEST_PREFIX } from "../../src/schema/SubprocessManifest.ts"
 import { recordState } from "./state.ts"
 import { cli, cliJson } from "./suite.ts"
+import { crashDirectory, sigkill, startHost } from "../hostProcesses.ts"
 
 const hostScript = Path.join(import.meta.dirname, "..", "fixtures", "subprocessHost.ts")
 const mainScript = Path.join(import.meta.dirname, "..", "..", "src", "cli", "main.ts")
 
-/** A home whose recorded children are killed (by verified process group) when the scope closes. */
-const crashHome = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ncc-"))),
-  (home) =>
-    Effect.gen(function*() {
-      const storage = yield* FileStorage.make({ root: roots(home).subprocess })
-      for (const key of yield* storage.list(MANIFEST_PREFIX)) {
-        const manifest = yield* loadManifest(storage, key.slice(MANIFEST_PREFIX.length))
-        if (Option.isNone(manifest) || manifest.value.pid === null) continue
-        if (yield* isAlive(manifest.value.pid, manifest.value.pidStarttime)) process.kill(-manifest.value.pid, "SIGKILL")
-      }
-    }).pipe(Effect.ignore)
-)
+/** A home whose recorded children are killed when the scope closes. */
+const crashHome = crashDirectory("ncc-", (home) => FileStorage.make({ root: roots(home).subprocess }))
 
 /** Starts the fixture host, reads the line it prints once its child runs, and SIGKILLs it. */
 const spawnThenKillHost = (home: string, release: string) =>
   Effect.gen(function*() {
-    const proc = ChildProcess.spawn(process.execPath, ["--import", "tsx", hostScript, home, "spawn", release, "0"], {
-      stdio: ["ignore", "pipe", "inherit"]
-    })
-    yield* Effect.addFinalizer(() => Effect.sync(() => proc.exitCode === null && proc.signalCode === null && proc.kill("SIGKILL")))
-    const lines = Readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]()
-    const first = yield* Effect.promise(() => lines.next())
-    if (first.done === true) return yield* Effect.die(new Error("the host exited early"))
-    const spawned = JSON.parse(first.value) as { handleId: string; parentId: string }
-    yield* Effect.callback<void>((resume) => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return resume(Effect.void)
-      proc.once("exit", () => resume(Effect.void))
-      proc.kill("SIGKILL")
-    })
+    const host = yield* startHost(hostScript, [home, "spawn", release, "0"])
+    const spawned = (yield* host.nextLine) as { handleId: string; parentId: string }
+    yield* sigkill(host.proc)
     return spawned
   })
 

@@ -1,52 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Readline from "node:readline"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { isAlive } from "../../src/internal/procStat.ts"
-import { loadManifest, MANIFEST_PREFIX } from "../../src/schema/SubprocessManifest.ts"
+import { loadManifest } from "../../src/schema/SubprocessManifest.ts"
+import { crashDirectory, sigkill, startHost } from "../hostProcesses.ts"
 
 const hostScript = Path.join(import.meta.dirname, "..", "fixtures", "subprocessHost.ts")
 
-/** A host process whose stdout lines are read one by one; the scope SIGKILLs it if it is still alive. */
-const startHost = (args: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const proc = ChildProcess.spawn(process.execPath, ["--import", "tsx", hostScript, ...args], {
-        stdio: ["ignore", "pipe", "inherit"]
-      })
-      const lines = Readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]()
-      const nextLine = Effect.promise(() => lines.next()).pipe(
-        Effect.flatMap((next) => next.done ? Effect.die(new Error("the host exited early")) : Effect.succeed(JSON.parse(next.value)))
-      )
-      return { proc, nextLine }
-    }),
-    ({ proc }) => Effect.sync(() => proc.exitCode === null && proc.signalCode === null && proc.kill("SIGKILL"))
-  )
-
-const sigkill = (proc: ChildProcess.ChildProcess) =>
-  Effect.callback<void>((resume) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return resume(Effect.void)
-    proc.once("exit", () => resume(Effect.void))
-    proc.kill("SIGKILL")
-  })
-
-/** A base directory whose recorded children are killed (by verified process group) when the scope closes. */
-const crashBase = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsc-"))),
-  (base) =>
-    Effect.gen(function*() {
-      const storage = yield* FileStorage.make({ root: Path.join(base, "subprocess") })
-      for (const key of yield* storage.list(MANIFEST_PREFIX)) {
-        const manifest = yield* loadManifest(storage, key.slice(MANIFEST_PREFIX.length))
-        if (Option.isNone(manifest) || manifest.value.pid === null) continue
-        if (yield* isAlive(manifest.value.pid, manifest.value.pidStarttime)) process.kill(-manifest.value.pid, "SIGKILL")
-      }
-    }).pipe(Effect.ignore)
-)
+/** A base directory whose recorded children are killed when the scope closes. */
+const crashBase = crashDirectory("nsc-", (base) => FileStorage.make({ root: Path.join(base, "subprocess") }))
 
 const childPid = (base: string, handleId: string) =>
   Effect.gen(function*() {
@@ -68,14 +32,14 @@ describe("Survive a host crash (real processes)", () => {
     Effect.gen(function*() {
       const base = yield* crashBase
       const release = Path.join(base, "release")
-      const first = yield* startHost([base, "spawn", release])
+      const first = yield* startHost(hostScript, [base, "spawn", release])
       const { handleId, parentId } = yield* first.nextLine
       const child = yield* childPid(base, handleId)
 
       yield* sigkill(first.proc)
       assert.isTrue(yield* isAlive(child.pid, child.pidStarttime), "the child survives its host")
 
-      const second = yield* startHost([base, "reattach", release])
+      const second = yield* startHost(hostScript, [base, "reattach", release])
       const found = yield* second.nextLine
       assert.deepStrictEqual(found.handles, [{ handleId, stepId: "waitForRelease", parent: parentId }])
       assert.strictEqual(found.failures, 0)
@@ -90,7 +54,7 @@ describe("Survive a host crash (real processes)", () => {
       assert.isTrue(parentsCheckpointedAfterSettle, "the restored parent checkpoints when its child settles")
 
       // Delivered once: a third host finds nothing left to reattach.
-      const third = yield* startHost([base, "reattach", release])
+      const third = yield* startHost(hostScript, [base, "reattach", release])
       assert.deepStrictEqual((yield* third.nextLine).handles, [])
       yield* waitUntil(Effect.map(isAlive(child.pid, child.pidStarttime), (alive) => !alive))
     }), { timeout: 120_000 })
@@ -100,7 +64,7 @@ describe("Survive a host crash (real processes)", () => {
       const base = yield* crashBase
       const release = Path.join(base, "release")
       // Linger 0: the child exits as soon as its result is persisted, so the result record is all that is left.
-      const first = yield* startHost([base, "spawn", release, "0"])
+      const first = yield* startHost(hostScript, [base, "spawn", release, "0"])
       const { handleId } = yield* first.nextLine
       const child = yield* childPid(base, handleId)
       yield* sigkill(first.proc)
@@ -108,7 +72,7 @@ describe("Survive a host crash (real processes)", () => {
       Fs.writeFileSync(release, "go")
       yield* waitUntil(Effect.map(isAlive(child.pid, child.pidStarttime), (alive) => !alive))
 
-      const second = yield* startHost([base, "reattach", release])
+      const second = yield* startHost(hostScript, [base, "reattach", release])
       assert.deepStrictEqual((yield* second.nextLine).handles.map((h: { handleId: string }) => h.handleId), [handleId])
       const { results } = yield* second.nextLine
       assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
