@@ -322,18 +322,19 @@ export const readLedger = (
       }
       const entry = decoded.value
       const at = "at" in entry && entry.at !== undefined ? new Date(entry.at).toISOString() : null
-      if (entry._tag === "StepRecorded") {
-        const json = entry.output._tag === "Json" ? JSON.stringify(entry.output.value) : undefined
-        const view = {
+      if (entry._tag === "StepRecorded" || entry._tag === "IntentRecorded") {
+        // An intent is an at-most-once step about to run its body; a later record at its path supersedes it.
+        const json = entry._tag === "StepRecorded" && entry.output._tag === "Json" ? JSON.stringify(entry.output.value) : undefined
+        const view: (typeof records)[number] = {
           seq,
           path: entry.path,
-          record: "step" as const,
+          record: entry._tag === "StepRecorded" ? "step" : "intent",
           stepId: entry.stepId,
           kind: entry.kind,
-          outputBytes: json === undefined ? 0 : utf8Length(json),
+          outputBytes: entry._tag === "IntentRecorded" ? null : json === undefined ? 0 : utf8Length(json),
           at,
-          state: "live" as LedgerRecordView["state"],
-          by: null as number | null
+          state: "live",
+          by: null
         }
         const previous = live.get(entry.path)
         if (previous !== undefined) {
@@ -342,27 +343,9 @@ export const readLedger = (
         }
         live.set(entry.path, view)
         records.push(view)
-        outputs.set(seq, entry.output._tag === "Json" ? { value: entry.output.value, undefined: false } : { value: undefined, undefined: true })
-      } else if (entry._tag === "IntentRecorded") {
-        // An at-most-once step about to run its body; a later step record at its path supersedes it.
-        const view = {
-          seq,
-          path: entry.path,
-          record: "intent" as const,
-          stepId: entry.stepId,
-          kind: entry.kind,
-          outputBytes: null,
-          at,
-          state: "live" as LedgerRecordView["state"],
-          by: null as number | null
+        if (entry._tag === "StepRecorded") {
+          outputs.set(seq, entry.output._tag === "Json" ? { value: entry.output.value, undefined: false } : { value: undefined, undefined: true })
         }
-        const previous = live.get(entry.path)
-        if (previous !== undefined) {
-          previous.state = "superseded"
-          previous.by = seq
-        }
-        live.set(entry.path, view)
-        records.push(view)
       } else {
         for (const [path, view] of live) {
           if (isAtOrBelow(path, entry.path)) {
