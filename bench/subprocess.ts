@@ -18,7 +18,7 @@ import * as AgentHarness from "../src/harness/AgentHarness.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
 import * as LocalSubprocessAdapter from "../src/layers/LocalSubprocessAdapter.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
-import { reattachLiveChildren } from "../src/services/SubprocessAdapter.ts"
+import { reattachLiveChildren } from "../src/harness/Reattach.ts"
 import {
   type BenchCase,
   type BenchContext,

@@ -29,9 +29,10 @@ import * as Path from "node:path"
 import type { StorageError } from "./Errors.ts"
 import { CHECKPOINT_SCHEMA_VERSION, CheckpointSnapshot } from "./schema/CheckpointSnapshot.ts"
 import { LEDGER_ENTRY_VERSION, ledgerKey, type StepRecorded } from "./schema/LedgerEntry.ts"
-import { saveManifest, type SubprocessManifest } from "./schema/SubprocessManifest.ts"
+import type { SubprocessManifest } from "./schema/SubprocessManifest.ts"
 import { makeWith as makeCheckpointStore } from "./services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "./services/StorageAdapter.ts"
+import { saveManifest } from "./services/SubprocessRecords.ts"
 
 /** What kind of record a key held, as far as the import could tell. */
 export type NoeticRecordKind = "snapshot" | "ledger" | "manifest" | "file"

@@ -59,7 +59,10 @@ export * as HarnessError from "./harness/HarnessError.ts"
 
 /** Runs detached child steps; in-process by default. */
 export * as SubprocessAdapter from "./services/SubprocessAdapter.ts"
-export { reattachLiveChildren } from "./services/SubprocessAdapter.ts"
+
+/** The recovery step of a host restart: rebinds live children and restores their parents. */
+export { reattachLiveChildren } from "./harness/Reattach.ts"
+export type { ReattachedChildren, ReattachLiveChildrenOptions } from "./harness/Reattach.ts"
 
 /** The in-memory subprocess adapter with optional manifests: reattach re-runs a child from its input. */
 export * as InMemorySubprocessAdapter from "./layers/InMemorySubprocessAdapter.ts"
@@ -70,8 +73,8 @@ export * as LocalSubprocessAdapter from "./layers/LocalSubprocessAdapter.ts"
 /** Imports a directory noetic's file storage wrote: snapshots, step ledgers, manifests. */
 export * as NoeticImport from "./NoeticImport.ts"
 
-/** The persisted manifest and result records of spawned children. */
-export * as SubprocessManifest from "./schema/SubprocessManifest.ts"
+/** The persisted manifest and result records of spawned children, and their reads and writes. */
+export * as SubprocessManifest from "./services/SubprocessRecords.ts"
 
 /** A scripted `LanguageModel`, and one over a plain `generate` function. */
 export * as ScriptedModel from "./layers/ScriptedModel.ts"

@@ -1,6 +1,7 @@
 /**
  * Imports follow the layers: schema -> services -> harness -> layers -> promise / cli
- * (testing sits beside promise), and nothing imports from a layer above it.
+ * (testing sits beside promise), nothing imports from a layer above it, and no
+ * modules import each other in a cycle.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -73,26 +74,51 @@ const upwardImports = (files: ReadonlyArray<readonly [string, string]>): Readonl
   )
 
 /**
- * Upward imports of the subprocess code that issue 10 is reshaping right now; each
- * goes when that work lands (the adapters then receive a step's id and module, and
- * reattachLiveChildren moves to the harness). Nothing may be added here.
+ * The import cycles among `files` (path and text), each as its modules relative to
+ * `src`, sorted: the strongly connected components of more than one module, or of one
+ * module that imports itself.
  */
-const PENDING = new Set([
-  "schema/SubprocessManifest.ts (schema) imports services/SubprocessAdapter.ts (services)",
-  "schema/SubprocessManifest.ts (schema) imports services/DurableOutboundQueue.ts (services)",
-  "schema/SubprocessManifest.ts (schema) imports services/StorageAdapter.ts (services)",
-  "services/SubprocessAdapter.ts (services) imports harness/AgentContext.ts (harness)",
-  "services/SubprocessAdapter.ts (services) imports harness/AgentHarness.ts (harness)",
-  "services/SubprocessAdapter.ts (services) imports harness/Step.ts (harness)",
-  "internal/manifests.ts (services) imports harness/AgentHarness.ts (harness)",
-  "internal/stepLoader.ts (services) imports harness/Step.ts (harness)"
-])
+const importCycles = (files: ReadonlyArray<readonly [string, string]>): ReadonlyArray<ReadonlyArray<string>> => {
+  const graph = new Map(files.map(([file, text]) => [file, importsOf(file, text)] as const))
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: Array<string> = []
+  const onStack = new Set<string>()
+  const cycles: Array<ReadonlyArray<string>> = []
+  const visit = (module: string): void => {
+    index.set(module, index.size)
+    low.set(module, index.get(module)!)
+    stack.push(module)
+    onStack.add(module)
+    for (const target of graph.get(module) ?? []) {
+      if (!graph.has(target)) continue
+      if (!index.has(target)) {
+        visit(target)
+        low.set(module, Math.min(low.get(module)!, low.get(target)!))
+      } else if (onStack.has(target)) {
+        low.set(module, Math.min(low.get(module)!, index.get(target)!))
+      }
+    }
+    if (low.get(module) !== index.get(module)) return
+    const component: Array<string> = []
+    let member: string
+    do {
+      member = stack.pop()!
+      onStack.delete(member)
+      component.push(member)
+    } while (member !== module)
+    if (component.length > 1 || graph.get(module)!.includes(module)) {
+      cycles.push(component.map((file) => Path.relative(SRC, file)).sort())
+    }
+  }
+  for (const module of graph.keys()) if (!index.has(module)) visit(module)
+  return cycles
+}
 
 describe("layering", () => {
   it("no module of src imports from a layer above its own", () => {
     const files = sourceFiles(SRC).map((file) => [file, Fs.readFileSync(file, "utf8")] as const)
-    const upward = upwardImports(files).filter((line) => !PENDING.has(line))
-    expect(upward).toEqual([])
+    expect(upwardImports(files)).toEqual([])
   })
 
   it("the check catches an upward import, static, dynamic or type-only", () => {
@@ -106,6 +132,21 @@ describe("layering", () => {
       "services/Bad.ts (services) imports harness/AgentHarness.ts (harness)",
       "services/Bad.ts (services) imports layers/FileStorage.ts (layers)"
     ])
+  })
+
+  it("no module of src is part of an import cycle, type-only imports included", () => {
+    const files = sourceFiles(SRC).map((file) => [file, Fs.readFileSync(file, "utf8")] as const)
+    expect(importCycles(files)).toEqual([])
+  })
+
+  it("the cycle check catches a cycle through a type-only import", () => {
+    const at = (path: string) => Path.join(SRC, path)
+    expect(importCycles([
+      [at("harness/A.ts"), `import type { B } from "./B.ts"`],
+      [at("harness/B.ts"), `import { C } from "../services/C.ts"`],
+      [at("services/C.ts"), `import type { A } from "../harness/A.ts"`],
+      [at("services/D.ts"), `import { C } from "./C.ts"`]
+    ])).toEqual([["harness/A.ts", "harness/B.ts", "services/C.ts"]])
   })
 
   it("every file of src has a layer", () => {

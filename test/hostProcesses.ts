@@ -13,7 +13,7 @@ import * as Readline from "node:readline"
 import { isAlive } from "../src/internal/procStat.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import type { StorageError } from "../src/Errors.ts"
-import { loadManifest, MANIFEST_PREFIX } from "../src/schema/SubprocessManifest.ts"
+import { loadManifest, MANIFEST_PREFIX } from "../src/services/SubprocessRecords.ts"
 
 export interface HostProcess {
   readonly proc: ChildProcess.ChildProcess

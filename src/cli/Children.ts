@@ -13,17 +13,9 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { isAlive } from "../internal/procStat.ts"
-import {
-  clearChild,
-  loadManifest,
-  MANIFEST_PREFIX,
-  resultKey,
-  saveResult,
-  type SubprocessManifest,
-  SubprocessResult,
-  watermarkKey
-} from "../schema/SubprocessManifest.ts"
+import { MANIFEST_PREFIX, resultKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import { Stopped } from "../services/SubprocessAdapter.ts"
+import { clearChild, loadManifest, saveResult, SubprocessResult } from "../services/SubprocessRecords.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { Progress } from "./Render.ts"
 import { CliFailure } from "./Storages.ts"

@@ -7,7 +7,7 @@
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Random from "effect/Random"
+import { randomId } from "../internal/randomId.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 
@@ -427,18 +427,5 @@ export const runAppendPipeline = (
   items: ReadonlyArray<Item>
 ): Effect.Effect<ReadonlyArray<Item>> => context.append(items)
 
-/** A random 128-bit id in hex, from the `Random` service so tests can seed it. */
-export const randomId: Effect.Effect<string> = Effect.map(
-  Effect.all([Random.nextInt, Random.nextInt, Random.nextInt, Random.nextInt]),
-  (parts) => parts.map((part) => (part >>> 0).toString(16).padStart(8, "0")).join("")
-)
-
-/** A random UUID (version 4 layout), from the `Random` service so tests can seed it: noetic's id format. */
-export const randomUuid: Effect.Effect<string> = Effect.map(
-  Effect.all([Random.nextInt, Random.nextInt, Random.nextInt, Random.nextInt]),
-  (parts) => {
-    const hex = parts.map((part) => (part >>> 0).toString(16).padStart(8, "0")).join("")
-    const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)
-    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
-  }
-)
+/** Random ids from the `Random` service (tests can seed them): execution ids, handle ids. */
+export { randomId, randomUuid } from "../internal/randomId.ts"

@@ -506,7 +506,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       yield* checkpoint(parentCtx)
       const handle = yield* adapter.spawn({
         handleId: spawnOptions.handleId,
-        step,
+        stepId: step.id,
+        module: step.module,
         input,
         executionId: child.id,
         parentExecutionId: parentCtx.id,

@@ -410,7 +410,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     Effect.flatMap(Effect.context<never>(), (services) =>
       Effect.flatMap(
         adapter.spawn({
-          step,
+          stepId: step.id,
+          module: step.module,
           input,
           executionId: child.id,
           parentExecutionId: parent.id,

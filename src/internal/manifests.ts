@@ -1,7 +1,8 @@
 /**
  * What the subprocess adapters that keep manifests share: one adoption per handle at
- * a time, a `listLive` that one unrecoverable manifest cannot spoil, and running a
- * recorded step under a harness as its manifest describes.
+ * a time, a `listLive` that one unrecoverable manifest cannot spoil, the wait for a
+ * child's own pid, and the manifest of a spawn request. (Running a recorded step
+ * under a harness is the harness's `StepLoader.runManifestStep`.)
  *
  * @internal
  */
@@ -9,10 +10,8 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { StorageError } from "../Errors.ts"
-import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { SpawnRequest, SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
@@ -65,26 +64,6 @@ export const listLiveFrom = (
     return found.flatMap((handle) => (Option.isSome(handle) ? [handle.value] : []))
   })
 
-/**
- * Runs the step of `manifest` as the root of `harness` on its recorded input, with
- * its recorded execution id, thread, resource and cwd, and the services its module
- * exports (`layer`); resolves with the step's output.
- */
-export const runManifestStep = (
-  harness: AgentHarness<any>,
-  manifest: SubprocessManifest,
-  input: unknown,
-  layer: Layer.Layer<never> | undefined
-): Effect.Effect<unknown, unknown> => {
-  const run = harness.execute(input, {
-    executionId: manifest.executionId,
-    ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
-    ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-    ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
-  }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
-  return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
-}
-
 /** How long a child may take to boot and record its own pid. */
 export const START_GRACE_MS = 30_000
 
@@ -135,7 +114,7 @@ export const manifestOf = (
   Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (createdAt) => ({
     version: 1,
     handleId,
-    stepId: request.step.id,
+    stepId: request.stepId,
     serializedInput,
     executionId: request.executionId,
     parentExecutionId: request.parentExecutionId ?? null,

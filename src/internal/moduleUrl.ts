@@ -58,3 +58,9 @@ export const siblingModuleUrl = (name: string, subdir: string): string => {
   const dir = ext === ".ts" ? NodePath.join(libraryDir, subdir) : libraryDir
   return pathToFileURL(NodePath.join(dir, `${name}${ext}`)).href
 }
+
+/** A module given as a path or a URL, as a URL `import()` takes. */
+export const toModuleUrl = (module: string): string =>
+  /^[a-z][a-z0-9+.-]*:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)
+    ? module
+    : pathToFileURL(NodePath.resolve(module)).href

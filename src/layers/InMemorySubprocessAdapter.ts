@@ -19,13 +19,14 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { Corrupt, StorageError } from "../Errors.ts"
-import { randomId } from "../harness/AgentContext.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
-import { listLiveFrom, manifestOf, runManifestStep, sharedReattach } from "../internal/manifests.ts"
-import { loadStep } from "../internal/stepLoader.ts"
-import { clearChild, loadManifest, manifestKey, saveManifest } from "../schema/SubprocessManifest.ts"
+import { loadStep, runManifestStep } from "../harness/StepLoader.ts"
+import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
+import { randomId } from "../internal/randomId.ts"
+import { manifestKey } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { clearChild, loadManifest, saveManifest } from "../services/SubprocessRecords.ts"
 import {
   makeMemory,
   type ProcessRequest,
@@ -66,7 +67,8 @@ export const make = Effect.fnUntraced(function*(
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     return yield* memory.spawn({
       handleId,
-      step: { id: processStepId(request.command), module: undefined },
+      stepId: processStepId(request.command),
+      module: undefined,
       input: null,
       executionId: handleId,
       parentExecutionId: undefined,
@@ -93,11 +95,11 @@ export const make = Effect.fnUntraced(function*(
       serializedInput = JSON.stringify(request.input) ?? "null"
     } catch (cause) {
       // Without its input a recorded child could never be re-run: refuse rather than record a lie.
-      return yield* spawnFailed(handleId, `the input of step ${request.step.id} has no JSON form`, cause)
+      return yield* spawnFailed(handleId, `the input of step ${request.stepId} has no JSON form`, cause)
     }
     const manifest = yield* manifestOf(request, handleId, serializedInput, {
       adapter: "memory",
-      module: request.step.module ?? null,
+      module: request.module ?? null,
       entry: null,
       socketPath: null,
       checkpointRoot: null,
@@ -139,7 +141,8 @@ export const make = Effect.fnUntraced(function*(
       const runInProcess = runManifestStep(harness, manifest, input, layer)
       return Option.some(yield* spawn({
         handleId,
-        step,
+        stepId: step.id,
+        module: step.module,
         input,
         executionId: manifest.executionId,
         parentExecutionId: manifest.parentExecutionId ?? undefined,

@@ -51,27 +51,16 @@ import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { randomId } from "../harness/AgentContext.ts"
 import { CHILD_FLAG } from "../internal/childFlag.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
-import { siblingModuleUrl } from "../internal/moduleUrl.ts"
+import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
-import { toModuleUrl } from "../internal/stepLoader.ts"
+import { randomId } from "../internal/randomId.ts"
 import { IpcError, SocketClosed } from "../IpcError.ts"
 import { CHECKPOINTS_DATABASE, makeStorageAt, roots, storageLocation, SUBPROCESS_DATABASE } from "../NoeticHome.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
-import {
-  clearChild,
-  loadManifest,
-  loadResult,
-  manifestKey,
-  saveManifest,
-  saveResult,
-  type SubprocessManifest,
-  SubprocessOutcome,
-  watermarkKey
-} from "../schema/SubprocessManifest.ts"
+import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import {
   ChildExited,
   childFailed,
@@ -88,6 +77,14 @@ import {
   type SubprocessHandle,
   unknownHandle
 } from "../services/SubprocessAdapter.ts"
+import {
+  clearChild,
+  loadManifest,
+  loadResult,
+  saveManifest,
+  saveResult,
+  SubprocessOutcome
+} from "../services/SubprocessRecords.ts"
 import * as IpcClient from "./IpcClient.ts"
 
 /** How the local adapter is built. */
@@ -399,15 +396,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const spawn = Effect.fn("LocalSubprocessAdapter.spawn")(function*(request: SpawnRequest) {
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
-    const module = request.step.module ?? null
+    const module = request.module ?? null
     if (module === null && entry === null) {
       return yield* new SubprocessError({
         reason: new StepUnavailable({
           handleId,
-          stepId: request.step.id,
+          stepId: request.stepId,
           module,
           entry,
-          message: `step ${request.step.id} recorded no module and the adapter has no entry: a child process cannot load it`
+          message: `step ${request.stepId} recorded no module and the adapter has no entry: a child process cannot load it`
         })
       })
     }
@@ -415,7 +412,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     try {
       serializedInput = JSON.stringify(request.input) ?? "null"
     } catch (cause) {
-      return yield* spawnFailed(handleId, `the input of step ${request.step.id} has no JSON form: ${causeMessage(cause)}`, cause)
+      return yield* spawnFailed(handleId, `the input of step ${request.stepId} has no JSON form: ${causeMessage(cause)}`, cause)
     }
     const execArgv = yield* execArgvFor(handleId, module)
     if (request.cwdInit !== undefined) {

@@ -25,23 +25,16 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
+import { loadStep, runManifestStep } from "../harness/StepLoader.ts"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
-import { runManifestStep } from "../internal/manifests.ts"
 import { readStat } from "../internal/procStat.ts"
-import { loadStep } from "../internal/stepLoader.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
-import {
-  loadManifest,
-  queueSocketId,
-  saveManifest,
-  saveResult,
-  type SubprocessManifest,
-  SubprocessOutcome
-} from "../schema/SubprocessManifest.ts"
+import { queueSocketId, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
+import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../services/SubprocessRecords.ts"
 import { makeStorageAt } from "../NoeticHome.ts"
 import * as IpcServer from "./IpcServer.ts"
 

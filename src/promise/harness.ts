@@ -28,15 +28,13 @@ import {
   scratchpad
 } from "../harness/AgentContext.ts"
 import * as EngineHarness from "../harness/AgentHarness.ts"
+import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
 import * as Step from "../harness/Step.ts"
 import * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore as CheckpointStoreTag, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import { makeWith as makeStepLedger, StepLedger } from "../services/StepLedger.ts"
-import {
-  reattachLiveChildren as engineReattachLiveChildren,
-  SubprocessAdapter as SubprocessAdapterTag
-} from "../services/SubprocessAdapter.ts"
+import { SubprocessAdapter as SubprocessAdapterTag } from "../services/SubprocessAdapter.ts"
 import {
   type CheckpointStore,
   clearLedger,

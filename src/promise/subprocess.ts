@@ -277,7 +277,8 @@ const engineStepRequest = (
   request: StepSubprocessRequest,
   stepRunner: FacadeSpawnOptions["stepRunner"]
 ): SpawnRequest => ({
-  step: { id: request.stepId, module: undefined },
+  stepId: request.stepId,
+  module: undefined,
   input: request.serializedInput,
   executionId: request.executionId,
   parentExecutionId: undefined,
@@ -529,7 +530,7 @@ export interface InMemorySubprocessAdapterOptions {
 /** noetic's view of an engine step request, as a `metadataInjector` sees it. */
 const noeticStepRequest = (request: SpawnRequest): StepSubprocessRequest => ({
   kind: "step",
-  stepId: request.step.id,
+  stepId: request.stepId,
   serializedInput: request.input,
   executionId: request.executionId,
   overrides: {

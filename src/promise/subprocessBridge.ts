@@ -153,7 +153,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
     const metadata = initial.metadata ?? {}
     const handle: EngineHandle = {
       handleId: initial.id,
-      stepId: request?.step.id ?? (typeof metadata.stepId === "string" ? metadata.stepId : "unknown"),
+      stepId: request?.stepId ?? (typeof metadata.stepId === "string" ? metadata.stepId : "unknown"),
       executionId: request?.executionId ?? (typeof metadata.executionId === "string" ? metadata.executionId : initial.id),
       parentExecutionId: request?.parentExecutionId ??
         (typeof metadata.parentExecutionId === "string" ? metadata.parentExecutionId : undefined),
@@ -174,7 +174,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
         try: () =>
           adapter.spawn({
             kind: "step",
-            stepId: request.step.id,
+            stepId: request.stepId,
             serializedInput: request.input,
             executionId: request.executionId,
             overrides: {

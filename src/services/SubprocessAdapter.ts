@@ -18,12 +18,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
-import type { AgentContext } from "../harness/AgentContext.ts"
-import { randomId } from "../harness/AgentContext.ts"
+import type { StorageError } from "../Errors.ts"
+import { randomId } from "../internal/randomId.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
-import type { AgentHarness, RestoreContextOptions } from "../harness/AgentHarness.ts"
-import type { AnyStep } from "../harness/Step.ts"
 
 /**
  * The child's step failed. `error` is the failure in JSON form (see `toJsonError`): a
@@ -120,8 +117,14 @@ export interface SubprocessHandle {
 export interface SpawnRequest {
   /** The handle id to use; the adapter makes one when absent. */
   readonly handleId?: string | undefined
-  /** The step to run: its id, and the module that defines it (what a child process imports). */
-  readonly step: Pick<AnyStep, "id" | "module">
+  /** The id of the step to run. */
+  readonly stepId: string
+  /**
+   * The module that defines the step (a file URL): what a child process imports to find
+   * the exported step with `stepId`. Undefined when the step recorded none.
+   */
+  readonly module: string | undefined
+  /** The step's input. */
   readonly input: unknown
   /** The execution id the child runs under. */
   readonly executionId: string
@@ -262,7 +265,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     )
     const handle: SubprocessHandle = {
       handleId,
-      stepId: request.step.id,
+      stepId: request.stepId,
       executionId: request.executionId,
       parentExecutionId: request.parentExecutionId,
       metadata: request.metadata ?? {},
@@ -303,63 +306,3 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
 
 /** The in-process adapter for the life of the layer. */
 export const layerMemory: Layer.Layer<SubprocessAdapter> = Layer.effect(SubprocessAdapter, makeMemory)
-
-// -----------------------------------------------------------------------------
-// Host restart
-// -----------------------------------------------------------------------------
-
-/** What `reattachLiveChildren` found. */
-export interface ReattachedChildren {
-  /** Every child the adapter still knows: running, or finished while the host was down. */
-  readonly handles: ReadonlyArray<SubprocessHandle>
-  /** The restored parent context of each handle, by handle id (children without a recorded parent are absent). */
-  readonly contexts: ReadonlyMap<string, AgentContext>
-  /** The handles whose parent context could not be restored, with why; the others are unaffected. */
-  readonly failures: ReadonlyArray<{
-    readonly handle: SubprocessHandle
-    readonly error: StorageError | CheckpointSchemaMismatch
-  }>
-}
-
-/** Options of `reattachLiveChildren`. */
-export interface ReattachLiveChildrenOptions {
-  /** Host wiring handed to each restore (state, layers), per handle. */
-  readonly restore?: RestoreContextOptions | ((handle: SubprocessHandle) => RestoreContextOptions) | undefined
-  /** How many parent contexts are restored at once. Default: unbounded. */
-  readonly concurrency?: number | undefined
-}
-
-/**
- * The recovery step of a host restart: lists the harness adapter's live children
- * (`listLive`, which rebinds them) and restores each one's parent context
- * (`harness.restore(parentExecutionId)`) in parallel. A snapshot that fails to load is
- * reported in `failures` with its handle and does not abort the others. Without
- * durable storage it finds nothing and costs nothing.
- */
-export const reattachLiveChildren = Effect.fnUntraced(function*(
-  harness: Pick<AgentHarness<any>, "subprocess" | "restore" | "adopt">,
-  options: ReattachLiveChildrenOptions = {}
-): Effect.fn.Return<ReattachedChildren, StorageError | SubprocessError> {
-  const handles = yield* harness.subprocess.listLive
-  const contexts = new Map<string, AgentContext>()
-  const failures: Array<ReattachedChildren["failures"][number]> = []
-  yield* Effect.forEach(handles, (handle) => {
-    const parent = handle.parentExecutionId
-    if (parent === undefined) return Effect.void
-    const wiring = typeof options.restore === "function" ? options.restore(handle) : options.restore
-    return harness.restore(parent, wiring).pipe(
-      Effect.match({
-        onFailure: (error) => void failures.push({ handle, error }),
-        onSuccess: (restored) => {
-          if (Option.isSome(restored)) contexts.set(handle.handleId, restored.value)
-          return restored
-        }
-      }),
-      // The restored parent checkpoints when its child settles, as after detachedSpawn.
-      Effect.flatMap((restored) =>
-        restored !== undefined && Option.isSome(restored) ? harness.adopt(handle, restored.value) : Effect.void
-      )
-    )
-  }, { concurrency: options.concurrency ?? "unbounded", discard: true })
-  return { handles, contexts, failures }
-})

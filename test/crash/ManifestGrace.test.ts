@@ -12,7 +12,7 @@ import * as Path from "node:path"
 import { awaitRecordedPid, START_GRACE_MS } from "../../src/internal/manifests.ts"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import * as LocalSubprocessAdapter from "../../src/layers/LocalSubprocessAdapter.ts"
-import { loadManifest, saveManifest, type SubprocessManifest } from "../../src/schema/SubprocessManifest.ts"
+import { loadManifest, saveManifest, type SubprocessManifest } from "../../src/services/SubprocessRecords.ts"
 
 const pidless = (handleId: string, createdAt: number): SubprocessManifest => ({
   version: 1,

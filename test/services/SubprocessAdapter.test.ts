@@ -1,6 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { runCode } from "../../src/harness/Step.ts"
 import { SETTLED_HANDLES_KEPT } from "../../src/internal/settledHandles.ts"
 import { makeMemory } from "../../src/services/SubprocessAdapter.ts"
 
@@ -8,11 +7,11 @@ describe("SubprocessAdapter.makeMemory", () => {
   it.effect("keeps answering get for recent settled children and forgets the oldest, so its map stays bounded", () =>
     Effect.gen(function*() {
       const adapter = yield* makeMemory
-      const step = runCode("child", (n: number) => Effect.succeed(n))
       const handles = []
       for (let i = 0; i < SETTLED_HANDLES_KEPT + 10; i++) {
         const handle = yield* adapter.spawn({
-          step,
+          stepId: "child",
+          module: undefined,
           input: i,
           executionId: `exec-${i}`,
           parentExecutionId: undefined,
@@ -32,10 +31,10 @@ describe("SubprocessAdapter.makeMemory handle ids", () => {
   it.effect("a handle id spawned again after it settled is not forgotten while its new child runs", () =>
     Effect.gen(function*() {
       const adapter = yield* makeMemory
-      const step = runCode("child", (n: number) => Effect.succeed(n))
       const request = (handleId: string, runInProcess: Effect.Effect<unknown>) => ({
         handleId,
-        step,
+        stepId: "child",
+        module: undefined,
         input: 0,
         executionId: `exec-${handleId}`,
         parentExecutionId: undefined,

@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { isAlive } from "../../src/internal/procStat.ts"
-import { loadManifest } from "../../src/schema/SubprocessManifest.ts"
+import { loadManifest } from "../../src/services/SubprocessRecords.ts"
 import { crashDirectory, sigkill, startHost } from "../hostProcesses.ts"
 
 const hostScript = Path.join(import.meta.dirname, "..", "fixtures", "subprocessHost.ts")

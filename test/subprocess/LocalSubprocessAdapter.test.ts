@@ -18,9 +18,10 @@ import {
   saveManifest,
   saveResult,
   type SubprocessManifest
-} from "../../src/schema/SubprocessManifest.ts"
+} from "../../src/services/SubprocessRecords.ts"
 import * as StorageAdapter from "../../src/services/StorageAdapter.ts"
-import { reattachLiveChildren, type SubprocessError } from "../../src/services/SubprocessAdapter.ts"
+import { reattachLiveChildren } from "../../src/harness/Reattach.ts"
+import type { SubprocessError } from "../../src/services/SubprocessAdapter.ts"
 import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
 import { askThenModel } from "../fixtures/subprocessModelSteps.ts"
 import { double, failing, listAndDate, waitForRelease } from "../fixtures/subprocessSteps.ts"

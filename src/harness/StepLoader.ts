@@ -1,24 +1,19 @@
 /**
- * How a process that did not build a step finds it again: import the module that
- * defined it (recorded when it was built) or an `entry` module, and take the exported
- * step with the recorded id. The same module may export `subprocessLayer`, a Layer of
- * the services the step needs in the child (a `LanguageModel` provider, tools' clients).
+ * How a process that did not build a step finds it again and runs it as its manifest
+ * says: import the module that defined it (recorded when it was built) or an `entry`
+ * module, and take the exported step with the recorded id. The same module may export
+ * `subprocessLayer`, a Layer of the services the step needs in the child (a
+ * `LanguageModel` provider, tools' clients).
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as NodePath from "node:path"
-import { pathToFileURL } from "node:url"
-import { type AnyStep, isStep } from "../harness/Step.ts"
+import { ownFileUrl, toModuleUrl } from "../internal/moduleUrl.ts"
+import type { SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { StepUnavailable, SubprocessError } from "../services/SubprocessAdapter.ts"
-import { ownFileUrl } from "./moduleUrl.ts"
-
-/** A module given as a path or a URL, as a URL `import()` takes. */
-export const toModuleUrl = (module: string): string =>
-  /^[a-z][a-z0-9+.-]*:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)
-    ? module
-    : pathToFileURL(NodePath.resolve(module)).href
+import type { AgentHarness } from "./AgentHarness.ts"
+import { type AnyStep, isStep } from "./Step.ts"
 
 /** The exported step with id `stepId` (top-level exports and the default export's own fields). */
 const findExported = (exports: Record<string, unknown>, stepId: string): AnyStep | undefined => {
@@ -92,3 +87,23 @@ export const loadStep = (
       })
     })
   })
+
+/**
+ * Runs the step of `manifest` as the root of `harness` on its recorded input, with
+ * its recorded execution id, thread, resource and cwd, and the services its module
+ * exports (`layer`); resolves with the step's output.
+ */
+export const runManifestStep = (
+  harness: AgentHarness<any>,
+  manifest: SubprocessManifest,
+  input: unknown,
+  layer: Layer.Layer<never> | undefined
+): Effect.Effect<unknown, unknown> => {
+  const run = harness.execute(input, {
+    executionId: manifest.executionId,
+    ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+    ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+    ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+  }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+  return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
+}
