@@ -1,7 +1,9 @@
 /**
  * The one place that links facade objects to the engine objects behind them: a
- * facade context to its engine context, a facade storage or checkpoint store to the
- * engine service it wraps, a facade step to the subprocess adapter it was built with.
+ * facade context to its engine context, a facade storage, checkpoint store, durable
+ * outbound queue or subprocess adapter to the engine service it wraps (and a file or
+ * SQLite storage to where it keeps its data, which child processes open themselves),
+ * a facade step to the subprocess adapter it was built with.
  *
  * Links are non-enumerable properties under `Symbol.for` keys, so an object made by
  * one copy of this package (its ESM build) is still recognised by another (its CJS
@@ -13,7 +15,9 @@ import type * as Effect from "effect/Effect"
 import type { StorageError } from "../Errors.ts"
 import type { AgentContext as EngineContext } from "../harness/AgentContext.ts"
 import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import type { DurableOutboundQueueShape } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 
 /** One kind of link, from facade objects to their engine objects. */
 export interface Link<E> {
@@ -48,8 +52,20 @@ export const context: Link<EngineContext> = makeLink("context")
 /** A storage made by this library's factories to the engine storage it wraps (built once, lazily). */
 export const storage: Link<Effect.Effect<StorageAdapterShape, StorageError>> = makeLink("storage")
 
+/** The directory of a storage made by `createFileStorage`. */
+export const fileStorageRoot: Link<string> = makeLink("fileStorageRoot")
+
+/** The database file of a storage made by `createSqliteStorage`. */
+export const sqliteStoragePath: Link<string> = makeLink("sqliteStoragePath")
+
 /** A checkpoint store made by `createCheckpointStore` to the engine store it wraps (built once, lazily). */
 export const checkpointStore: Link<Effect.Effect<CheckpointStoreShape, StorageError>> = makeLink("checkpointStore")
+
+/** A durable outbound queue made by `createDurableOutboundQueue` to the engine queue it wraps. */
+export const durableQueue: Link<DurableOutboundQueueShape> = makeLink("durableQueue")
+
+/** A subprocess adapter made by this library to the engine adapter it wraps (built once, lazily). */
+export const subprocessAdapter: Link<Effect.Effect<SubprocessAdapterShape>> = makeLink("subprocessAdapter")
 
 /** A facade step to the facade subprocess adapter it was built with (`subprocess` option). */
 export const stepSubprocess: Link<unknown> = makeLink("stepSubprocess")

@@ -24,7 +24,8 @@ import {
   type ServerFrame,
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
-import { type DurableOutboundQueueShape, makeWith } from "../services/DurableOutboundQueue.ts"
+import { makeWith } from "../services/DurableOutboundQueue.ts"
+import * as Bridge from "./bridge.ts"
 import { toFacadeError } from "./errors.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
@@ -59,9 +60,6 @@ export interface DurableOutboundQueue extends AsyncDisposable {
   /** Waits for in-flight writes; the queue is unusable afterwards. */
   close(): Promise<void>
 }
-
-/** The engine queue behind a facade queue, for the endpoints built on it. */
-const engineQueues = new WeakMap<DurableOutboundQueue, DurableOutboundQueueShape>()
 
 /** The queue id a socket path gets when none is given: short, so file keys stay short. */
 export const socketIdOf = (socketPath: string): string =>
@@ -103,8 +101,8 @@ export const createDurableOutboundQueue = async (
     close,
     [Symbol.asyncDispose]: close
   }
-  engineQueues.set(facade, queue)
-  return facade
+  // The endpoints built on a facade queue use the engine queue behind it.
+  return Bridge.durableQueue.attach(facade, queue)
 }
 
 /** One wire line (with its newline) for a frame; throws `NoeticError` when it cannot be encoded. */
@@ -287,7 +285,7 @@ export class AgentIpcServer implements AsyncDisposable {
       this.durableQueue = await createDurableOutboundQueue({ storage: opts.storage, socketPath: opts.socketPath })
       this.ownsQueue = true
     }
-    const queue = this.durableQueue === null ? undefined : engineQueues.get(this.durableQueue)
+    const queue = this.durableQueue === null ? undefined : Bridge.durableQueue.get(this.durableQueue)
     const scope = Effect.runSync(Scope.make())
     this.scope = scope
     this.server = await runForFacade(Scope.provide(

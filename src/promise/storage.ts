@@ -59,16 +59,12 @@ export const createInMemoryStorage = (): ClosableStorageAdapter => fromEngine(ma
  */
 export const createFileStorage = (options: { readonly root?: string | undefined } = {}): ClosableStorageAdapter => {
   const root = Path.resolve(options.root ?? roots().checkpoints)
-  const adapter = fromEngine(FileStorage.make({ root }))
-  fileRoots.set(adapter, root)
-  return adapter
+  // The local subprocess adapter's children open the same directory themselves.
+  return Bridge.fileStorageRoot.attach(fromEngine(FileStorage.make({ root })), root)
 }
 
-// The local subprocess adapter's children open the same directory themselves.
-const fileRoots = new WeakMap<StorageAdapter, string>()
-
 /** The directory of a storage made by `createFileStorage`; undefined for any other storage. */
-export const fileStorageRoot = (adapter: StorageAdapter): string | undefined => fileRoots.get(adapter)
+export const fileStorageRoot = (adapter: StorageAdapter): string | undefined => Bridge.fileStorageRoot.get(adapter)
 
 /** A Postgres storage of the facade; it owns a connection pool that `close()` releases. */
 export interface PostgresStorageAdapter extends ClosableStorageAdapter {
@@ -162,7 +158,8 @@ export const createSqliteStorage = (options: {
     })
   )
   const adapter = fromEngine(guard("open", options.path, build))
-  sqlitePaths.set(adapter, options.path)
+  // The local subprocess adapter's children open the same database file themselves.
+  Bridge.sqliteStoragePath.attach(adapter, options.path)
   const close = () =>
     runForFacade(Effect.suspend(() => {
       closed = true
@@ -184,11 +181,8 @@ export const createHomeStorage = (
   return createSqliteStorage({ path: which === "checkpoints" ? home.checkpointsDatabase : home.subprocessDatabase })
 }
 
-// The local subprocess adapter's children open the same database file themselves.
-const sqlitePaths = new WeakMap<StorageAdapter, string>()
-
 /** The database file of a storage made by `createSqliteStorage`; undefined for any other storage. */
-export const sqliteStoragePath = (adapter: StorageAdapter): string | undefined => sqlitePaths.get(adapter)
+export const sqliteStoragePath = (adapter: StorageAdapter): string | undefined => Bridge.sqliteStoragePath.get(adapter)
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
   new StorageError({

@@ -22,6 +22,7 @@ import {
   SubprocessError,
   type SubprocessHandle as EngineHandle
 } from "../services/SubprocessAdapter.ts"
+import * as Bridge from "./bridge.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
 import { fileStorageRoot, runForFacade, sqliteStoragePath, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -140,12 +141,6 @@ export interface EngineSubprocessAdapter extends SubprocessAdapter {
   get(handleId: string): Promise<LiveSubprocessHandle | null>
   reattach(handleId: string): Promise<LiveSubprocessHandle | null>
   listLive(): Promise<ReadonlyArray<LiveSubprocessHandle>>
-}
-
-const engineSubprocessAdapter = Symbol.for("noetic-effect/promise/engineSubprocessAdapter")
-
-interface EngineBacked {
-  readonly [engineSubprocessAdapter]: Effect.Effect<SubprocessAdapterShape>
 }
 
 const facadeStatus = (status: HandleStatus): SubprocessStatus =>
@@ -316,7 +311,7 @@ interface FacadeSpawnOptions {
 export const fromEngineSubprocessAdapter = (
   build: Effect.Effect<SubprocessAdapterShape>,
   options: FacadeSpawnOptions = {}
-): EngineSubprocessAdapter & EngineBacked => {
+): EngineSubprocessAdapter => {
   const engine = Effect.runSync(Effect.cached(build))
   const use = <A, E>(f: (adapter: SubprocessAdapterShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
@@ -335,8 +330,7 @@ export const fromEngineSubprocessAdapter = (
       if (!done) return { kind: "unsupported", handle, message: `child ${handleId} has settled: it cannot ${what}` }
       return { kind: "ok", handle }
     })
-  return {
-    [engineSubprocessAdapter]: engine,
+  return Bridge.subprocessAdapter.attach({
     spawn: (request) =>
       use((a) => {
         if (request.kind === "step") return a.spawn(engineStepRequest(request, options.stepRunner))
@@ -366,7 +360,7 @@ export const fromEngineSubprocessAdapter = (
     isAlive: (handle) => get(handle.id).then((live) => live !== null && (live.status === "running" || live.status === "paused")),
     listLive: () => use((a) => a.listLive).then((handles) => Promise.all(handles.map(readyView))),
     reattach: (handleId) => use((a) => a.reattach(handleId)).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
-  }
+  } satisfies EngineSubprocessAdapter, engine)
 }
 
 const spawnFailedError = (message: string) =>
@@ -375,8 +369,7 @@ const spawnFailedError = (message: string) =>
 /** The engine adapter behind a facade adapter, or undefined for one not made by this library. */
 export const toEngineSubprocessAdapter = (
   adapter: SubprocessAdapter
-): Effect.Effect<SubprocessAdapterShape> | undefined =>
-  engineSubprocessAdapter in adapter ? (adapter as SubprocessAdapter & EngineBacked)[engineSubprocessAdapter] : undefined
+): Effect.Effect<SubprocessAdapterShape> | undefined => Bridge.subprocessAdapter.get(adapter)
 
 // -----------------------------------------------------------------------------
 // Adapters and host restart
