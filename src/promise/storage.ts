@@ -14,7 +14,7 @@ import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
-import { make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { type Fence, make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import * as Bridge from "./bridge.ts"
 import { unwrapExit } from "./errors.ts"
 
@@ -50,6 +50,58 @@ const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): Cl
   } satisfies ClosableStorageAdapter, cached)
 }
 
+/**
+ * A storage that holds what `open` acquires (a connection pool, a database handle) in
+ * a scope of its own, opened on first use, until `close()` closes the scope. Once
+ * closed, every operation fails with `StorageError` reason `Io` ("the <kind> storage is
+ * closed"), whether called through the returned adapter or through an engine that took
+ * the storage with `toEngineStorage`: the check sits in the engine shape itself.
+ */
+const scopedStorage = (
+  kind: string,
+  location: string,
+  open: Effect.Effect<StorageAdapterShape, StorageError, Scope.Scope>
+): ClosableStorageAdapter => {
+  const scope = Scope.makeUnsafe()
+  let closed = false
+  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
+    Effect.suspend(() =>
+      closed
+        ? Effect.fail(
+          new StorageError({ operation, reason: new Io({ key, message: `the ${kind} storage is closed`, cause: null }) })
+        )
+        : effect
+    )
+  const guarded = (storage: StorageAdapterShape): StorageAdapterShape => {
+    const { compareAndSet, deleteFenced, setFenced } = storage
+    return {
+      get: (key) => guard("get", key, storage.get(key)),
+      set: (key, value) => guard("set", key, storage.set(key, value)),
+      delete: (key) => guard("delete", key, storage.delete(key)),
+      list: (prefix) => guard("list", prefix, storage.list(prefix)),
+      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
+      scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
+      ...(compareAndSet === undefined ? {} : {
+        compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
+          guard("compareAndSet", key, compareAndSet(key, expected, next))
+      }),
+      ...(setFenced === undefined ? {} : {
+        setFenced: (key: string, value: unknown, fence: Fence) => guard("setFenced", key, setFenced(key, value, fence))
+      }),
+      ...(deleteFenced === undefined ? {} : {
+        deleteFenced: (key: string, fence: Fence) => guard("deleteFenced", key, deleteFenced(key, fence))
+      })
+    }
+  }
+  const adapter = fromEngine(guard("open", location, Effect.map(Scope.provide(open, scope), guarded)))
+  const close = () =>
+    runForFacade(Effect.suspend(() => {
+      closed = true
+      return Scope.close(scope, Exit.void)
+    }))
+  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
+}
+
 /** An in-memory storage: it stores a JSON copy of each value, like a disk would. */
 export const createInMemoryStorage = (): ClosableStorageAdapter => fromEngine(makeMemory)
 
@@ -80,41 +132,12 @@ export const createPostgresStorage = (options: {
   readonly url: string
   readonly table?: string
   readonly maxConnections?: number
-}): PostgresStorageAdapter => {
-  const scope = Scope.makeUnsafe()
-  let closed = false
-  // A closed pool must not be used, whether through this adapter or by an engine
-  // that took its storage through toEngineStorage, so the guard sits in the shape.
-  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
-    Effect.suspend(() =>
-      closed
-        ? Effect.fail(
-          new StorageError({ operation, reason: new Io({ key, message: "the Postgres storage is closed", cause: null }) })
-        )
-        : effect
-    )
-  const build = Effect.map(
-    PostgresStorage.makeFromUrl(options.url, options).pipe(Scope.provide(scope)),
-    (storage): StorageAdapterShape => ({
-      get: (key) => guard("get", key, storage.get(key)),
-      set: (key, value) => guard("set", key, storage.set(key, value)),
-      delete: (key) => guard("delete", key, storage.delete(key)),
-      list: (prefix) => guard("list", prefix, storage.list(prefix)),
-      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys)),
-      scan: (prefix) => guard("scan", prefix, storage.scan!(prefix)),
-      compareAndSet: (key, expected, next) => guard("compareAndSet", key, storage.compareAndSet!(key, expected, next)),
-      setFenced: (key, value, fence) => guard("setFenced", key, storage.setFenced!(key, value, fence)),
-      deleteFenced: (key, fence) => guard("deleteFenced", key, storage.deleteFenced!(key, fence))
-    })
+}): PostgresStorageAdapter =>
+  scopedStorage(
+    "Postgres",
+    options.table ?? PostgresStorage.DEFAULT_TABLE,
+    PostgresStorage.makeFromUrl(options.url, options)
   )
-  const adapter = fromEngine(guard("open", options.table ?? PostgresStorage.DEFAULT_TABLE, build))
-  const close = () =>
-    runForFacade(Effect.suspend(() => {
-      closed = true
-      return Scope.close(scope, Exit.void)
-    }))
-  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
-}
 
 /** A SQLite storage of the facade; it holds the database open until `close()`. */
 export interface SqliteStorageAdapter extends StorageAdapter, AsyncDisposable {
@@ -131,41 +154,9 @@ export const createSqliteStorage = (options: {
   readonly path: string
   readonly lockTimeoutMs?: number
 }): SqliteStorageAdapter => {
-  const scope = Scope.makeUnsafe()
-  let closed = false
-  // Like the Postgres storage: the guard sits in the engine shape, so an engine that
-  // took this storage through toEngineStorage sees the close too.
-  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
-    Effect.suspend(() =>
-      closed
-        ? Effect.fail(
-          new StorageError({ operation, reason: new Io({ key, message: "the SQLite storage is closed", cause: null }) })
-        )
-        : effect
-    )
-  const build = Effect.map(
-    SqliteStorage.make(options).pipe(Scope.provide(scope)),
-    (storage): StorageAdapterShape => ({
-      get: (key) => guard("get", key, storage.get(key)),
-      set: (key, value) => guard("set", key, storage.set(key, value)),
-      delete: (key) => guard("delete", key, storage.delete(key)),
-      list: (prefix) => guard("list", prefix, storage.list(prefix)),
-      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany!(keys)),
-      scan: (prefix) => guard("scan", prefix, storage.scan!(prefix)),
-      compareAndSet: (key, expected, next) => guard("compareAndSet", key, storage.compareAndSet!(key, expected, next)),
-      setFenced: (key, value, fence) => guard("setFenced", key, storage.setFenced!(key, value, fence)),
-      deleteFenced: (key, fence) => guard("deleteFenced", key, storage.deleteFenced!(key, fence))
-    })
-  )
-  const adapter = fromEngine(guard("open", options.path, build))
+  const adapter = scopedStorage("SQLite", options.path, SqliteStorage.make(options))
   // The local subprocess adapter's children open the same database file themselves.
-  Bridge.sqliteStoragePath.attach(adapter, options.path)
-  const close = () =>
-    runForFacade(Effect.suspend(() => {
-      closed = true
-      return Scope.close(scope, Exit.void)
-    }))
-  return Object.assign(adapter, { close, [Symbol.asyncDispose]: close })
+  return Bridge.sqliteStoragePath.attach(adapter, options.path)
 }
 
 /**
