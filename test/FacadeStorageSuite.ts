@@ -7,6 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
+import type { StorageError } from "../src/Errors.ts"
 import { type StorageAdapter, toEngineStorage } from "../src/promise/storage.ts"
 import { AgentHarness, createCheckpointStore, NoeticError, runCode } from "../src/promise/index.ts"
 
@@ -45,6 +46,36 @@ export const facadeStorageSuite = (name: string, freshPlace: () => Promise<Stora
         assert.strictEqual((rejected as NoeticError).code, "STORAGE_IO")
         const engineError = await Effect.runPromise(Effect.flip(engine.get("a:1")))
         assert.strictEqual(engineError.reason._tag, "Io")
+      } finally {
+        await place.cleanup()
+      }
+    })
+
+    it("after close() every engine operation, compare-and-set and fenced writes included, fails with Io naming it", async () => {
+      const place = await freshPlace()
+      try {
+        const storage = place.open()
+        await storage.set("k", 1)
+        const engine = await Effect.runPromise(toEngineStorage(storage))
+        await storage.close()
+        const fence = { key: "lease", token: 1 }
+        const operations: ReadonlyArray<readonly [string, Effect.Effect<unknown, StorageError>]> = [
+          ["get", engine.get("k")],
+          ["set", engine.set("k", 2)],
+          ["delete", engine.delete("k")],
+          ["list", engine.list("")],
+          ["getMany", engine.getMany(["k"])],
+          ["scan", engine.scan("")],
+          ["compareAndSet", engine.compareAndSet!("k", Option.none(), 2)],
+          ["setFenced", engine.setFenced!("k", 2, fence)],
+          ["deleteFenced", engine.deleteFenced!("k", fence)]
+        ]
+        for (const [operation, effect] of operations) {
+          const error = await Effect.runPromise(Effect.flip(effect))
+          assert.strictEqual(error.operation, operation)
+          assert.strictEqual(error.reason._tag, "Io")
+          assert.match(error.reason.message, /^the \w+ storage is closed$/)
+        }
       } finally {
         await place.cleanup()
       }
