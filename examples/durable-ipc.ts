@@ -28,19 +28,31 @@ const eventually = async (done: () => boolean) => {
 // --- server --------------------------------------------------------------------
 const startServer = async () => {
   const queue = await createDurableOutboundQueue({ storage, socketPath })
+  const connections = new Set<Socket>()
   const resumed = new Set<Socket>() // clients that asked for durable delivery
-  const server = createServer((socket) => {
-    socket.on("error", () => resumed.delete(socket))
-    socket.on("close", () => resumed.delete(socket))
-    createInterface({ input: socket }).on("line", async (line) => {
-      const message = JSON.parse(line)
-      if (message.type === "durableResume") {
-        resumed.add(socket) // live frames from now on; the client drops any overlap with the replay
-        for (const entry of await queue.frameRange(message.ackedThrough + 1)) {
-          socket.write(encodeFrame({ type: "durable", seq: entry.seq, frame: JSON.parse(entry.frame) }))
-        }
+  const handling = new Set<Promise<void>>() // messages being handled; stop() waits for them
+  let stopping = false
+  const handle = async (socket: Socket, message: { type: string; ackedThrough?: number; throughSeq?: number }) => {
+    if (message.type === "durableResume") {
+      resumed.add(socket) // live frames from now on; the client drops any overlap with the replay
+      for (const entry of await queue.frameRange(message.ackedThrough! + 1)) {
+        socket.write(encodeFrame({ type: "durable", seq: entry.seq, frame: JSON.parse(entry.frame) }))
       }
-      if (message.type === "durableAck") await queue.ackUpTo(message.throughSeq)
+    }
+    if (message.type === "durableAck") await queue.ackUpTo(message.throughSeq!)
+  }
+  const server = createServer((socket) => {
+    connections.add(socket)
+    const forget = () => {
+      connections.delete(socket)
+      resumed.delete(socket)
+    }
+    socket.on("error", forget)
+    socket.on("close", forget)
+    createInterface({ input: socket }).on("line", (line) => {
+      if (stopping) return // a message that arrives while the server stops is the next server's to handle
+      const handled = handle(socket, JSON.parse(line)).finally(() => handling.delete(handled))
+      handling.add(handled)
     })
   })
   await new Promise<void>((resolve) => server.listen(socketPath, resolve))
@@ -49,9 +61,12 @@ const startServer = async () => {
     const { seq } = await queue.append(JSON.stringify(frame))
     for (const socket of resumed) socket.write(encodeFrame({ type: "durable", seq, frame }))
   }
+  // Stop taking messages, close every connection, finish what is in hand, then close the queue.
   const stop = async () => {
-    for (const socket of resumed) socket.destroy()
+    stopping = true
+    for (const socket of connections) socket.destroy()
     await new Promise((resolve) => server.close(resolve))
+    await Promise.all(handling)
     await queue.close()
   }
   return { queue, emit, stop }
