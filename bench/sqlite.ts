@@ -571,8 +571,9 @@ const effectSqlCase: BenchCase = {
 export const cases: ReadonlyArray<BenchCase> = [setCase, stepsCase, restoreCase, concurrentCase, offLoopCase, effectSqlCase]
 
 if (process.argv[1] !== undefined && Path.resolve(process.argv[1]) === Path.resolve(import.meta.filename)) {
-  // `npm run bench:sqlite [-- restore ...]`: the runner, on this module's cases.
+  // `npm run bench:sqlite [-- restore ...]`: the runner, on this module's cases. Not
+  // awaited: the runner imports this module, which must finish evaluating first.
   const names = process.argv.slice(2)
   process.argv.splice(2, names.length, ...(names.length === 0 ? ["sqlite"] : names.map((name) => `sqlite:${name}`)))
-  await import("./index.ts")
+  void import("./index.ts")
 }

@@ -298,6 +298,7 @@ const perStepCase: BenchCase = {
         line("lg-sqlite", "LangGraph SqliteSaver", "peer"),
         line("lg-postgres", "LangGraph PostgresSaver", "peer"),
         line("raw-fsync", "raw fsync'd write", "baseline"),
+        line("raw-append", "raw write + fdatasync append", "baseline"),
         line("raw-upsert", "raw Postgres upsert", "baseline")
       ].filter((s): s is Series => s !== undefined)
 
