@@ -193,6 +193,20 @@ export const ratioOf = (
   return { label, of, to, summary, ...targetOf(summary, target) }
 }
 
+/** The ratios that could be built (both figures measured). */
+export const present = (ratios: ReadonlyArray<Ratio | undefined>): Array<Ratio> =>
+  ratios.filter((r): r is Ratio => r !== undefined)
+
+/** A figure over the samples `samples[id]`. */
+export const figureOf = (
+  samples: Readonly<Record<string, ReadonlyArray<number>>>,
+  id: string,
+  label: string,
+  kind: Figure["kind"],
+  unit: string,
+  detail?: Readonly<Record<string, unknown>>
+): Figure => ({ id, label, kind, unit, summary: summarize(samples[id]!), ...(detail === undefined ? {} : { detail }) })
+
 /** The target fields of a ratio with `summary`. */
 export const targetOf = (
   summary: Summary,

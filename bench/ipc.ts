@@ -33,14 +33,13 @@ import {
   type BenchCase,
   type BenchContext,
   type CaseResult,
-  type Figure,
+  figureOf,
   fresh,
   interleave,
   now,
   openAppendLog,
-  type Ratio,
+  present,
   ratioOf,
-  summarize,
   tempRoot,
   withCaseScope
 } from "./harness.ts"
@@ -216,17 +215,6 @@ const rawReplay = (file: string, count: number): Promise<number> =>
     })
   })
 
-const figure = (
-  samples: Readonly<Record<string, ReadonlyArray<number>>>,
-  id: string,
-  label: string,
-  kind: Figure["kind"],
-  unit: string,
-  detail?: Record<string, unknown>
-): Figure => ({ id, label, kind, unit, summary: summarize(samples[id]!), ...(detail === undefined ? {} : { detail }) })
-
-const present = (ratios: ReadonlyArray<Ratio | undefined>): Array<Ratio> => ratios.filter((r): r is Ratio => r !== undefined)
-
 const streamCase: BenchCase = {
   id: "ipc:stream",
   title: "Durable IPC: pipelined stream against raw newline-JSON over a unix socket (frames/s)",
@@ -239,8 +227,8 @@ const streamCase: BenchCase = {
     const samples = await interleave(variants, { rounds, warmup: 1 })
     const detail = { frames: count, frameBytes }
     const figures = [
-      figure(samples, "raw", "raw newline-JSON over a unix socket, no persistence", "baseline", "frames/s", detail),
-      ...LOCAL.map((b) => figure(samples, b.id, `pipelined durable stream (publish), ${b.label}`, "this", "frames/s", detail))
+      figureOf(samples, "raw", "raw newline-JSON over a unix socket, no persistence", "baseline", "frames/s", detail),
+      ...LOCAL.map((b) => figureOf(samples, b.id, `pipelined durable stream (publish), ${b.label}`, "this", "frames/s", detail))
     ]
     return {
       id: "ipc:stream",
@@ -271,8 +259,8 @@ const awaitedCase: BenchCase = {
       const samples = await interleave(variants, { rounds, warmup: 1 })
       const detail = { appends: count, frameBytes }
       const figures = [
-        figure(samples, "raw", "raw write + fdatasync of the frame to one open file", "baseline", "/s", detail),
-        ...LOCAL.map((b) => figure(samples, b.id, `awaited queue.append, ${b.label}`, "this", "/s", detail))
+        figureOf(samples, "raw", "raw write + fdatasync of the frame to one open file", "baseline", "/s", detail),
+        ...LOCAL.map((b) => figureOf(samples, b.id, `awaited queue.append, ${b.label}`, "this", "/s", detail))
       ]
       return {
         id: "ipc:awaited",
@@ -320,10 +308,10 @@ const replayCase: BenchCase = {
     for (const backend of LOCAL) samples[`${backend.id}:delivery`] = delivery[backend.id]!.slice(warmup)
     const detail = { frames: count, bytes: Fs.statSync(file).size }
     const figures = [
-      figure(samples, "raw", "raw read of the same bytes from one file, written to a socket the client drains", "baseline", "ms", detail),
+      figureOf(samples, "raw", "raw read of the same bytes from one file, written to a socket the client drains", "baseline", "ms", detail),
       ...LOCAL.flatMap((b) => [
-        figure(samples, b.id, `cold replay (queue open, server start, client connect, every frame), ${b.label}`, "this", "ms", detail),
-        figure(samples, `${b.id}:delivery`, `replay from the client's connect, ${b.label}`, "this", "ms", detail)
+        figureOf(samples, b.id, `cold replay (queue open, server start, client connect, every frame), ${b.label}`, "this", "ms", detail),
+        figureOf(samples, `${b.id}:delivery`, `replay from the client's connect, ${b.label}`, "this", "ms", detail)
       ])
     ]
     return {
@@ -380,11 +368,11 @@ const postgresCase: BenchCase = {
       context.log(`ipc:postgres: 2 variants x ${rounds} rounds of ${count} frames`)
       const samples = await interleave(variants, { rounds, warmup: 1 })
       const figures = [
-        figure(samples, "raw", `raw batched INSERTs of the same frames, ${batch} rows each (@effect/sql-pg)`, "baseline", "frames/s", {
+        figureOf(samples, "raw", `raw batched INSERTs of the same frames, ${batch} rows each (@effect/sql-pg)`, "baseline", "frames/s", {
           frames: count,
           batch
         }),
-        figure(samples, "postgres", "pipelined durable stream (publish), Postgres storage", "this", "frames/s", { frames: count })
+        figureOf(samples, "postgres", "pipelined durable stream (publish), Postgres storage", "this", "frames/s", { frames: count })
       ]
       return {
         id: "ipc:postgres",

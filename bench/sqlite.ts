@@ -35,12 +35,12 @@ import {
   type BenchCase,
   type BenchContext,
   type CaseResult,
-  type Figure,
+  figureOf,
   fresh,
   interleave,
   now,
   openAppendLog,
-  type Ratio,
+  present,
   ratioOf,
   round,
   summarize,
@@ -62,16 +62,6 @@ const ledgerKey = (seq: number) => `execution:bench:ledger:${String(seq).padStar
 const recordText = JSON.stringify(ledgerRecord(123))
 
 const median = (samples: ReadonlyArray<number>) => summarize(samples).median
-const present = (ratios: ReadonlyArray<Ratio | undefined>): Array<Ratio> => ratios.filter((r): r is Ratio => r !== undefined)
-const figure = (
-  samples: Readonly<Record<string, ReadonlyArray<number>>>,
-  id: string,
-  label: string,
-  kind: Figure["kind"],
-  unit: string,
-  detail?: Record<string, unknown>
-): Figure => ({ id, label, kind, unit, summary: summarize(samples[id]!), ...(detail === undefined ? {} : { detail }) })
-
 /** A SQLite storage on a fresh database, open until the case ends. */
 const openSqlite = async (onClose: (close: () => Promise<void>) => void, name = "bench.db") => {
   const path = Path.join(tempRoot("sqlite"), name)
@@ -142,10 +132,10 @@ const setCase: BenchCase = {
       samples["sqlite-fresh-log"] = freshLog
       const detail = { recordBytes: Buffer.byteLength(recordText), opsPerSample: count }
       const figures = [
-        figure(samples, "floor", "raw write + fdatasync append of the same bytes to one open file", "baseline", "ms", detail),
-        figure(samples, "sqlite", "SQLite storage set (database in use: log checkpointed)", "this", "ms", detail),
-        figure(samples, "file", "file storage set", "this", "ms", { ...detail, opsPerSample: Math.max(5, count / 5) }),
-        figure(samples, "sqlite-fresh-log", "SQLite storage set on a fresh database (log still growing; each set)", "this", "ms")
+        figureOf(samples, "floor", "raw write + fdatasync append of the same bytes to one open file", "baseline", "ms", detail),
+        figureOf(samples, "sqlite", "SQLite storage set (database in use: log checkpointed)", "this", "ms", detail),
+        figureOf(samples, "file", "file storage set", "this", "ms", { ...detail, opsPerSample: Math.max(5, count / 5) }),
+        figureOf(samples, "sqlite-fresh-log", "SQLite storage set on a fresh database (log still growing; each set)", "this", "ms")
       ]
       return {
         id: "sqlite:set",
@@ -197,11 +187,11 @@ const stepsCase: BenchCase = {
       for (const [id, values] of Object.entries(side)) samples[id] = values.slice(1)
       const lateStep = steps - 10
       const figures = [
-        figure(samples, "floor", "raw write + fdatasync append of a ledger-sized record to one open file", "baseline", "ms"),
-        figure(samples, "sqlite", `SQLite storage: a durable step, steps 5-25 of a ${steps}-step run (median)`, "this", "ms"),
-        figure(samples, "sqlite:late", `SQLite storage: a durable step, steps ${steps - 20}-${steps} (median)`, "this", "ms"),
-        figure(samples, "memory", "memory storage (the harness's own work): steps 5-25 (median)", "this", "ms"),
-        figure(samples, "memory:late", `memory storage: steps ${steps - 20}-${steps} (median)`, "this", "ms")
+        figureOf(samples, "floor", "raw write + fdatasync append of a ledger-sized record to one open file", "baseline", "ms"),
+        figureOf(samples, "sqlite", `SQLite storage: a durable step, steps 5-25 of a ${steps}-step run (median)`, "this", "ms"),
+        figureOf(samples, "sqlite:late", `SQLite storage: a durable step, steps ${steps - 20}-${steps} (median)`, "this", "ms"),
+        figureOf(samples, "memory", "memory storage (the harness's own work): steps 5-25 (median)", "this", "ms"),
+        figureOf(samples, "memory:late", `memory storage: steps ${steps - 20}-${steps} (median)`, "this", "ms")
       ]
       return {
         id: "sqlite:steps",
@@ -284,10 +274,10 @@ const restoreCase: BenchCase = {
       context.log(`sqlite:restore: ${Object.keys(variants).length} variants x ${rounds} rounds`)
       const samples = await interleave(variants, { rounds, warmup: 1 })
       const figures = sizes.flatMap((n) => [
-        figure(samples, `raw@${n}`, `raw SELECT of the ledger's rows (node:sqlite, one range), ${n} entries`, "baseline", "ms"),
-        figure(samples, `raw-parse@${n}`, `raw SELECT of the rows with each value JSON.parse'd, ${n} entries`, "baseline", "ms"),
-        figure(samples, `scan@${n}`, `the storage's scan of the ledger prefix, ${n} entries`, "this", "ms"),
-        figure(samples, `restore@${n}`, `step-ledger restore (a fresh ledger opens the execution), ${n} entries`, "this", "ms")
+        figureOf(samples, `raw@${n}`, `raw SELECT of the ledger's rows (node:sqlite, one range), ${n} entries`, "baseline", "ms"),
+        figureOf(samples, `raw-parse@${n}`, `raw SELECT of the rows with each value JSON.parse'd, ${n} entries`, "baseline", "ms"),
+        figureOf(samples, `scan@${n}`, `the storage's scan of the ledger prefix, ${n} entries`, "this", "ms"),
+        figureOf(samples, `restore@${n}`, `step-ledger restore (a fresh ledger opens the execution), ${n} entries`, "this", "ms")
       ])
       return {
         id: "sqlite:restore",
@@ -345,13 +335,13 @@ const concurrentCase: BenchCase = {
       }, { rounds, warmup: 1 })
       const detail = { executions, stepsEach }
       const figures = [
-        figure(samples, "sequential", `SQLite storage, ${executions} executions one after another`, "this", "steps/s", detail),
-        figure(samples, "concurrent", `SQLite storage, ${executions} executions at once`, "this", "steps/s", {
+        figureOf(samples, "sequential", `SQLite storage, ${executions} executions one after another`, "this", "steps/s", detail),
+        figureOf(samples, "concurrent", `SQLite storage, ${executions} executions at once`, "this", "steps/s", {
           ...detail,
           eventLoopMaxStallMs: round(Math.max(...stalls))
         }),
-        figure(samples, "memory:sequential", `memory storage, ${executions} executions one after another (the harness's CPU ceiling)`, "this", "steps/s", detail),
-        figure(samples, "memory:concurrent", `memory storage, ${executions} executions at once`, "this", "steps/s", detail)
+        figureOf(samples, "memory:sequential", `memory storage, ${executions} executions one after another (the harness's CPU ceiling)`, "this", "steps/s", detail),
+        figureOf(samples, "memory:concurrent", `memory storage, ${executions} executions at once`, "this", "steps/s", detail)
       ]
       return {
         id: "sqlite:concurrent",
@@ -452,10 +442,10 @@ const offLoopCase: BenchCase = {
         return { p99Ms: round(sorted[Math.floor(sorted.length * 0.99)]!), maxMs: round(sorted.at(-1)!) }
       }
       const figures = [
-        figure(samples, "loop", "one-row commit on the event loop (with the hop to the next turn)", "this", "ms"),
-        figure(samples, "worker", "one-row commit through a worker thread (a message each way)", "this", "ms"),
-        figure(samples, "stall-1", "event loop blocked by a commit of 1 row", "this", "ms", tail(one)),
-        figure(samples, "stall-8", "event loop blocked by a commit of 8 rows", "this", "ms", tail(eight))
+        figureOf(samples, "loop", "one-row commit on the event loop (with the hop to the next turn)", "this", "ms"),
+        figureOf(samples, "worker", "one-row commit through a worker thread (a message each way)", "this", "ms"),
+        figureOf(samples, "stall-1", "event loop blocked by a commit of 1 row", "this", "ms", tail(one)),
+        figureOf(samples, "stall-8", "event loop blocked by a commit of 8 rows", "this", "ms", tail(eight))
       ]
       return {
         id: "sqlite:writesOffTheLoop",
@@ -548,10 +538,10 @@ const effectSqlCase: BenchCase = {
         "storage-get": () => timed(storage.get(ledgerKey(Math.max(0, i - 3))))
       }, { rounds: context.quick ? 30 : 300, warmup: 10 })
       const figures = [
-        figure(samples, "effect-upsert", "@effect/sql-sqlite-node (imports redirected): an upsert", "peer", "ms"),
-        figure(samples, "storage-set", "SQLite storage (node:sqlite): set", "this", "ms"),
-        figure(samples, "effect-get", "@effect/sql-sqlite-node (imports redirected): a point read", "peer", "ms"),
-        figure(samples, "storage-get", "SQLite storage (node:sqlite): get", "this", "ms")
+        figureOf(samples, "effect-upsert", "@effect/sql-sqlite-node (imports redirected): an upsert", "peer", "ms"),
+        figureOf(samples, "storage-set", "SQLite storage (node:sqlite): set", "this", "ms"),
+        figureOf(samples, "effect-get", "@effect/sql-sqlite-node (imports redirected): a point read", "peer", "ms"),
+        figureOf(samples, "storage-get", "SQLite storage (node:sqlite): get", "this", "ms")
       ]
       return {
         id: "sqlite:effectSql",
