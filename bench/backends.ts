@@ -1,15 +1,18 @@
 /**
  * The storage backends the cases run this library on, each built fresh for a case and
- * released after it. A backend that cannot be built here (no Postgres, no SQLite
- * storage in this checkout) is reported as skipped with its reason.
+ * released after it, and what the cases set up around them: the raw Postgres client of
+ * the baselines and LangGraph's savers. A backend that cannot be built here (no
+ * Postgres) is reported as skipped with its reason.
  */
-import { Effect, type Scope } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { DatabaseSync } from "node:sqlite"
 import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
 import { makeMemory, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { type BenchContext, tempRoot } from "./harness.ts"
+import { type BenchContext, type CaseScope, reasonOf, tempRoot } from "./harness.ts"
+import * as Savers from "./peers/savers.ts"
 import * as Pg from "./postgres.ts"
 
 /** The backends by name. */
@@ -23,11 +26,11 @@ export interface OpenBackend {
   readonly description: string
   /** The Postgres table, for raw baselines over the same rows. */
   readonly table?: string | undefined
+  /** The SQLite database file, for raw baselines over the same rows. */
+  readonly path?: string | undefined
   readonly close: () => Promise<void>
 }
 
-const here = Path.dirname(fileURLToPath(import.meta.url))
-const sqliteModule = Path.resolve(here, "..", "src", "layers", "SqliteStorage.ts")
 
 /** Builds a backend, or says why it cannot be built here. */
 export const openBackend = async (
@@ -63,39 +66,130 @@ export const openBackend = async (
         table,
         close: async () => {
           await scoped.close()
-          const raw = await Pg.raw(url, Pg.freshName("noetic_bench_drop"))
-          await raw.value.dropTables([table])
-          await raw.close()
+          await dropPostgres(url, { tables: [table] })
         }
       }
     }
     case "sqlite": {
-      if (!Fs.existsSync(sqliteModule)) return { skipped: "src/layers/SqliteStorage.ts is not in this checkout" }
-      return openSqlite(sqliteModule)
+      const root = tempRoot("sqlite")
+      const path = Path.join(root, "bench.db")
+      const scoped = await Pg.openScoped(SqliteStorage.make({ path }).pipe(Effect.orDie))
+      return {
+        name,
+        storage: scoped.value,
+        description: "SQLite storage (node:sqlite, WAL, synchronous=FULL)",
+        path,
+        close: async () => {
+          await scoped.close()
+          Fs.rmSync(root, { recursive: true, force: true })
+        }
+      }
     }
   }
 }
 
-/** The SQLite storage, loaded only when its module exists in this checkout. */
-const openSqlite = async (module: string): Promise<OpenBackend | { readonly skipped: string }> => {
-  const mod = await import(module) as Record<string, unknown>
-  const root = tempRoot("sqlite")
-  const path = Path.join(root, "bench.db")
-  const make = mod["make"]
-  if (typeof make !== "function") return { skipped: "src/layers/SqliteStorage.ts exports no make" }
-  // Loaded by path so this checkout typechecks before the module lands: `make({ path })` is scoped.
-  const scoped = await Pg.openScoped(
-    Effect.orDie(
-      (make as (options: { readonly path: string }) => Effect.Effect<StorageAdapterShape, unknown, Scope.Scope>)({ path })
-    )
-  )
-  return {
-    name: "sqlite",
-    storage: scoped.value,
-    description: "SQLite storage (node:sqlite)",
-    close: async () => {
-      await scoped.close()
-      Fs.rmSync(root, { recursive: true, force: true })
+/**
+ * Opens each backend of `names` for a case: the ones built, in order; each one that
+ * cannot be built here is recorded as skipped with its reason, and each built one is
+ * closed with the case.
+ */
+export const openBackends = async (
+  names: ReadonlyArray<BackendName>,
+  context: BenchContext,
+  scope: CaseScope
+): Promise<Array<OpenBackend>> => {
+  const opened: Array<OpenBackend> = []
+  for (const name of names) {
+    const backend = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
+    if ("skipped" in backend) {
+      scope.skipped.push({ label: `this library on ${name}`, reason: backend.skipped })
+      continue
     }
+    scope.onClose(backend.close)
+    opened.push(backend)
   }
+  return opened
+}
+
+/** Drops the tables and schemas a case made, through a client of its own. */
+export const dropPostgres = async (
+  url: string,
+  what: { readonly tables?: ReadonlyArray<string>; readonly schemas?: ReadonlyArray<string> }
+): Promise<void> => {
+  const raw = await Pg.raw(url, Pg.freshName("noetic_bench_drop"))
+  try {
+    await raw.value.dropTables([...(what.tables ?? []), raw.value.table])
+    for (const schema of what.schemas ?? []) await raw.value.dropSchema(schema)
+  } finally {
+    await raw.close()
+  }
+}
+
+/**
+ * The raw Postgres baseline client of a case, on a table of its own shaped like the
+ * storage's (or on `table`, an existing one, which it then leaves in place), dropped
+ * and closed with the case; undefined, and recorded as skipped, without Postgres.
+ */
+export const rawPostgres = async (
+  context: BenchContext,
+  scope: CaseScope,
+  table?: string
+): Promise<Pg.RawPg | undefined> => {
+  if (context.postgres._tag === "Unavailable") {
+    scope.skipped.push({ label: "raw Postgres baselines", reason: context.postgres.reason })
+    return undefined
+  }
+  const client = await Pg.raw(context.postgres.url, table ?? Pg.freshName("noetic_bench_raw"))
+  scope.onClose(async () => {
+    if (table === undefined) await client.value.dropTables([client.value.table])
+    await client.close()
+  })
+  return client.value
+}
+
+/** A LangGraph saver peer, by the id the cases give its figures. */
+export interface PeerSaver {
+  readonly id: "lg-memory" | "lg-sqlite" | "lg-postgres"
+  readonly peer: Savers.SaverPeer
+}
+
+/**
+ * LangGraph's MemorySaver, SqliteSaver (in a child process on another Node when its
+ * native addon does not load here; the notes say where it runs) and PostgresSaver (in
+ * a schema of its own, dropped with the case). A saver that cannot run is recorded as
+ * skipped with the reason.
+ */
+export const langGraphPeers = async (context: BenchContext, scope: CaseScope): Promise<Array<PeerSaver>> => {
+  const peers: Array<PeerSaver> = [{ id: "lg-memory", peer: Savers.memory() }]
+  const plan = Savers.planSqliteSaver()
+  if (plan._tag === "Unavailable") scope.skipped.push({ label: "LangGraph SqliteSaver", reason: plan.reason })
+  else {
+    const saver = await Savers.sqlite(plan, Path.join(tempRoot("lg-sqlite"), "checkpoints.db"))
+    scope.onClose(saver.close)
+    scope.notes.push(`LangGraph SqliteSaver runs ${saver.where}.`)
+    peers.push({ id: "lg-sqlite", peer: saver })
+  }
+  if (context.postgres._tag === "Available") {
+    const url = context.postgres.url
+    const schema = Pg.freshName("noetic_bench_lg")
+    const saver = await Pg.langGraphSaver(url, schema)
+    scope.onClose(async () => {
+      await saver.close()
+      await dropPostgres(url, { schemas: [schema] })
+    })
+    peers.push({ id: "lg-postgres", peer: Savers.inProcess("LangGraph PostgresSaver", saver.value) })
+  } else scope.skipped.push({ label: "LangGraph PostgresSaver", reason: context.postgres.reason })
+  return peers
+}
+
+/**
+ * The raw SQLite baseline over a backend's database: the rows of `keys` in one
+ * `SELECT` through the same driver (`node:sqlite`), read-only; the row count.
+ */
+export const rawSqliteSelect = (path: string, scope: CaseScope) => {
+  const db = new DatabaseSync(path, { readOnly: true })
+  scope.onClose(async () => db.close())
+  const select = db.prepare(SqliteStorage.SQL.getMany)
+  return (keys: ReadonlyArray<string>): number =>
+    select.all(JSON.stringify(keys.map((key) => Buffer.from(key, "utf16le").swap16().toString("hex")))).length
 }

@@ -17,21 +17,20 @@ import type { CheckpointSnapshot } from "../src/schema/CheckpointSnapshot.ts"
 import { snapshotKey } from "../src/schema/CheckpointSnapshot.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { type BackendName, openBackend } from "./backends.ts"
+import { type BackendName, langGraphPeers, openBackends, rawPostgres } from "./backends.ts"
 import {
   type BenchCase,
   type BenchContext,
   type CaseResult,
-  type Figure,
+  fresh,
   interleave,
   now,
   type Ratio,
   ratioOf,
   rawDurableWrite,
-  reasonOf,
-  type Skipped,
-  summarize,
-  tempRoot
+  sizedVariants,
+  tempRoot,
+  withCaseScope
 } from "./harness.ts"
 import * as Savers from "./peers/savers.ts"
 import * as Pg from "./postgres.ts"
@@ -60,8 +59,6 @@ const snapshotOf = (executionId: string, items: ReadonlyArray<unknown>): Checkpo
 const recordText = (snapshot: CheckpointSnapshot) =>
   JSON.stringify({ version: 1, key: snapshotKey(snapshot.executionId), value: snapshot })
 
-let unique = 0
-const fresh = (prefix: string) => `${prefix}-${process.pid}-${unique++}`
 
 /** A growing log: each call returns the previous items plus one. */
 const growing = (size: number) => {
@@ -75,43 +72,31 @@ const growing = (size: number) => {
 const snapshotCase: BenchCase = {
   id: "checkpoint",
   title: "Snapshot save and restore with an item log of N items (ms)",
-  run: async (context: BenchContext): Promise<CaseResult> => {
-    const sizes = context.quick ? [10, 100] : [10, 100, 1000]
-    const rounds = context.quick ? 3 : 15
-    const skipped: Array<Skipped> = []
-    const notes: Array<string> = []
-    const closers: Array<() => Promise<void>> = []
-    const variants: Record<string, () => Promise<number>> = {}
-    const labels: Record<string, { label: string; kind: Figure["kind"] }> = {}
-    const add = (id: string, label: string, kind: Figure["kind"], fn: (n: number) => () => Promise<number>) => {
-      labels[id] = { label, kind }
-      for (const n of sizes) variants[`${id}@${n}`] = fn(n)
-    }
-    const timed = async (effect: Effect.Effect<unknown, unknown>) => {
-      const start = now()
-      await Effect.runPromise(effect)
-      return now() - start
-    }
+  run: (context: BenchContext): Promise<CaseResult> =>
+    withCaseScope(async (scope) => {
+      const { skipped, notes } = scope
+      const sizes = context.quick ? [10, 100] : [10, 100, 1000]
+      const rounds = context.quick ? 3 : 15
+      const set = sizedVariants(sizes)
+      const add = set.add
+      const timed = async (effect: Effect.Effect<unknown, unknown>) => {
+        const start = now()
+        await Effect.runPromise(effect)
+        return now() - start
+      }
 
-    try {
       const backends: Array<BackendName> = ["memory", "file", "postgres", "sqlite"]
-      for (const name of backends) {
-        const opened = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
-        if ("skipped" in opened) {
-          skipped.push({ label: `this library on ${name}`, reason: opened.skipped })
-          continue
-        }
-        closers.push(opened.close)
+      for (const opened of await openBackends(backends, context, scope)) {
         const storage: StorageAdapterShape = opened.storage
         const store = await Effect.runPromise(CheckpointStore.makeWith(storage))
         const saved: Record<number, string> = {}
-        add(`save-${name}`, `this library, save, ${opened.description}`, "this", (n) => {
+        add(`save-${opened.name}`, `this library, save, ${opened.description}`, "this", (n) => {
           const id = fresh("exec")
           saved[n] = id
           const next = growing(n)
           return () => timed(store.save(snapshotOf(id, next())))
         })
-        add(`load-${name}`, `this library, restore (load by a fresh store), ${opened.description}`, "this", (n) => async () => {
+        add(`load-${opened.name}`, `this library, restore (load by a fresh store), ${opened.description}`, "this", (n) => async () => {
           const cold = await Effect.runPromise(CheckpointStore.makeWith(storage))
           // The first round's save may not have run yet when the load goes first.
           if (saved[n] === undefined) return NaN
@@ -143,22 +128,15 @@ const snapshotCase: BenchCase = {
           return now() - start
         }
       })
-      let rawPg: Pg.Scoped<Pg.RawPg> | undefined
-      if (context.postgres._tag === "Available") {
-        const table = Pg.freshName("noetic_bench_raw")
-        rawPg = await Pg.raw(context.postgres.url, table)
-        const client = rawPg
-        closers.push(async () => {
-          await client.value.dropTables([table])
-          await client.close()
-        })
+      const rawPg = await rawPostgres(context, scope)
+      if (rawPg !== undefined) {
         add("raw-upsert", "raw single-row upsert of the whole snapshot record", "baseline", (n) => {
           const next = growing(n)
           const key = fresh("snapshot")
           return async () => {
             const text = recordText(snapshotOf(key, next()))
             const start = now()
-            await client.value.upsert(key, text)
+            await rawPg.upsert(key, text)
             return now() - start
           }
         })
@@ -167,37 +145,17 @@ const snapshotCase: BenchCase = {
           let written = false
           return async () => {
             if (!written) {
-              await client.value.upsert(key, recordText(snapshotOf(key, growing(n)())))
+              await rawPg.upsert(key, recordText(snapshotOf(key, growing(n)())))
               written = true
             }
             const start = now()
-            await client.value.selectAny([key])
+            await rawPg.selectAny([key])
             return now() - start
           }
         })
-      } else {
-        skipped.push({ label: "raw Postgres upsert and select", reason: context.postgres.reason })
       }
 
-      const peers: Array<{ id: string; peer: Savers.SaverPeer }> = [{ id: "lg-memory", peer: Savers.memory() }]
-      const plan = Savers.planSqliteSaver()
-      if (plan._tag === "Unavailable") skipped.push({ label: "LangGraph SqliteSaver", reason: plan.reason })
-      else {
-        const saver = await Savers.sqlite(plan, Path.join(tempRoot("lg-sqlite"), "checkpoints.db"))
-        closers.push(saver.close)
-        notes.push(`LangGraph SqliteSaver runs ${saver.where}.`)
-        peers.push({ id: "lg-sqlite", peer: saver })
-      }
-      if (context.postgres._tag === "Available") {
-        const schema = Pg.freshName("noetic_bench_lg")
-        const scoped = await Pg.langGraphSaver(context.postgres.url, schema)
-        closers.push(async () => {
-          await scoped.close()
-          await rawPg?.value.dropSchema(schema)
-        })
-        peers.push({ id: "lg-postgres", peer: Savers.inProcess("LangGraph PostgresSaver", scoped.value) })
-      } else skipped.push({ label: "LangGraph PostgresSaver", reason: context.postgres.reason })
-      for (const { id, peer } of peers) {
+      for (const { id, peer } of await langGraphPeers(context, scope)) {
         const threads: Record<number, string> = {}
         add(`save-${id}`, `${peer.name}, put`, "peer", (n) => {
           const thread = fresh("thread")
@@ -213,18 +171,9 @@ const snapshotCase: BenchCase = {
       }
 
       // A load that went first in the warm-up round found nothing yet: the warm-up discards it.
-      context.log(`checkpoint: ${Object.keys(variants).length} variants x ${rounds} rounds (+1 warm-up)`)
-      const samples = await interleave(variants, { rounds, warmup: 1 })
-      const figures: Array<Figure> = Object.entries(samples).map(([key, values]) => {
-        const [id, n] = key.split("@") as [string, string]
-        return {
-          id: key,
-          label: `${labels[id]!.label}, ${n} items`,
-          kind: labels[id]!.kind,
-          unit: "ms",
-          summary: summarize(values)
-        }
-      })
+      context.log(`checkpoint: ${Object.keys(set.variants).length} variants x ${rounds} rounds (+1 warm-up)`)
+      const samples = await interleave(set.variants, { rounds, warmup: 1 })
+      const figures = set.figures(samples, "ms", (label, n) => `${label}, ${n} items`)
       const ratios: Array<Ratio> = []
       const push = (r: Ratio | undefined) => r !== undefined && ratios.push(r)
       for (const n of sizes) {
@@ -233,6 +182,8 @@ const snapshotCase: BenchCase = {
         push(ratioOf(figures, samples, `save, postgres / raw upsert of the record, ${n} items`, at("save-postgres"), at("raw-upsert")))
         push(ratioOf(figures, samples, `restore, postgres / raw SELECT of the record, ${n} items`, at("load-postgres"), at("raw-select")))
         push(ratioOf(figures, samples, `restore, file / raw read of the record, ${n} items`, at("load-file"), at("raw-read")))
+        push(ratioOf(figures, samples, `save, sqlite / raw fsync'd write of the record, ${n} items`, at("save-sqlite"), at("raw-write")))
+        push(ratioOf(figures, samples, `restore, sqlite / raw read of the record, ${n} items`, at("load-sqlite"), at("raw-read")))
         push(ratioOf(figures, samples, `save, memory / LangGraph MemorySaver, ${n} items`, at("save-memory"), at("save-lg-memory"), 1))
         push(ratioOf(figures, samples, `restore, memory / LangGraph MemorySaver, ${n} items`, at("load-memory"), at("load-lg-memory"), 1))
         push(ratioOf(figures, samples, `save, file / LangGraph SqliteSaver, ${n} items`, at("save-file"), at("save-lg-sqlite"), 1))
@@ -262,7 +213,7 @@ const snapshotCase: BenchCase = {
           await Effect.runPromise(cold.load(id))
           const load = proxy.roundTrips()
           await counted.close()
-          await rawPg?.value.dropTables([table])
+          await rawPg?.dropTables([table])
           const schema = Pg.freshName("noetic_bench_lgrt")
           const lg = await Pg.langGraphSaver(proxy.url, schema)
           const peer = Savers.inProcess("PostgresSaver", lg.value)
@@ -276,7 +227,7 @@ const snapshotCase: BenchCase = {
           await peer.loadLatest(thread)
           const lgLoad = proxy.roundTrips()
           await lg.close()
-          await rawPg?.value.dropSchema(schema)
+          await rawPg?.dropSchema(schema)
           notes.push(
             `Round trips on Postgres with ${n} items (counted on the wire): this library save ${save}, restore ${load}; ` +
               `LangGraph PostgresSaver put ${lgSave}, getTuple ${lgLoad}; raw upsert 1, raw SELECT 1.`
@@ -298,10 +249,7 @@ const snapshotCase: BenchCase = {
           "writes what changed; a LangGraph put serialises the whole message channel; the raw baselines write the whole record."
       )
       return { id: "checkpoint", title: snapshotCase.title, figures, ratios, skipped, notes }
-    } finally {
-      for (const close of closers.reverse()) await close().catch(() => {})
-    }
-  }
+    })
 }
 
 /** The snapshot save and restore case. */

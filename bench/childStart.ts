@@ -1,37 +1,53 @@
 /**
- * Local child start, on the built package (`npm run build` first; `dist/` is what users run):
- * - from `detachedSpawn` to the first line of the step body, for the first child
- *   (empty compile cache) and the next ones (cache warm), against a bare `node`
- *   importing `effect/Effect` (new process each time) in the same run;
- * - 50 children spawned until every step body has started, against fifty sequential
- *   bare `node` starts importing `effect/Effect`.
+ * Local child start on the built package (`npm run build` first: `dist/` is what users
+ * run), against bare `node` processes importing `effect/Effect`, interleaved:
+ * - from `detachedSpawn` to the first line of the step body, one child at a time
+ *   (compile cache warm after the first child; the first, with an empty cache, is
+ *   reported on its own), against one bare `node` start (no compile cache);
+ * - 50 children spawned at once until every step body has started, against fifty
+ *   sequential bare `node` starts.
  *
- * Times are wall-clock: the step body records `Date.now()` on its first line.
+ * Times are wall-clock: the step body writes `Date.now()` on its first line, a bare
+ * `node` prints it once `effect/Effect` is imported.
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
-import { round, tempRoot } from "./harness.ts"
+import { type BenchCase, type BenchContext, type CaseResult, type Figure, interleave, ratioOf, summarize, tempRoot } from "./harness.ts"
 
 const repo = Path.resolve(import.meta.dirname, "..")
 const dist = Path.join(repo, "dist", "promise.js")
 
-const median = (xs: ReadonlyArray<number>) => {
-  const sorted = [...xs].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]!
+/** The newest modification time under `dir`, in ms. */
+const newestUnder = (dir: string): number =>
+  Fs.readdirSync(dir, { withFileTypes: true }).reduce((newest, entry) => {
+    const path = Path.join(dir, entry.name)
+    return Math.max(newest, entry.isDirectory() ? newestUnder(path) : Fs.statSync(path).mtimeMs)
+  }, 0)
+
+/** Fails unless `dist/` is built and newer than every file of `src/`: a stale build would measure other code. */
+const checkBuilt = () => {
+  if (!Fs.existsSync(dist)) throw new Error("childStart measures the built package: run `npm run build` first")
+  if (Fs.statSync(dist).mtimeMs < newestUnder(Path.join(repo, "src"))) {
+    throw new Error("dist/ is older than src/: run `npm run build` first, so the children run the current code")
+  }
 }
 
 /** One bare `node` importing `effect/Effect`: spawn to its first output, in ms. */
 const bareNode = () =>
   new Promise<number>((resolve, reject) => {
     const start = Date.now()
-    const child = ChildProcess.spawn(process.execPath, ["--input-type=module", "-e", `import "effect/Effect"; process.stdout.write(String(Date.now()))`], {
-      cwd: repo,
-      stdio: ["ignore", "pipe", "inherit"],
-      // The library's children get a compile cache; the baseline gets none, as a plain `node` would.
-      env: { ...process.env, NODE_COMPILE_CACHE: "" }
-    })
+    const child = ChildProcess.spawn(
+      process.execPath,
+      ["--input-type=module", "-e", `import "effect/Effect"; process.stdout.write(String(Date.now()))`],
+      {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "inherit"],
+        // The library's children get a compile cache; the baseline gets none, as a plain `node` would.
+        env: { ...process.env, NODE_COMPILE_CACHE: "" }
+      }
+    )
     let out = ""
     child.stdout.on("data", (chunk) => (out += chunk))
     child.once("exit", (code) => (code === 0 ? resolve(Number(out) - start) : reject(new Error(`bare node exited ${code}`))))
@@ -47,10 +63,15 @@ const waitFor = async (path: string) => {
   }
 }
 
-/** Runs the child start benchmark and returns its figures. */
-export const run = async () => {
-  if (!Fs.existsSync(dist)) throw new Error("bench/childStart needs the built package: run `npm run build` first")
-  const base = tempRoot("child-start")
+interface Handle {
+  readonly await: () => Promise<unknown>
+}
+
+/**
+ * A host on the built package with a local adapter whose children run a step that
+ * marks its first line, then waits for its round's release file.
+ */
+const host = async (base: string) => {
   const stepsFile = Path.join(base, "steps.mjs")
   Fs.writeFileSync(
     stepsFile,
@@ -65,65 +86,150 @@ export const mark = runCode("mark", async (input) => {
   )
   const api = await import(pathToFileURL(dist).href)
   const { mark } = await import(pathToFileURL(stepsFile).href)
-  const release = Path.join(base, "release")
   // The steps module named outright: under tsx, source maps hide which module defined a step.
   const subprocess = api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), entry: stepsFile })
-  const harness = new api.AgentHarness({ name: "child-start", agentGraph: api.runCode("idle", (x: unknown) => x), environment: { subprocess } })
+  const harness = new api.AgentHarness({
+    name: "child-start",
+    agentGraph: api.runCode("idle", (x: unknown) => x),
+    environment: { subprocess }
+  })
   const context = await harness.createContext()
   let n = 0
-  const spawnOne = () => {
+  /** Spawns one child; `started` is the ms from `detachedSpawn` to its step body's first line. */
+  const spawnOne = (release: string): { handle: Handle; started: Promise<number> } => {
     const marker = Path.join(base, `marker-${++n}`)
     const start = Date.now()
-    const handle = harness.detachedSpawn(mark, { marker, release, n }, context)
+    const handle: Handle = harness.detachedSpawn(mark, { marker, release, n }, context)
     return { handle, started: waitFor(marker).then((at) => at - start) }
   }
-
-  try {
-    const bareSamples: Array<number> = []
-    const childSamples: Array<number> = []
-    const handles: Array<{ await: () => Promise<unknown> }> = []
-    // Interleaved, so load from other processes on the machine hits both alike.
-    for (let i = 0; i < 6; i++) {
-      bareSamples.push(await bareNode())
-      const { handle, started } = spawnOne()
-      handles.push(handle)
-      childSamples.push(await started)
-    }
-    const [firstChild, ...warmChildren] = childSamples
-    const bare = median(bareSamples)
-
-    const fiftyBareStart = Date.now()
-    for (let i = 0; i < 50; i++) await bareNode()
-    const fiftyBareMs = Date.now() - fiftyBareStart
-    const fiftyStart = Date.now()
-    const fifty = Array.from({ length: 50 }, () => spawnOne())
-    const fiftyMs = Math.max(...(await Promise.all(fifty.map((one) => one.started)))) + 0 - 0
-    const fiftyLiveMs = Date.now() - fiftyStart
-    handles.push(...fifty.map((one) => one.handle))
-
+  /** Lets the children of `release` return, and waits for them. */
+  const settle = async (release: string, handles: ReadonlyArray<Handle>) => {
     Fs.writeFileSync(release, "go")
     await Promise.all(handles.map((handle) => handle.await()))
-    return {
-      benchmark: "local child: detachedSpawn to the step body's first line, vs a bare node importing effect/Effect",
-      bareNodeImportingEffectMs: round(bare),
-      firstChildMs: round(firstChild!),
-      warmChildMedianMs: round(median(warmChildren)),
-      childOverBare: { first: round(firstChild! / bare), warm: round(median(warmChildren) / bare) },
-      fiftyChildren: {
-        spawnedAndStartedMs: round(Math.max(fiftyMs, fiftyLiveMs)),
-        fiftySequentialBareNodeMs: round(fiftyBareMs),
-        ratio: round(Math.max(fiftyMs, fiftyLiveMs) / fiftyBareMs)
-      }
+  }
+  return {
+    spawnOne,
+    settle,
+    close: async () => {
+      await harness.close()
+      await subprocess.close()
     }
-  } finally {
-    await harness.close()
-    await subprocess.close()
   }
 }
 
-if (process.argv[1]?.endsWith("childStart.ts") === true) {
-  run().then((result) => console.log(JSON.stringify(result, null, 2)), (error) => {
-    console.error(error)
-    process.exit(1)
-  })
+const coldCase: BenchCase = {
+  id: "childStart:cold",
+  title: "Local child start (built package): detachedSpawn to the step body's first line, against a bare node importing effect/Effect (ms)",
+  run: async (context: BenchContext): Promise<CaseResult> => {
+    checkBuilt()
+    const rounds = context.quick ? 2 : 8
+    const base = tempRoot("child-start")
+    const children = await host(base)
+    try {
+      // The first child finds the compile cache empty: one sample, beside one bare start.
+      const firstRelease = Path.join(base, "release-first")
+      const firstBare = await bareNode()
+      const first = children.spawnOne(firstRelease)
+      const firstMs = await first.started
+      await children.settle(firstRelease, [first.handle])
+      let round = 0
+      const samples = await interleave({
+        bare: bareNode,
+        child: async () => {
+          const release = Path.join(base, `release-${round++}`)
+          const one = children.spawnOne(release)
+          const ms = await one.started
+          await children.settle(release, [one.handle])
+          return ms
+        }
+      }, { rounds, warmup: 1 })
+      const figures: Array<Figure> = [
+        {
+          id: "bare",
+          label: "bare node importing effect/Effect, no compile cache (spawn to first output)",
+          kind: "baseline",
+          unit: "ms",
+          summary: summarize(samples.bare)
+        },
+        {
+          id: "child",
+          label: "local child, compile cache warm: detachedSpawn to the step body's first line",
+          kind: "this",
+          unit: "ms",
+          summary: summarize(samples.child)
+        },
+        {
+          id: "first-child",
+          label: "the first local child, compile cache empty (one sample)",
+          kind: "this",
+          unit: "ms",
+          summary: summarize([firstMs]),
+          detail: { bareNodeJustBeforeMs: firstBare }
+        }
+      ]
+      const ratio = ratioOf(figures, samples, "child start / bare node importing effect/Effect", "child", "bare", 2)
+      return {
+        id: "childStart:cold",
+        title: coldCase.title,
+        figures,
+        ratios: ratio === undefined ? [] : [ratio],
+        skipped: [],
+        notes: [
+          `The first child (empty compile cache) took ${Math.round(firstMs)} ms against ${firstBare} ms for the bare start just before it ` +
+            `(${(firstMs / firstBare).toFixed(2)}x, one pair).`
+        ]
+      }
+    } finally {
+      await children.close()
+    }
+  }
 }
+
+const fiftyCase: BenchCase = {
+  id: "childStart:fifty",
+  title: "50 local children spawned at once until every step body started, against 50 sequential bare node starts (ms)",
+  run: async (context: BenchContext): Promise<CaseResult> => {
+    checkBuilt()
+    const count = 50
+    const rounds = context.quick ? 1 : 3
+    const base = tempRoot("child-fifty")
+    const children = await host(base)
+    try {
+      let round = 0
+      const samples = await interleave({
+        bare: async () => {
+          const start = Date.now()
+          for (let i = 0; i < count; i++) await bareNode()
+          return Date.now() - start
+        },
+        children: async () => {
+          const release = Path.join(base, `release-${round++}`)
+          const start = Date.now()
+          const spawned = Array.from({ length: count }, () => children.spawnOne(release))
+          await Promise.all(spawned.map((one) => one.started))
+          const ms = Date.now() - start
+          await children.settle(release, spawned.map((one) => one.handle))
+          return ms
+        }
+      }, { rounds, warmup: context.quick ? 0 : 1 })
+      const figures: Array<Figure> = [
+        { id: "bare", label: `${count} sequential bare node starts importing effect/Effect`, kind: "baseline", unit: "ms", summary: summarize(samples.bare) },
+        { id: "children", label: `${count} local children spawned at once, until every step body started`, kind: "this", unit: "ms", summary: summarize(samples.children) }
+      ]
+      const ratio = ratioOf(figures, samples, `${count} children / ${count} sequential bare node starts`, "children", "bare", 2)
+      return {
+        id: "childStart:fifty",
+        title: fiftyCase.title,
+        figures,
+        ratios: ratio === undefined ? [] : [ratio],
+        skipped: [],
+        notes: ["Reattach of 50 live children is measured by subprocess:restart."]
+      }
+    } finally {
+      await children.close()
+    }
+  }
+}
+
+/** The child start cases. */
+export const cases: ReadonlyArray<BenchCase> = [coldCase, fiftyCase]

@@ -91,6 +91,10 @@ export const interleave = async <K extends string>(
   return samples
 }
 
+/** A fresh id for an execution, thread or file of this process. */
+let unique = 0
+export const fresh = (prefix: string): string => `${prefix}-${process.pid}-${unique++}`
+
 /** The per-round ratios `a[i] / b[i]` of two interleaved sample lists, summarised. */
 export const pairedRatio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): Summary =>
   summarize(a.slice(0, Math.min(a.length, b.length)).map((x, i) => x / b[i]!))
@@ -106,6 +110,9 @@ export interface Figure {
   readonly summary: Summary
   /** Extra figures (round trips counted, bytes) and how the figure was obtained. */
   readonly detail?: Readonly<Record<string, unknown>> | undefined
+  /** An absolute target of the issue, in the figure's unit: the median at most this. */
+  readonly targetAtMost?: number | undefined
+  readonly met?: boolean | undefined
 }
 
 /** A ratio of two figures measured in the same run, interleaved. */
@@ -116,10 +123,15 @@ export interface Ratio {
   readonly to: string
   /** Median and quartiles of the per-round ratios. */
   readonly summary: Summary
-  /** The issue's target: the ratio at most this. */
+  /** The issue's target: the ratio at most this (a cost) ... */
   readonly targetAtMost?: number | undefined
+  /** ... or at least this (a rate). */
+  readonly targetAtLeast?: number | undefined
   readonly met?: boolean | undefined
 }
+
+/** An issue's target for a ratio: a number is "at most". */
+export type Target = number | { readonly atMost: number } | { readonly atLeast: number }
 
 /** A variant that was not measured, and why: never silently dropped. */
 export interface Skipped {
@@ -170,7 +182,7 @@ export const ratioOf = (
   label: string,
   of: string,
   to: string,
-  targetAtMost?: number
+  target?: Target
 ): Ratio | undefined => {
   const a = samples[of]
   const b = samples[to]
@@ -178,12 +190,96 @@ export const ratioOf = (
     return undefined
   }
   const summary = pairedRatio(a, b)
+  return { label, of, to, summary, ...targetOf(summary, target) }
+}
+
+/** The ratios that could be built (both figures measured). */
+export const present = (ratios: ReadonlyArray<Ratio | undefined>): Array<Ratio> =>
+  ratios.filter((r): r is Ratio => r !== undefined)
+
+/** A figure over the samples `samples[id]`. */
+export const figureOf = (
+  samples: Readonly<Record<string, ReadonlyArray<number>>>,
+  id: string,
+  label: string,
+  kind: Figure["kind"],
+  unit: string,
+  detail?: Readonly<Record<string, unknown>>
+): Figure => ({ id, label, kind, unit, summary: summarize(samples[id]!), ...(detail === undefined ? {} : { detail }) })
+
+/** The target fields of a ratio with `summary`. */
+export const targetOf = (
+  summary: Summary,
+  target: Target | undefined
+): { targetAtMost?: number; targetAtLeast?: number; met?: boolean } => {
+  if (target === undefined) return {}
+  if (typeof target === "number") return { targetAtMost: target, met: summary.median <= target }
+  if ("atMost" in target) return { targetAtMost: target.atMost, met: summary.median <= target.atMost }
+  return { targetAtLeast: target.atLeast, met: summary.median >= target.atLeast }
+}
+
+/**
+ * The variants of a case measured at several sizes (`id@size`), with their labels:
+ * `add` registers one per size, `figures` turns the interleaved samples into figures.
+ */
+export const sizedVariants = <X extends number | string>(sizes: ReadonlyArray<X>) => {
+  const variants: Record<string, () => Promise<number>> = {}
+  const labels: Record<string, { readonly label: string; readonly kind: Figure["kind"] }> = {}
   return {
-    label,
-    of,
-    to,
-    summary,
-    ...(targetAtMost === undefined ? {} : { targetAtMost, met: summary.median <= targetAtMost })
+    variants,
+    labels,
+    add: (id: string, label: string, kind: Figure["kind"], fn: (size: X) => () => Promise<number>): void => {
+      labels[id] = { label, kind }
+      for (const size of sizes) variants[`${id}@${size}`] = fn(size)
+    },
+    /** One figure per sample list; `labelOf` adds the size to a variant's label. */
+    figures: (
+      samples: Readonly<Record<string, ReadonlyArray<number>>>,
+      unit: string,
+      labelOf: (label: string, size: string) => string,
+      detail?: (id: string, size: string) => Readonly<Record<string, unknown>> | undefined
+    ): Array<Figure> =>
+      Object.entries(samples).map(([key, values]) => {
+        const [id, size] = key.split("@") as [string, string]
+        const extra = detail?.(id, size)
+        return {
+          id: key,
+          label: labelOf(labels[id]!.label, size),
+          kind: labels[id]!.kind,
+          unit,
+          summary: summarize(values),
+          ...(extra === undefined ? {} : { detail: extra })
+        }
+      })
+  }
+}
+
+/** A chart line over the figures `id@size`, if the case measured it. */
+export const seriesOf = (
+  figures: ReadonlyArray<Figure>,
+  sizes: ReadonlyArray<number>,
+  id: string,
+  name: string,
+  kind: Series["kind"]
+): Series | undefined =>
+  figures.some((f) => f.id === `${id}@${sizes[0]}`)
+    ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
+    : undefined
+
+/** What a case collects while it sets up: what it skipped and why, notes, and what to close at the end. */
+export interface CaseScope {
+  readonly skipped: Array<Skipped>
+  readonly notes: Array<string>
+  readonly onClose: (close: () => Promise<void>) => void
+}
+
+/** Runs `body` with a case scope; closes what it registered, last first, whatever happens. */
+export const withCaseScope = async <A>(body: (scope: CaseScope) => Promise<A>): Promise<A> => {
+  const closers: Array<() => Promise<void>> = []
+  try {
+    return await body({ skipped: [], notes: [], onClose: (close) => closers.push(close) })
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => {})
   }
 }
 
@@ -207,4 +303,24 @@ export const rawDurableWrite = async (dir: string, name: string, text: string): 
   const dirHandle = await FsPromises.open(dir, "r")
   await dirHandle.sync()
   await dirHandle.close()
+}
+
+/**
+ * The physical floor of a durable append: `write` + `fdatasync` of a record to one
+ * open file. `append` times `count` appends of `text` and returns milliseconds in all.
+ */
+export const openAppendLog = (dir: string) => {
+  const fd = Fs.openSync(Path.join(dir, `floor-${unique++}.log`), "a", 0o600)
+  return {
+    append: (text: string, count: number): number => {
+      const bytes = Buffer.from(text)
+      const start = now()
+      for (let i = 0; i < count; i++) {
+        Fs.writeSync(fd, bytes)
+        Fs.fdatasyncSync(fd)
+      }
+      return now() - start
+    },
+    close: (): void => Fs.closeSync(fd)
+  }
 }

@@ -9,8 +9,8 @@
  *
  * Each module under bench/ named in MODULES exports `cases: ReadonlyArray<BenchCase>`
  * (see harness.ts). A module missing from this checkout is reported, not skipped
- * silently. `npm run bench:charts` and `npm run bench:readme` render the SVG charts
- * and the README table from the results document.
+ * silently. `npm run bench:render` renders the SVG charts and the README tables from
+ * the results document.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -30,53 +30,6 @@ const quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] =
 const selected = process.argv.slice(2)
 const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`)
 
-/** A figure's unit, guessed from the name a module written before cases gave it. */
-const unitOf = (path: string): string => {
-  const segments = path.split(".")
-  if (segments.some((segment) => /PerSecond$/i.test(segment))) return "/s"
-  if (segments.some((segment) => /Ms$/.test(segment) || segment === "ms")) return "ms"
-  if (segments.some((segment) => /Micros$/.test(segment))) return "µs"
-  return ""
-}
-
-/** Every numeric leaf of a document, by its dotted path. */
-const numericLeaves = (value: unknown, path: string, out: Array<[string, number]>): Array<[string, number]> => {
-  if (typeof value === "number") out.push([path, value])
-  else if (typeof value === "object" && value !== null) {
-    for (const [key, child] of Object.entries(value)) numericLeaves(child, path === "" ? key : `${path}.${key}`, out)
-  }
-  return out
-}
-
-/**
- * A module written before cases existed (`run(): Promise<unknown>`): each number it
- * reports becomes a figure of one sample, and the whole document is kept as a note.
- */
-const legacyCase = (id: string, run: () => Promise<unknown>): BenchCase => ({
-  id,
-  title: `${id} (as the module reports it: single samples, not interleaved by the runner)`,
-  run: async () => {
-    const document = await run()
-    const title = typeof (document as { benchmark?: unknown })?.benchmark === "string"
-      ? `${id}: ${(document as { benchmark: string }).benchmark} (single samples as the module reports them)`
-      : `${id} (single samples as the module reports them)`
-    return {
-      id,
-      title,
-      figures: numericLeaves(document, "", []).map(([path, value]) => ({
-        id: path,
-        label: path,
-        kind: "this" as const,
-        unit: unitOf(path),
-        summary: { n: 1, median: value, p25: value, p75: value, min: value, max: value }
-      })),
-      ratios: [],
-      skipped: [],
-      notes: []
-    }
-  }
-})
-
 const loadCases = async (): Promise<{ cases: Array<BenchCase>; missing: Array<{ id: string; error: string }> }> => {
   const cases: Array<BenchCase> = []
   const missing: Array<{ id: string; error: string }> = []
@@ -86,10 +39,9 @@ const loadCases = async (): Promise<{ cases: Array<BenchCase>; missing: Array<{ 
       missing.push({ id: name, error: `bench/${name}.ts is not in this checkout` })
       continue
     }
-    const mod = await import(file) as { cases?: ReadonlyArray<BenchCase>; run?: () => Promise<unknown> }
+    const mod = await import(file) as { cases?: ReadonlyArray<BenchCase> }
     if (mod.cases !== undefined) cases.push(...mod.cases)
-    else if (mod.run !== undefined) cases.push(legacyCase(name, mod.run))
-    else missing.push({ id: name, error: `bench/${name}.ts exports neither cases nor run` })
+    else missing.push({ id: name, error: `bench/${name}.ts exports no cases` })
   }
   return { cases, missing }
 }

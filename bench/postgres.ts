@@ -64,8 +64,12 @@ export const storage = (url: string, table: string): Promise<Scoped<StorageAdapt
 
 /** The raw baselines: one single-row upsert, one `SELECT ... WHERE key = ANY($1)`, through `@effect/sql-pg`. */
 export interface RawPg {
+  /** The table it upserts into and selects from. */
+  readonly table: string
   readonly upsert: (key: string, value: string) => Promise<void>
   readonly selectAny: (keys: ReadonlyArray<string>) => Promise<number>
+  /** One multi-row INSERT of `rows` (key, value). */
+  readonly insertBatch: (rows: ReadonlyArray<readonly [string, string]>) => Promise<void>
   readonly dropTables: (names: ReadonlyArray<string>) => Promise<void>
   readonly dropSchema: (name: string) => Promise<void>
 }
@@ -76,6 +80,7 @@ export const raw = (url: string, table: string): Promise<Scoped<RawPg>> =>
     const sql = (yield* pgClient(url)).withoutTransforms()
     yield* sql`CREATE TABLE IF NOT EXISTS ${sql(table)} (key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`
     return {
+      table,
       upsert: (key, value) =>
         Effect.runPromise(Effect.asVoid(sql`INSERT INTO ${sql(table)} (key, value) VALUES (${key}, ${value})
           ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`)),
@@ -86,6 +91,12 @@ export const raw = (url: string, table: string): Promise<Scoped<RawPg>> =>
             (rows) => rows.length
           )
         ),
+      insertBatch: (rows) => {
+        const values = rows.map(([key, value]) => ({ key, value }))
+        return Effect.runPromise(Effect.asVoid(
+          sql`INSERT INTO ${sql(table)} ${sql.insert(values as [typeof values[number], ...Array<typeof values[number]>])}`
+        ))
+      },
       dropTables: (names) =>
         Effect.runPromise(Effect.forEach(names, (name) => sql`DROP TABLE IF EXISTS ${sql(name)}`, { discard: true })),
       dropSchema: (name) => Effect.runPromise(Effect.asVoid(sql`DROP SCHEMA IF EXISTS ${sql(name)} CASCADE`))

@@ -39,8 +39,15 @@ export const fmt = (x: number): string => {
 /** `median (p25-p75)`. */
 export const spread = (s: Summary): string => s.n <= 1 ? fmt(s.median) : `${fmt(s.median)} (${fmt(s.p25)}–${fmt(s.p75)})`
 
-const targetText = (ratio: Ratio): string =>
-  ratio.targetAtMost === undefined ? "" : `≤ ${ratio.targetAtMost} ${ratio.met ? "met" : "MISSED"}`
+const targetText = (target: Pick<Ratio, "targetAtMost" | "targetAtLeast" | "met">, unit = ""): string =>
+  target.targetAtMost !== undefined
+    ? `≤ ${fmt(target.targetAtMost)}${unit === "" ? "" : ` ${unit}`} ${target.met ? "met" : "MISSED"}`
+    : target.targetAtLeast !== undefined
+    ? `≥ ${fmt(target.targetAtLeast)}${unit === "" ? "" : ` ${unit}`} ${target.met ? "met" : "MISSED"}`
+    : ""
+
+const hasTarget = (target: Pick<Ratio, "targetAtMost" | "targetAtLeast">): boolean =>
+  target.targetAtMost !== undefined || target.targetAtLeast !== undefined
 
 const pad = (text: string, width: number) => text + " ".repeat(Math.max(0, width - [...text].length))
 
@@ -53,8 +60,11 @@ const figureRow = (f: Figure): Array<string> => [
   f.label,
   `${spread(f.summary)} ${f.unit}`,
   `n=${f.summary.n}`,
-  f.detail?.["roundTripsPerStep"] !== undefined ? `${f.detail["roundTripsPerStep"]} round trips/step` :
-  f.detail?.["roundTrips"] !== undefined ? `${f.detail["roundTrips"]} round trips` : ""
+  [
+    f.detail?.["roundTripsPerStep"] !== undefined ? `${f.detail["roundTripsPerStep"]} round trips/step` :
+    f.detail?.["roundTrips"] !== undefined ? `${f.detail["roundTrips"]} round trips` : "",
+    targetText(f, f.unit)
+  ].filter((text) => text !== "").join("; ")
 ]
 
 /** The console report: per case, its figures, its ratios with targets, what was skipped and why. */
@@ -98,18 +108,20 @@ export const markdownReport = (results: Results): string => {
   )
   const cell = (text: string) => text.replaceAll("|", "\\|")
   // Every comparison with a target, across cases, first: where each target stands.
-  const targeted = results.cases.flatMap((c) => c.ratios.filter((r) => r.targetAtMost !== undefined))
-  if (targeted.length > 0) {
-    const met = targeted.filter((r) => r.met).length
-    out.push(`**Targets: ${met} of ${targeted.length} comparisons met**`, "")
+  const targeted = results.cases.flatMap((c) => c.ratios.filter(hasTarget))
+  const absolute = results.cases.flatMap((c) => c.figures.filter(hasTarget))
+  if (targeted.length + absolute.length > 0) {
+    const met = targeted.filter((r) => r.met).length + absolute.filter((f) => f.met).length
+    out.push(`**Targets: ${met} of ${targeted.length + absolute.length} met**`, "")
     out.push("| comparison, same run | median (quartiles) | target |", "| --- | --- | --- |")
     for (const r of targeted) out.push(`| ${cell(r.label)} | ${spread(r.summary)} | ${targetText(r)} |`)
+    for (const f of absolute) out.push(`| ${cell(f.label)} | ${spread(f.summary)} ${f.unit} | ${targetText(f, f.unit)} |`)
     out.push("")
   }
   for (const c of results.cases) {
     out.push(`**${cell(c.title)}**`, "")
     // Comparisons with a target are in the table above; the rest are here.
-    const others = c.ratios.filter((r) => r.targetAtMost === undefined)
+    const others = c.ratios.filter((r) => !hasTarget(r))
     if (others.length > 0) {
       out.push("| other ratios, same run | median (quartiles) |", "| --- | --- |")
       for (const r of others) out.push(`| ${cell(r.label)} | ${spread(r.summary)} |`)

@@ -22,22 +22,22 @@ import { ledgerPrefix } from "../src/schema/LedgerEntry.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as StepLedger from "../src/services/StepLedger.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { type BackendName, openBackend } from "./backends.ts"
+import { type BackendName, dropPostgres, langGraphPeers, openBackends, rawPostgres, rawSqliteSelect } from "./backends.ts"
 import {
   type BenchCase,
   type BenchContext,
   type CaseResult,
-  type Figure,
+  fresh,
   interleave,
   now,
   type Ratio,
   ratioOf,
   rawDurableWrite,
-  reasonOf,
   type Series,
-  type Skipped,
-  summarize,
-  tempRoot
+  seriesOf,
+  sizedVariants,
+  tempRoot,
+  withCaseScope
 } from "./harness.ts"
 import { stepOutput } from "./peers/langgraphOps.mjs"
 import * as Savers from "./peers/savers.ts"
@@ -135,8 +135,6 @@ const timedWorkflowResume = async (
   return ms
 }
 
-let unique = 0
-const fresh = (prefix: string) => `${prefix}-${process.pid}-${unique++}`
 
 /** Records an execution of `steps` steps whose last step fails; returns its id. */
 const recordExecution = async (storage: StorageAdapterShape, steps: number) => {
@@ -160,60 +158,55 @@ const timedResume = async (storage: StorageAdapterShape, executionId: string) =>
 const restoreCase: BenchCase = {
   id: "restore",
   title: "Restore (resume) of an execution with an N-entry ledger (ms)",
-  run: async (context: BenchContext): Promise<CaseResult> => {
-    const sizes = context.quick ? [10, 100] : [10, 100, 1000]
-    const rounds = context.quick ? 3 : 11
-    const skipped: Array<Skipped> = []
-    const notes: Array<string> = []
-    const closers: Array<() => Promise<void>> = []
-    const variants: Record<string, () => Promise<number>> = {}
-    const labels: Record<string, { label: string; kind: Figure["kind"] }> = {}
-    const add = (id: string, label: string, kind: Figure["kind"], fn: (n: number) => () => Promise<number>) => {
-      labels[id] = { label, kind }
-      for (const n of sizes) variants[`${id}@${n}`] = fn(n)
-    }
-    try {
-      let pgRows: Record<number, ReadonlyArray<string>> = {}
-      let pgTable: string | undefined
+  run: (context: BenchContext): Promise<CaseResult> =>
+    withCaseScope(async (scope) => {
+      const { skipped, notes } = scope
+      const sizes = context.quick ? [10, 100] : [10, 100, 1000]
+      const rounds = context.quick ? 3 : 11
+      const set = sizedVariants(sizes)
+      const add = set.add
       const backends: Array<BackendName> = ["memory", "file", "postgres", "sqlite"]
-      for (const name of backends) {
-        const opened = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
-        if ("skipped" in opened) {
-          skipped.push({ label: `this library on ${name}`, reason: opened.skipped })
-          continue
-        }
-        closers.push(opened.close)
+      for (const opened of await openBackends(backends, context, scope)) {
+        const name = opened.name
         const executions: Record<number, string> = {}
         for (const n of sizes) executions[n] = await recordExecution(opened.storage, n)
-        if (name === "postgres") {
-          const rows: Record<number, ReadonlyArray<string>> = {}
-          for (const n of sizes) {
-            const keys = await Effect.runPromise(opened.storage.list(ledgerPrefix(executions[n]!)))
-            rows[n] = [snapshotKey(executions[n]!), ...keys]
-          }
-          pgRows = rows
-          pgTable = opened.table
-        }
         add(name, `this library, resume, ${opened.description}`, "this", (n) => () => timedResume(opened.storage, executions[n]!))
         add(`${name}-reads`, `this library, the reads of a resume (restore + ledger open), ${opened.description}`, "this", (n) => () =>
           timedReads(opened.storage, executions[n]!))
+        if (name !== "postgres" && name !== "sqlite") continue
+        // The rows a resume reads: the snapshot and the ledger entries.
+        const rows: Record<number, ReadonlyArray<string>> = {}
+        for (const n of sizes) {
+          const keys = await Effect.runPromise(opened.storage.list(ledgerPrefix(executions[n]!)))
+          rows[n] = [snapshotKey(executions[n]!), ...keys]
+        }
+        // Raw baselines over the same rows, through the same driver.
+        if (name === "postgres" && opened.table !== undefined) {
+          // The storage's own table holds the rows: select them from it.
+          const client = await rawPostgres(context, scope, opened.table)
+          if (client !== undefined) {
+            add("raw-select", "raw SELECT ... WHERE key = ANY($1) of the same rows (@effect/sql-pg)", "baseline", (n) => async () => {
+              const start = now()
+              const count = await client.selectAny(rows[n]!)
+              const ms = now() - start
+              if (count !== rows[n]!.length) throw new Error(`raw SELECT found ${count} of ${rows[n]!.length} rows`)
+              return ms
+            })
+          }
+        }
+        if (name === "sqlite" && opened.path !== undefined) {
+          const select = rawSqliteSelect(opened.path, scope)
+          add("raw-sqlite-select", "raw SELECT of the same rows in one statement (node:sqlite)", "baseline", (n) => async () => {
+            const start = now()
+            const count = select(rows[n]!)
+            const ms = now() - start
+            if (count !== rows[n]!.length) throw new Error(`raw SELECT found ${count} of ${rows[n]!.length} rows`)
+            return ms
+          })
+        }
       }
 
-      // Raw baselines over the same rows (Postgres) and as many files of the same bytes.
-      if (context.postgres._tag === "Available" && pgTable !== undefined) {
-        // The storage's own table holds the rows: select them from it, through the same driver.
-        const client = await Pg.raw(context.postgres.url, pgTable)
-        closers.push(client.close)
-        add("raw-select", "raw SELECT ... WHERE key = ANY($1) of the same rows (@effect/sql-pg)", "baseline", (n) => async () => {
-          const start = now()
-          const count = await client.value.selectAny(pgRows[n]!)
-          const ms = now() - start
-          if (count !== pgRows[n]!.length) throw new Error(`raw SELECT found ${count} of ${pgRows[n]!.length} rows`)
-          return ms
-        })
-      } else {
-        skipped.push({ label: "raw Postgres SELECT", reason: context.postgres._tag === "Unavailable" ? context.postgres.reason : "no Postgres storage" })
-      }
+      // As many files of the same bytes, read raw.
       const rawDir = tempRoot("raw-restore")
       const rawFiles: Record<number, string> = {}
       for (const n of sizes) {
@@ -232,32 +225,7 @@ const restoreCase: BenchCase = {
       })
 
       // Peers: the latest checkpoint of a thread of N steps.
-      const peers: Array<{ id: string; peer: Savers.SaverPeer }> = [{ id: "lg-memory", peer: Savers.memory() }]
-      const plan = Savers.planSqliteSaver()
-      if (plan._tag === "Unavailable") skipped.push({ label: "LangGraph SqliteSaver", reason: plan.reason })
-      else {
-        const saver = await Savers.sqlite(plan, Path.join(tempRoot("lg-sqlite"), "checkpoints.db"))
-        closers.push(saver.close)
-        notes.push(`LangGraph SqliteSaver runs ${saver.where}.`)
-        peers.push({ id: "lg-sqlite", peer: saver })
-      }
-      let dropSchema: (() => Promise<void>) | undefined
-      if (context.postgres._tag === "Available") {
-        const schema = Pg.freshName("noetic_bench_lg")
-        const scoped = await Pg.langGraphSaver(context.postgres.url, schema)
-        const url = context.postgres.url
-        dropSchema = async () => {
-          const raw = await Pg.raw(url, Pg.freshName("noetic_bench_drop"))
-          await raw.value.dropSchema(schema)
-          await raw.close()
-        }
-        closers.push(async () => {
-          await scoped.close()
-          await dropSchema?.()
-        })
-        peers.push({ id: "lg-postgres", peer: Savers.inProcess("LangGraph PostgresSaver", scoped.value) })
-      } else skipped.push({ label: "LangGraph PostgresSaver", reason: context.postgres.reason })
-      for (const { id, peer } of peers) {
+      for (const { id, peer } of await langGraphPeers(context, scope)) {
         const threads: Record<number, string> = {}
         for (const n of sizes) {
           threads[n] = fresh("thread")
@@ -270,7 +238,7 @@ const restoreCase: BenchCase = {
         })
       }
       const workflowRuntime = ManagedRuntime.make(resumeWorkflowLayer)
-      closers.push(() => workflowRuntime.dispose())
+      scope.onClose(() => workflowRuntime.dispose())
       add("workflow", "effect/workflow, WorkflowEngine.layerMemory: resume of a workflow suspended after N activities", "peer", (n) => () =>
         timedWorkflowResume(workflowRuntime, n))
       notes.push(
@@ -278,18 +246,17 @@ const restoreCase: BenchCase = {
           "on a durable deferred in the same process (no restart, no reads); it is compared with the whole resume on memory storage."
       )
 
-      context.log(`restore: ${Object.keys(variants).length} variants x ${rounds} rounds (+1 warm-up)`)
-      const samples = await interleave(variants, { rounds, warmup: 1 })
-      const figures: Array<Figure> = Object.entries(samples).map(([key, values]) => {
-        const [id, n] = key.split("@") as [string, string]
-        return { id: key, label: `${labels[id]!.label}, N = ${n}`, kind: labels[id]!.kind, unit: "ms", summary: summarize(values) }
-      })
+      context.log(`restore: ${Object.keys(set.variants).length} variants x ${rounds} rounds (+1 warm-up)`)
+      const samples = await interleave(set.variants, { rounds, warmup: 1 })
+      const figures = set.figures(samples, "ms", (label, n) => `${label}, N = ${n}`)
       const ratios: Array<Ratio> = []
       const push = (r: Ratio | undefined) => r !== undefined && ratios.push(r)
       for (const n of sizes) {
         const at = (id: string) => `${id}@${n}`
         push(ratioOf(figures, samples, `resume, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres"), at("raw-select"), n === 1000 ? 2 : undefined))
         push(ratioOf(figures, samples, `resume reads, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres-reads"), at("raw-select")))
+        push(ratioOf(figures, samples, `resume, sqlite / raw SELECT of the same rows, N = ${n}`, at("sqlite"), at("raw-sqlite-select")))
+        push(ratioOf(figures, samples, `resume reads, sqlite / raw SELECT of the same rows, N = ${n}`, at("sqlite-reads"), at("raw-sqlite-select")))
         push(ratioOf(figures, samples, `resume, file / raw read of N+1 files, N = ${n}`, at("file"), at("raw-read")))
         push(ratioOf(figures, samples, `resume reads, file / raw read of N+1 files, N = ${n}`, at("file-reads"), at("raw-read")))
         // Restore against restore: what a resume reads against what a LangGraph resume reads.
@@ -323,8 +290,6 @@ const restoreCase: BenchCase = {
             if (n === sizes[sizes.length - 1]) statements = proxy.statements()
           }
           await counted.close()
-          const raw = await Pg.raw(context.postgres.url, Pg.freshName("noetic_bench_drop"))
-          await raw.value.dropTables([table])
           // The peer's load, counted the same way.
           const lgSchema = Pg.freshName("noetic_bench_lgrt")
           const lg = await Pg.langGraphSaver(proxy.url, lgSchema)
@@ -338,8 +303,7 @@ const restoreCase: BenchCase = {
             lgTrips[n] = proxy.roundTrips()
           }
           await lg.close()
-          await raw.value.dropSchema(lgSchema)
-          await raw.close()
+          await dropPostgres(context.postgres.url, { tables: [table], schemas: [lgSchema] })
           for (let i = 0; i < figures.length; i++) {
             const [id, n] = figures[i]!.id.split("@") as [string, string]
             if (id === "lg-postgres") figures[i] = { ...figures[i]!, detail: { roundTrips: lgTrips[Number(n)] } }
@@ -362,29 +326,25 @@ const restoreCase: BenchCase = {
           await proxy.close()
         }
       }
-      const seriesOf = (id: string, name: string, kind: Series["kind"]): Series | undefined =>
-        figures.some((f) => f.id === `${id}@${sizes[0]}`)
-          ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
-          : undefined
+      const line = (id: string, name: string, kind: Series["kind"]) => seriesOf(figures, sizes, id, name, kind)
       const series = [
-        seriesOf("memory-reads", "noetic-effect, memory", "this"),
-        seriesOf("file-reads", "noetic-effect, file", "this"),
-        seriesOf("sqlite-reads", "noetic-effect, SQLite", "this"),
-        seriesOf("postgres-reads", "noetic-effect, Postgres", "this"),
-        seriesOf("postgres", "whole resume, Postgres", "this"),
-        seriesOf("memory", "whole resume, memory", "this"),
-        seriesOf("workflow", "effect/workflow resume, memory", "peer"),
-        seriesOf("lg-memory", "LangGraph MemorySaver", "peer"),
-        seriesOf("lg-sqlite", "LangGraph SqliteSaver", "peer"),
-        seriesOf("lg-postgres", "LangGraph PostgresSaver", "peer"),
-        seriesOf("raw-select", "raw Postgres SELECT", "baseline"),
-        seriesOf("raw-read", "raw file reads", "baseline")
+        line("memory-reads", "noetic-effect, memory", "this"),
+        line("file-reads", "noetic-effect, file", "this"),
+        line("sqlite-reads", "noetic-effect, SQLite", "this"),
+        line("postgres-reads", "noetic-effect, Postgres", "this"),
+        line("postgres", "whole resume, Postgres", "this"),
+        line("sqlite", "whole resume, SQLite", "this"),
+        line("memory", "whole resume, memory", "this"),
+        line("workflow", "effect/workflow resume, memory", "peer"),
+        line("lg-memory", "LangGraph MemorySaver", "peer"),
+        line("lg-sqlite", "LangGraph SqliteSaver", "peer"),
+        line("lg-postgres", "LangGraph PostgresSaver", "peer"),
+        line("raw-select", "raw Postgres SELECT", "baseline"),
+        line("raw-sqlite-select", "raw SQLite SELECT", "baseline"),
+        line("raw-read", "raw file reads", "baseline")
       ].filter((s): s is Series => s !== undefined)
       return { id: "restore", title: restoreCase.title, figures, ratios, skipped, notes, series }
-    } finally {
-      for (const close of closers.reverse()) await close().catch(() => {})
-    }
-  }
+    })
 }
 
 /** The restore case. */

@@ -15,29 +15,31 @@
  */
 import { Effect, Layer, ManagedRuntime, Schema } from "effect"
 import { Activity, Workflow, WorkflowEngine } from "effect/workflow"
-import * as Path from "node:path"
 import * as AgentHarness from "../src/harness/AgentHarness.ts"
 import { runCode } from "../src/harness/Step.ts"
 import { LEDGER_ENTRY_VERSION, ledgerKey } from "../src/schema/LedgerEntry.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { type BackendName, openBackend, type OpenBackend } from "./backends.ts"
+import { type BackendName, langGraphPeers, openBackends, rawPostgres } from "./backends.ts"
 import {
   type BenchCase,
   type BenchContext,
   type CaseResult,
   type Figure,
+  fresh,
   interleave,
   now,
+  openAppendLog,
   type Ratio,
   ratioOf,
   rawDurableWrite,
-  reasonOf,
   round,
   type Series,
-  type Skipped,
+  seriesOf,
+  sizedVariants,
   summarize,
-  tempRoot
+  tempRoot,
+  withCaseScope
 } from "./harness.ts"
 import { stepOutput } from "./peers/langgraphOps.mjs"
 import * as Savers from "./peers/savers.ts"
@@ -117,61 +119,40 @@ const perStep = async (steps: number, repeats: number, fn: (repeat: number) => P
   return (ms * 1000) / (steps * repeats)
 }
 
-let unique = 0
-const fresh = (prefix: string) => `${prefix}-${process.pid}-${unique++}`
-
 const perStepCase: BenchCase = {
   id: "steps",
   title: "Per-step cost of a durable run of N runCode steps (µs per step)",
-  run: async (context: BenchContext): Promise<CaseResult> => {
-    const sizes = context.quick ? [10, 100] : [10, 100, 1000]
-    const rounds = context.quick ? 2 : 7
-    // Steps per sample at least: small runs repeat so a sample is not a few microseconds.
-    const budget = context.quick ? 100 : 200
-    const repeatsOf = (n: number) => Math.max(1, Math.floor(budget / n))
-    const skipped: Array<Skipped> = []
-    const notes: Array<string> = []
-    const closers: Array<() => Promise<void>> = []
-    const variants: Record<string, () => Promise<number>> = {}
-    const labels: Record<string, { label: string; kind: Figure["kind"]; detail?: Record<string, unknown> }> = {}
-    const add = (
-      id: string,
-      label: string,
-      kind: Figure["kind"],
-      fn: (n: number) => (repeat: number) => Promise<number>
-    ) => {
-      labels[id] = { label, kind }
-      for (const n of sizes) variants[`${id}@${n}`] = () => perStep(n, repeatsOf(n), fn(n))
-    }
-    const windows: Record<string, { early: Array<number>; late: Array<number>; ratios: Array<number> }> = {}
-    const timedExecute = (id: string, harness: Awaited<ReturnType<typeof harnessOn>>) => (n: number) => async () => {
-      const start = now()
-      await Effect.runPromise(harness.execute(n, { executionId: fresh(id) }))
-      const ms = now() - start
-      if (n >= 1000) {
-        const window = windows[id] ??= { early: [], late: [], ratios: [] }
-        const early = lastStepTimes.slice(10, 20)
-        const late = lastStepTimes.slice(n - 10, n)
-        window.early.push(...early)
-        window.late.push(...late)
-        window.ratios.push(summarize(late).median / summarize(early).median)
+  run: (context: BenchContext): Promise<CaseResult> =>
+    withCaseScope(async (scope) => {
+      const { skipped, notes } = scope
+      const sizes = context.quick ? [10, 100] : [10, 100, 1000]
+      const rounds = context.quick ? 2 : 7
+      // Steps per sample at least: small runs repeat so a sample is not a few microseconds.
+      const budget = context.quick ? 100 : 200
+      const repeatsOf = (n: number) => Math.max(1, Math.floor(budget / n))
+      const set = sizedVariants(sizes)
+      const add = (id: string, label: string, kind: Figure["kind"], fn: (n: number) => (repeat: number) => Promise<number>) =>
+        set.add(id, label, kind, (n) => () => perStep(n, repeatsOf(n), fn(n)))
+      const windows: Record<string, { early: Array<number>; late: Array<number>; ratios: Array<number> }> = {}
+      const timedExecute = (id: string, harness: Awaited<ReturnType<typeof harnessOn>>) => (n: number) => async () => {
+        const start = now()
+        await Effect.runPromise(harness.execute(n, { executionId: fresh(id) }))
+        const ms = now() - start
+        if (n >= 1000) {
+          const window = windows[id] ??= { early: [], late: [], ratios: [] }
+          const early = lastStepTimes.slice(10, 20)
+          const late = lastStepTimes.slice(n - 10, n)
+          window.early.push(...early)
+          window.late.push(...late)
+          window.ratios.push(summarize(late).median / summarize(early).median)
+        }
+        return ms
       }
-      return ms
-    }
 
-    try {
       // This library: zero-config, then each durable backend.
       add("zero", "this library, zero-config (no store, nothing durable)", "this", timedExecute("zero", await harnessOn(undefined)))
-      const backends: Partial<Record<BackendName, OpenBackend>> = {}
-      for (const name of THIS_BACKENDS) {
-        const opened = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
-        if ("skipped" in opened) {
-          skipped.push({ label: `this library on ${name}`, reason: opened.skipped })
-          continue
-        }
-        backends[name] = opened
-        closers.push(opened.close)
-        add(name, `this library, ${opened.description}`, "this", timedExecute(name, await harnessOn(opened.storage)))
+      for (const opened of await openBackends(THIS_BACKENDS, context, scope)) {
+        add(opened.name, `this library, ${opened.description}`, "this", timedExecute(opened.name, await harnessOn(opened.storage)))
       }
 
       // Raw baselines.
@@ -183,83 +164,49 @@ const perStepCase: BenchCase = {
         for (let i = 0; i < n; i++) await rawDurableWrite(rawDir, `${id}-${i}`, texts[i]!)
         return now() - start
       })
-      let rawPg: Pg.Scoped<Pg.RawPg> | undefined
-      if (context.postgres._tag === "Available") {
-        const table = Pg.freshName("noetic_bench_raw")
-        rawPg = await Pg.raw(context.postgres.url, table)
-        const client = rawPg
-        closers.push(async () => {
-          await client.value.dropTables([table])
-          await client.close()
-        })
+      const log = openAppendLog(tempRoot("raw-append"))
+      scope.onClose(async () => log.close())
+      add("raw-append", "raw write + fdatasync append of the same bytes per step to one open file", "baseline", (n) => async () => {
+        const text = ledgerRecordText(fresh("raw"), n) + "\n"
+        return log.append(text, n)
+      })
+      const rawPg = await rawPostgres(context, scope)
+      if (rawPg !== undefined) {
         add("raw-upsert", "raw single-row upsert of the same bytes per step (@effect/sql-pg)", "baseline", (n) => async () => {
           const id = fresh("raw")
           const rows = Array.from({ length: n }, (_, i) => [ledgerKey(id, i), ledgerRecordText(id, i)] as const)
           const start = now()
-          for (const [key, value] of rows) await client.value.upsert(key, value)
+          for (const [key, value] of rows) await rawPg.upsert(key, value)
           return now() - start
         })
-      } else {
-        skipped.push({ label: "raw Postgres upsert", reason: context.postgres.reason })
       }
 
       // Peers.
       // One engine for every run, as an application keeps one.
       const workflowRuntime = ManagedRuntime.make(workflowLayer)
-      closers.push(() => workflowRuntime.dispose())
+      scope.onClose(() => workflowRuntime.dispose())
       add("workflow", "effect/workflow, WorkflowEngine.layerMemory (N activities)", "peer", (n) => async () => {
         const start = now()
         await workflowRuntime.runPromise(BenchWorkflow.execute({ steps: n, id: fresh("wf") }))
         return now() - start
       })
-      const lgMemory = Savers.memory()
-      add("lg-memory", "LangGraph MemorySaver", "peer", (n) => () => lgMemory.runSteps(fresh("t"), n))
-      const plan = Savers.planSqliteSaver()
-      if (plan._tag === "Unavailable") {
-        skipped.push({ label: "LangGraph SqliteSaver", reason: plan.reason })
-      } else {
-        const dir = tempRoot("lg-sqlite")
-        const saver = await Savers.sqlite(plan, Path.join(dir, "checkpoints.db"))
-        closers.push(saver.close)
-        notes.push(`LangGraph SqliteSaver runs ${saver.where}.`)
-        add("lg-sqlite", "LangGraph SqliteSaver (synchronous=FULL)", "peer", (n) => () => saver.runSteps(fresh("t"), n))
-      }
-      let lgPostgres: Pg.Scoped<Awaited<ReturnType<typeof Pg.langGraphSaver>>["value"]> | undefined
-      if (context.postgres._tag === "Available") {
-        const schema = Pg.freshName("noetic_bench_lg")
-        lgPostgres = await Pg.langGraphSaver(context.postgres.url, schema)
-        const saver = Savers.inProcess("LangGraph PostgresSaver", lgPostgres.value)
-        const pgSaver = lgPostgres
-        closers.push(async () => {
-          await pgSaver.close()
-          await rawPg?.value.dropSchema(schema)
-        })
-        add("lg-postgres", "LangGraph PostgresSaver", "peer", (n) => () => saver.runSteps(fresh("t"), n))
-      } else {
-        skipped.push({ label: "LangGraph PostgresSaver", reason: context.postgres.reason })
+      for (const { id, peer } of await langGraphPeers(context, scope)) {
+        add(id, id === "lg-sqlite" ? `${peer.name} (synchronous=FULL)` : peer.name, "peer", (n) => () => peer.runSteps(fresh("t"), n))
       }
 
-      context.log(`steps: ${Object.keys(variants).length} variants x ${rounds} rounds (+1 warm-up)`)
-      const samples = await interleave(variants, { rounds, warmup: 1 })
+      context.log(`steps: ${Object.keys(set.variants).length} variants x ${rounds} rounds (+1 warm-up)`)
+      const samples = await interleave(set.variants, { rounds, warmup: 1 })
 
-      const figures: Array<Figure> = []
-      for (const [key, values] of Object.entries(samples)) {
-        const [id, n] = key.split("@") as [string, string]
-        const info = labels[id]!
-        figures.push({
-          id: key,
-          label: `${info.label}, N = ${n}`,
-          kind: info.kind,
-          unit: "µs/step",
-          summary: summarize(values),
-          detail: { steps: Number(n), repeatsPerSample: repeatsOf(Number(n)) }
-        })
-      }
+      const figures = set.figures(samples, "µs/step", (label, n) => `${label}, N = ${n}`, (_, n) => ({
+        steps: Number(n),
+        repeatsPerSample: repeatsOf(Number(n))
+      }))
       for (const [id, window] of Object.entries(windows)) {
         const early = summarize(window.early.map((ms) => ms * 1000))
         const late = summarize(window.late.map((ms) => ms * 1000))
-        figures.push({ id: `${id}:steps10-19`, label: `${labels[id]!.label}: steps 10-19 of a 1,000-step run`, kind: "this", unit: "µs/step", summary: early })
-        figures.push({ id: `${id}:steps990-999`, label: `${labels[id]!.label}: steps 990-999 of a 1,000-step run`, kind: "this", unit: "µs/step", summary: late })
+        const label = set.labels[id]!.label
+        figures.push({ id: `${id}:steps10-19`, label: `${label}: steps 10-19 of a 1,000-step run`, kind: "this", unit: "µs/step", summary: early })
+        figures.push({ id: `${id}:steps990-999`, label: `${label}: steps 990-999 of a 1,000-step run`, kind: "this", unit: "µs/step", summary: late })
       }
 
       const ratios: Array<Ratio> = []
@@ -270,6 +217,7 @@ const perStepCase: BenchCase = {
         const at = (id: string) => `${id}@${n}`
         push(ratioOf(figures, samples, `file / raw fsync'd write, N = ${n}`, at("file"), at("raw-fsync"), 1.5))
         push(ratioOf(figures, samples, `sqlite / raw fsync'd write, N = ${n}`, at("sqlite"), at("raw-fsync")))
+        push(ratioOf(figures, samples, `sqlite / raw write + fdatasync append, N = ${n}`, at("sqlite"), at("raw-append")))
         push(ratioOf(figures, samples, `postgres / raw upsert, N = ${n}`, at("postgres"), at("raw-upsert"), 1.5))
         push(ratioOf(figures, samples, `memory / effect/workflow memory, N = ${n}`, at("memory"), at("workflow"), 1))
         push(ratioOf(figures, samples, `zero-config / effect/workflow memory, N = ${n}`, at("zero"), at("workflow")))
@@ -306,14 +254,14 @@ const perStepCase: BenchCase = {
           await Effect.runPromise(harness.execute(countN, { executionId: fresh("rt") }))
           const ours = proxy.roundTrips() / countN
           await counted.close()
-          await rawPg?.value.dropTables([table])
+          await rawPg?.dropTables([table])
           const schema = Pg.freshName("noetic_bench_lgrt")
           const lg = await Pg.langGraphSaver(proxy.url, schema)
           proxy.reset()
           await Savers.inProcess("PostgresSaver", lg.value).runSteps(fresh("t"), countN)
           const theirs = proxy.roundTrips() / countN
           await lg.close()
-          await rawPg?.value.dropSchema(schema)
+          await rawPg?.dropSchema(schema)
           const rawCounted = await Pg.raw(proxy.url, Pg.freshName("noetic_bench_rtraw"))
           proxy.reset()
           await rawCounted.value.upsert("k", "v")
@@ -338,22 +286,20 @@ const perStepCase: BenchCase = {
         }
       }
 
-      const seriesOf = (id: string, name: string, kind: Series["kind"]): Series | undefined =>
-        figures.some((f) => f.id === `${id}@${sizes[0]}`)
-          ? { name, kind, points: sizes.map((n) => ({ x: n, figure: `${id}@${n}` })) }
-          : undefined
+      const line = (id: string, name: string, kind: Series["kind"]) => seriesOf(figures, sizes, id, name, kind)
       const series = [
-        seriesOf("zero", "noetic-effect zero-config (no store)", "this"),
-        seriesOf("memory", "noetic-effect, memory", "this"),
-        seriesOf("file", "noetic-effect, file", "this"),
-        seriesOf("sqlite", "noetic-effect, SQLite", "this"),
-        seriesOf("postgres", "noetic-effect, Postgres", "this"),
-        seriesOf("workflow", "effect/workflow, memory", "peer"),
-        seriesOf("lg-memory", "LangGraph MemorySaver", "peer"),
-        seriesOf("lg-sqlite", "LangGraph SqliteSaver", "peer"),
-        seriesOf("lg-postgres", "LangGraph PostgresSaver", "peer"),
-        seriesOf("raw-fsync", "raw fsync'd write", "baseline"),
-        seriesOf("raw-upsert", "raw Postgres upsert", "baseline")
+        line("zero", "noetic-effect zero-config (no store)", "this"),
+        line("memory", "noetic-effect, memory", "this"),
+        line("file", "noetic-effect, file", "this"),
+        line("sqlite", "noetic-effect, SQLite", "this"),
+        line("postgres", "noetic-effect, Postgres", "this"),
+        line("workflow", "effect/workflow, memory", "peer"),
+        line("lg-memory", "LangGraph MemorySaver", "peer"),
+        line("lg-sqlite", "LangGraph SqliteSaver", "peer"),
+        line("lg-postgres", "LangGraph PostgresSaver", "peer"),
+        line("raw-fsync", "raw fsync'd write", "baseline"),
+        line("raw-append", "raw write + fdatasync append", "baseline"),
+        line("raw-upsert", "raw Postgres upsert", "baseline")
       ].filter((s): s is Series => s !== undefined)
 
       notes.push(
@@ -362,10 +308,7 @@ const perStepCase: BenchCase = {
           "writes per superstep; it does not call putWrites."
       )
       return { id: "steps", title: perStepCase.title, figures, ratios, skipped, notes, series }
-    } finally {
-      for (const close of closers.reverse()) await close().catch(() => {})
-    }
-  }
+    })
 }
 
 /** The per-step cost case. */

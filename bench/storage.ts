@@ -7,7 +7,7 @@
  */
 import { Effect } from "effect"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
-import { openBackend } from "./backends.ts"
+import { openBackends, rawPostgres } from "./backends.ts"
 import {
   type BenchCase,
   type BenchContext,
@@ -18,48 +18,36 @@ import {
   type Ratio,
   ratioOf,
   rawDurableWrite,
-  reasonOf,
-  type Skipped,
-  summarize,
-  tempRoot
+  sizedVariants,
+  tempRoot,
+  withCaseScope
 } from "./harness.ts"
-import * as Pg from "./postgres.ts"
 
 const storageCase: BenchCase = {
   id: "storage",
   title: "One durable set against the raw write of the same bytes (ms)",
-  run: async (context: BenchContext): Promise<CaseResult> => {
-    const sizes = [1024, 100 * 1024]
-    const rounds = context.quick ? 5 : 60
-    const skipped: Array<Skipped> = []
-    const closers: Array<() => Promise<void>> = []
-    const variants: Record<string, () => Promise<number>> = {}
-    const labels: Record<string, { label: string; kind: Figure["kind"] }> = {}
-    const key = "bench:value"
-    const valueOf = (bytes: number) => ({ payload: "x".repeat(bytes) })
-    // The raw side writes exactly the bytes the storage writes (its versioned record).
-    const textOf = (bytes: number) => JSON.stringify({ version: 1, key, value: valueOf(bytes) })
-    const add = (id: string, label: string, kind: Figure["kind"], fn: (bytes: number) => () => Promise<number>) => {
-      labels[id] = { label, kind }
-      for (const bytes of sizes) variants[`${id}@${bytes / 1024}KiB`] = fn(bytes)
-    }
-    const timedSet = (storage: StorageAdapterShape, bytes: number) => {
-      const value = valueOf(bytes)
-      return async () => {
-        const start = now()
-        await Effect.runPromise(storage.set(key, value))
-        return now() - start
-      }
-    }
-    try {
-      for (const name of ["file", "postgres", "sqlite"] as const) {
-        const opened = await openBackend(name, context).catch((cause) => ({ skipped: reasonOf(cause) }))
-        if ("skipped" in opened) {
-          skipped.push({ label: `this library on ${name}`, reason: opened.skipped })
-          continue
+  run: (context: BenchContext): Promise<CaseResult> =>
+    withCaseScope(async (scope) => {
+      const sizes = [1024, 100 * 1024]
+      const rounds = context.quick ? 5 : 60
+      const set = sizedVariants(sizes.map((bytes) => `${bytes / 1024}KiB`))
+      const key = "bench:value"
+      const valueOf = (bytes: number) => ({ payload: "x".repeat(bytes) })
+      // The raw side writes exactly the bytes the storage writes (its versioned record).
+      const textOf = (bytes: number) => JSON.stringify({ version: 1, key, value: valueOf(bytes) })
+      const bytesOf = (size: string) => Number(size.replace("KiB", "")) * 1024
+      const add = (id: string, label: string, kind: Figure["kind"], fn: (bytes: number) => () => Promise<number>) =>
+        set.add(id, label, kind, (size) => fn(bytesOf(size)))
+      const timedSet = (storage: StorageAdapterShape, bytes: number) => {
+        const value = valueOf(bytes)
+        return async () => {
+          const start = now()
+          await Effect.runPromise(storage.set(key, value))
+          return now() - start
         }
-        closers.push(opened.close)
-        add(name, `${opened.description}, set`, "this", (bytes) => timedSet(opened.storage, bytes))
+      }
+      for (const opened of await openBackends(["file", "postgres", "sqlite"], context, scope)) {
+        add(opened.name, `${opened.description}, set`, "this", (bytes) => timedSet(opened.storage, bytes))
       }
       const rawDir = tempRoot("raw")
       add("raw-fsync", "raw fsync'd write of the same bytes", "baseline", (bytes) => {
@@ -70,29 +58,21 @@ const storageCase: BenchCase = {
           return now() - start
         }
       })
-      if (context.postgres._tag === "Available") {
-        const table = Pg.freshName("noetic_bench_raw")
-        const client = await Pg.raw(context.postgres.url, table)
-        closers.push(async () => {
-          await client.value.dropTables([table])
-          await client.close()
-        })
+      const client = await rawPostgres(context, scope)
+      if (client !== undefined) {
         add("raw-upsert", "raw single-row upsert of the same bytes (@effect/sql-pg)", "baseline", (bytes) => {
           const text = textOf(bytes)
           return async () => {
             const start = now()
-            await client.value.upsert(key, text)
+            await client.upsert(key, text)
             return now() - start
           }
         })
-      } else skipped.push({ label: "raw Postgres upsert", reason: context.postgres.reason })
+      }
 
-      context.log(`storage: ${Object.keys(variants).length} variants x ${rounds} rounds (+3 warm-up)`)
-      const samples = await interleave(variants, { rounds, warmup: 3 })
-      const figures: Array<Figure> = Object.entries(samples).map(([id, values]) => {
-        const [name, size] = id.split("@") as [string, string]
-        return { id, label: `${labels[name]!.label}, ${size}`, kind: labels[name]!.kind, unit: "ms", summary: summarize(values) }
-      })
+      context.log(`storage: ${Object.keys(set.variants).length} variants x ${rounds} rounds (+3 warm-up)`)
+      const samples = await interleave(set.variants, { rounds, warmup: 3 })
+      const figures = set.figures(samples, "ms", (label, size) => `${label}, ${size}`)
       const ratios: Array<Ratio> = []
       for (const bytes of sizes) {
         const size = `${bytes / 1024}KiB`
@@ -104,11 +84,8 @@ const storageCase: BenchCase = {
           ]
         ) if (ratio !== undefined) ratios.push(ratio)
       }
-      return { id: "storage", title: storageCase.title, figures, ratios, skipped, notes: [] }
-    } finally {
-      for (const close of closers.reverse()) await close().catch(() => {})
-    }
-  }
+      return { id: "storage", title: storageCase.title, figures, ratios, skipped: scope.skipped, notes: scope.notes }
+    })
 }
 
 /** The single-write case. */

@@ -5,9 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { interleave, pairedRatio, ratioOf, summarize } from "../../bench/harness.ts"
+import { interleave, pairedRatio, ratioOf, sizedVariants, summarize, targetOf, withCaseScope } from "../../bench/harness.ts"
 import * as Pg from "../../bench/postgres.ts"
 import { chart } from "../../bench/render.ts"
+import { markdownReport, type Results } from "../../bench/report.ts"
 
 /** A frontend message: type byte, then int32 length (itself included), then the body. */
 const message = (type: string, body: Buffer) => {
@@ -64,6 +65,66 @@ describe("bench machinery", () => {
     const ratio = ratioOf(figures, { x: [2, 9, 4], y: [1, 3, 4] }, "x / y", "x", "y", 1.5)
     assert.strictEqual(ratio?.met, false)
     assert.isUndefined(ratioOf(figures, { x: [1] }, "x / z", "x", "z"))
+    // A rate's target is a floor.
+    const rate = ratioOf(figures, { x: [2, 9, 4], y: [1, 3, 4] }, "x / y", "x", "y", { atLeast: 1.5 })
+    assert.deepStrictEqual([rate?.targetAtLeast, rate?.targetAtMost, rate?.met], [1.5, undefined, true])
+    assert.deepStrictEqual(targetOf(summarize([900, 1100, 1200]), { atMost: 1000 }), { targetAtMost: 1000, met: false })
+  })
+
+  it("sized variants register one variant per size and label their figures with it", async () => {
+    const set = sizedVariants([10, 100])
+    set.add("ours", "this library", "this", (n) => async () => n * 2)
+    set.add("raw", "raw", "baseline", (n) => async () => n)
+    assert.deepStrictEqual(Object.keys(set.variants).sort(), ["ours@10", "ours@100", "raw@10", "raw@100"])
+    const samples = await interleave(set.variants, { rounds: 2, warmup: 0 })
+    const figures = set.figures(samples, "ms", (label, n) => `${label}, N = ${n}`)
+    const ours = figures.find((f) => f.id === "ours@100")!
+    assert.deepStrictEqual([ours.label, ours.kind, ours.summary.median], ["this library, N = 100", "this", 200])
+    assert.strictEqual(ratioOf(figures, samples, "r", "ours@10", "raw@10")?.summary.median, 2)
+  })
+
+  it("a case scope closes what was registered, last first, even when the case fails", async () => {
+    const closed: Array<string> = []
+    const failed = await withCaseScope(async (scope) => {
+      scope.onClose(async () => void closed.push("first"))
+      scope.onClose(async () => {
+        closed.push("second")
+        throw new Error("a failing close does not stop the others")
+      })
+      throw new Error("the case failed")
+    }).then(() => undefined, (error: Error) => error.message)
+    assert.strictEqual(failed, "the case failed")
+    assert.deepStrictEqual(closed, ["second", "first"])
+  })
+
+  it("the README tables count ratio targets and absolute targets of figures, floors and ceilings", () => {
+    const summary = summarize([1, 2, 3])
+    const results: Results = {
+      schema: 1,
+      startedAt: "2026-01-01T00:00:00.000Z",
+      finishedAt: "2026-01-01T00:01:00.000Z",
+      quick: false,
+      machine: { node: "v24", platform: "linux", cpus: 2, cpuModel: "cpu", loadAverageAtStart: [0, 0, 0], loadAverageAtEnd: [0, 0, 0] },
+      cases: [{
+        id: "c",
+        title: "C",
+        figures: [{ id: "f", label: "reattach", kind: "this", unit: "ms", summary, targetAtMost: 1000, met: true }],
+        ratios: [
+          { label: "rate", of: "f", to: "f", summary, targetAtLeast: 0.5, met: true },
+          { label: "cost", of: "f", to: "f", summary, targetAtMost: 1.5, met: false },
+          { label: "informative", of: "f", to: "f", summary }
+        ],
+        skipped: [],
+        notes: []
+      }],
+      failed: []
+    }
+    const text = markdownReport(results)
+    assert.include(text, "**Targets: 2 of 3 met**")
+    assert.include(text, "| rate | 2.00 (1.50–2.50) | ≥ 0.50 met |")
+    assert.include(text, "| cost | 2.00 (1.50–2.50) | ≤ 1.50 MISSED |")
+    assert.include(text, "| reattach | 2.00 (1.50–2.50) ms | ≤ 1,000 ms met |")
+    assert.include(text, "| informative | 2.00 (1.50–2.50) |")
   })
 
   it("the wire counter counts Query and Sync messages, across any split of the stream", () => {
