@@ -108,23 +108,23 @@ export interface Frame {
 export interface RunState {
   /** The diverged paths already reported, so each is warned of once. */
   readonly divergencesReported: Set<string>
-  /** Per parent path, the distinct child paths dispatched below it, in dispatch order. */
-  readonly dispatched: Map<string, Array<string>>
+  /** Per parent path, the distinct child paths dispatched below it, each with its position (dispatch order). */
+  readonly dispatched: Map<string, Map<string, number>>
 }
 
 export const newRunState = (): RunState => ({ divergencesReported: new Set(), dispatched: new Map() })
 
 /** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
 const noteDispatch = (run: RunState, parent: string, path: string): number => {
-  let list = run.dispatched.get(parent)
-  if (list === undefined) {
-    list = []
-    run.dispatched.set(parent, list)
+  let positions = run.dispatched.get(parent)
+  if (positions === undefined) {
+    positions = new Map()
+    run.dispatched.set(parent, positions)
   }
-  const at = list.indexOf(path)
-  if (at !== -1) return at
-  list.push(path)
-  return list.length - 1
+  const at = positions.get(path)
+  if (at !== undefined) return at
+  positions.set(path, positions.size)
+  return positions.size - 1
 }
 
 /** A frame at `path` below `parent`, numbering its children afresh. */
@@ -297,10 +297,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             // Nothing here, but the ledger recorded another step, not dispatched by this run, at
             // this position below the parent: the workflow renamed it (or put a step before it).
             // A child that failed records nothing, so it leaves no false position behind.
-            const displaced = parent.path === "" ? undefined : ledger.children(parent.path).find((child) =>
-              child.position === position && child.path !== path
-            )
-            if (displaced !== undefined && !(parent.run.dispatched.get(parent.path) ?? []).includes(displaced.path)) {
+            const displaced = parent.path === "" ? undefined : ledger.childAt(parent.path, position, path)
+            if (displaced !== undefined && parent.run.dispatched.get(parent.path)?.has(displaced.path) !== true) {
               return Effect.andThen(
                 mark("diverged"),
                 diverged(frame, displaced.path, displaced, identity, ledger, runAndRecord)

@@ -124,6 +124,12 @@ export interface ExecutionLedger {
    * dispatches with.
    */
   readonly children: (path: string) => ReadonlyArray<RecordedChild>
+  /**
+   * The earliest recorded step directly below `parent` at `position` whose path is not
+   * `path` (what `children(parent)` would find there), without listing the others: a
+   * dispatch asks it once per step, so it does not grow with the run.
+   */
+  readonly childAt: (parent: string, position: number, path: string) => RecordedChild | undefined
   /** Discards, durably, every record at `path` and below it (what `lookup` does on a changed identity). */
   readonly discard: (path: string) => Effect.Effect<void, StorageError>
   /**
@@ -548,16 +554,26 @@ export const makeWith = (
         })).sort((a, b) => a.seq - b.seq)
       )
 
-      const children = (parent: string): ReadonlyArray<RecordedChild> => {
-        const found: Array<RecordedChild & { readonly seq: number }> = []
-        const prefix = `${parent}/`
-        for (const [path, held] of state.entries) {
-          if (!path.startsWith(prefix) || path.indexOf("/", prefix.length) !== -1 || path.indexOf("[", prefix.length) !== -1) {
-            continue
-          }
-          found.push({ path, stepId: held.stepId, kind: held.kind, position: held.position, seq: held.seq })
+      const childOf = (path: string, held: HeldEntry): RecordedChild => ({
+        path,
+        stepId: held.stepId,
+        kind: held.kind,
+        position: held.position
+      })
+
+      const children = (parent: string): ReadonlyArray<RecordedChild> =>
+        [...(state.childrenOf(parent) ?? [])].map((path) => [path, state.entries.get(path)!] as const)
+          .sort(([, a], [, b]) => a.seq - b.seq)
+          .map(([path, held]) => childOf(path, held))
+
+      const childAt = (parent: string, position: number, path: string): RecordedChild | undefined => {
+        let found: { readonly path: string; readonly held: HeldEntry } | undefined
+        for (const candidate of state.childrenAt(parent, position) ?? []) {
+          if (candidate === path) continue
+          const held = state.entries.get(candidate)!
+          if (found === undefined || held.seq < found.held.seq) found = { path: candidate, held }
         }
-        return found.sort((a, b) => a.seq - b.seq).map(({ seq: _, ...child }) => child)
+        return found === undefined ? undefined : childOf(found.path, found.held)
       }
 
       return {
@@ -567,6 +583,7 @@ export const makeWith = (
         entries,
         inspect,
         children,
+        childAt,
         discard,
         recordIntent
       } satisfies ExecutionLedger
@@ -580,11 +597,28 @@ export const makeWith = (
   })
 
 /**
+ * The path `path` is directly below, as `ExecutionLedger.children` counts it: the
+ * path up to its last `/`, when what follows has no `[` (an `inParallel` branch's
+ * steps are below the branch, not below the parallel step). Undefined for a path
+ * with no `/`, which is below nothing.
+ */
+const parentOf = (path: string): string | undefined => {
+  const slash = path.lastIndexOf("/")
+  if (slash === -1 || path.indexOf("[", slash + 1) !== -1) return undefined
+  return path.slice(0, slash)
+}
+
+/**
  * The in-memory view of one execution's ledger: what each path replays, the keys
  * still in storage (in seq order, for eviction) and the writes in flight.
  */
 class LedgerState {
+  /** What each path replays. Read here; changed only through `setEntry` and `deleteEntry`. */
   readonly entries = new Map<string, HeldEntry>()
+  /** The paths of `entries` by the parent they are directly below (see `parentOf`). */
+  private readonly byParent = new Map<string, Set<string>>()
+  /** The paths of `entries` that carry a position, by parent, then by position. */
+  private readonly byPosition = new Map<string, Map<number, Set<string>>>()
   readonly inflight = new Set<number>()
   /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
   readonly evictedPaths = new Set<string>()
@@ -630,6 +664,16 @@ class LedgerState {
     return victims
   }
 
+  /** The paths recorded directly below `parent`, in no particular order. */
+  childrenOf(parent: string): ReadonlySet<string> | undefined {
+    return this.byParent.get(parent)
+  }
+
+  /** The paths recorded directly below `parent` at `position`, in no particular order. */
+  childrenAt(parent: string, position: number): ReadonlySet<string> | undefined {
+    return this.byPosition.get(parent)?.get(position)
+  }
+
   applyStep(path: string, held: HeldEntry): void {
     const current = this.entries.get(path)
     if (current !== undefined && current.seq > held.seq) return
@@ -637,14 +681,52 @@ class LedgerState {
     for (const [seq, discarded] of this.discards) {
       if (seq > held.seq && isAtOrBelow(path, discarded)) return
     }
-    this.entries.set(path, held)
+    this.setEntry(path, held)
   }
 
   applyDiscard(seq: number, path: string): void {
     this.discards.set(seq, path)
     for (const [candidate, held] of this.entries) {
-      if (held.seq < seq && isAtOrBelow(candidate, path)) this.entries.delete(candidate)
+      if (held.seq < seq && isAtOrBelow(candidate, path)) this.deleteEntry(candidate)
     }
+  }
+
+  private setEntry(path: string, held: HeldEntry): void {
+    const current = this.entries.get(path)
+    if (current !== undefined) this.unindex(path, current)
+    this.entries.set(path, held)
+    const parent = parentOf(path)
+    if (parent === undefined) return
+    let paths = this.byParent.get(parent)
+    if (paths === undefined) this.byParent.set(parent, paths = new Set())
+    paths.add(path)
+    if (held.position === undefined) return
+    let positions = this.byPosition.get(parent)
+    if (positions === undefined) this.byPosition.set(parent, positions = new Map())
+    let at = positions.get(held.position)
+    if (at === undefined) positions.set(held.position, at = new Set())
+    at.add(path)
+  }
+
+  private deleteEntry(path: string): void {
+    const current = this.entries.get(path)
+    if (current === undefined) return
+    this.entries.delete(path)
+    this.unindex(path, current)
+  }
+
+  private unindex(path: string, held: HeldEntry): void {
+    const parent = parentOf(path)
+    if (parent === undefined) return
+    const paths = this.byParent.get(parent)
+    paths?.delete(path)
+    if (paths?.size === 0) this.byParent.delete(parent)
+    if (held.position === undefined) return
+    const positions = this.byPosition.get(parent)
+    const at = positions?.get(held.position)
+    at?.delete(path)
+    if (at?.size === 0) positions!.delete(held.position)
+    if (positions?.size === 0) this.byPosition.delete(parent)
   }
 
   private forget(seq: number): void {
@@ -654,7 +736,7 @@ class LedgerState {
     if (info._tag === "Step") {
       const held = this.entries.get(info.path)
       if (held?.seq === seq && held.loaded !== true) {
-        this.entries.delete(info.path)
+        this.deleteEntry(info.path)
         this.evictedPaths.add(info.path)
       }
     } else if (info._tag === "Discard") {
