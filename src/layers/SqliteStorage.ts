@@ -36,6 +36,8 @@ import {
   type Fence,
   fenceHolds,
   fenceRefused,
+  jsonText,
+  keyError,
   StorageAdapter,
   type StorageAdapterShape,
   validateKey
@@ -147,6 +149,8 @@ interface StoredRow {
 interface PendingWrite {
   /** Runs the write's statements; returns its result or a typed failure that wrote nothing. */
   readonly apply: () => unknown
+  /** `apply` runs one statement, which SQLite makes a transaction of its own when it runs alone. */
+  readonly oneStatement: boolean
   readonly operation: string
   readonly key: string
   readonly resume: (effect: Effect.Effect<unknown, StorageError>) => void
@@ -343,6 +347,28 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     }
 
     const runBatch = (batch: ReadonlyArray<PendingWrite>): "busy" | "done" => {
+      // One write of one statement (a step's ledger append, most often) commits on
+      // its own: the same single fsync, without running BEGIN and COMMIT around it.
+      if (batch.length === 1 && batch[0]!.oneStatement) {
+        const write = batch[0]!
+        let outcome: unknown
+        try {
+          outcome = write.apply()
+        } catch (cause) {
+          if (db.isTransaction) {
+            try {
+              rollback.run()
+            } catch {
+              // Already gone.
+            }
+          }
+          if (isBusy(cause)) return "busy"
+          settle(write, Effect.fail(storageFailure(write.operation, write.key, cause)))
+          return "done"
+        }
+        settle(write, Effect.succeed(outcome))
+        return "done"
+      }
       try {
         begin.run()
       } catch (cause) {
@@ -400,11 +426,17 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       for (let tries = 0; pending.some((write) => !write.settled) && tries < 1000; tries++) flush(RETRY_MIN_MS)
     }
 
-    const enqueue = <A>(operation: string, key: string, apply: () => A | Refusal): Effect.Effect<A, StorageError> =>
+    const enqueue = <A>(
+      operation: string,
+      key: string,
+      apply: () => A | Refusal,
+      oneStatement = false
+    ): Effect.Effect<A, StorageError> =>
       guard(operation, key) ??
         Effect.callback<A, StorageError>((resume) => {
           const write: PendingWrite = {
             apply,
+            oneStatement,
             operation,
             key,
             resume: resume as PendingWrite["resume"],
@@ -431,18 +463,22 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       return Option.some(yield* decodeValue("get", key, row.value))
     })
 
-    const set = Effect.fnUntraced(function*(key: string, value: unknown) {
-      yield* validateKey("set", key)
-      const text = yield* encodeJson("set", key, value)
+    // `set` and `delete` are what every durable step runs: plain code up to the enqueue.
+    const set = (key: string, value: unknown): Effect.Effect<void, StorageError> => {
+      const refused = keyError("set", key)
+      if (refused !== undefined) return Effect.fail(refused)
+      const text = jsonText("set", key, value)
+      if (typeof text !== "string") return Effect.fail(text)
       const stored = encodeStoredKey(key)
-      yield* enqueue("set", key, () => void setStatement.run(stored, text))
-    })
+      return enqueue("set", key, () => void setStatement.run(stored, text), true)
+    }
 
-    const remove = Effect.fnUntraced(function*(key: string) {
-      yield* validateKey("delete", key)
+    const remove = (key: string): Effect.Effect<void, StorageError> => {
+      const refused = keyError("delete", key)
+      if (refused !== undefined) return Effect.fail(refused)
       const stored = encodeStoredKey(key)
-      yield* enqueue("delete", key, () => void deleteStatement.run(stored))
-    })
+      return enqueue("delete", key, () => void deleteStatement.run(stored), true)
+    }
 
     /** The rows whose keys start with `prefix`, by an index range scan in key order. */
     const range = (

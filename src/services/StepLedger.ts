@@ -118,6 +118,8 @@ export interface ExecutionLedger {
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
   /** What is recorded at `path` for a step of `identity`, without discarding anything. */
   readonly inspect: (path: string, identity: StepIdentity) => Effect.Effect<ReplayLookup>
+  /** `inspect` in plain code, for a caller already inside an effect (a dispatch asks it once per step). */
+  readonly replayAt: (path: string, identity: StepIdentity) => ReplayLookup
   /**
    * The steps recorded directly below `path` (completed, or at-most-once intents), in
    * the order they were recorded, with their positions: what a resume compares its
@@ -241,6 +243,10 @@ const outputOf = (held: HeldOutput): unknown =>
   held._tag === "Value" ? held.value : held._tag === "Text" ? JSON.parse(held.text) : undefined
 
 const decodeEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
+const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
+const PENDING: ReplayLookup = { _tag: "Pending" }
 
 type Measured =
   | { readonly _tag: "Ok"; readonly held: HeldOutput; readonly bytes: number }
@@ -438,10 +444,12 @@ export const makeWith = (
           const seq = seqs.next++
           state.inflight.add(seq)
           const early = state.takeVictims(retention.maxEntries)
-          return Effect.all([
-            storage.set(ledgerKey(executionId, seq), record),
-            evict(early)
-          ], { concurrency: "unbounded", discard: true }).pipe(
+          const write = storage.set(ledgerKey(executionId, seq), record)
+          // Nothing to evict (a run under the cap): the write alone, no fibers forked for it.
+          return (early.length === 0 ? write : Effect.all([write, evict(early)], {
+            concurrency: "unbounded",
+            discard: true
+          })).pipe(
             Effect.onExit((exit) =>
               Effect.sync(() => {
                 state.inflight.delete(seq)
@@ -455,28 +463,28 @@ export const makeWith = (
           )
         })
 
-      const record = Effect.fn("StepLedger.record")(
-        function*(path: string, identity: StepIdentity, output: unknown, position?: number) {
-          const measured = measure(output)
-          if (measured._tag === "Unserializable") {
-            counters.droppedUnserializable++
-            return yield* warnOnce(
-              "unserializable",
-              `step ledger: the output of step ${
-                JSON.stringify(identity.stepId)
-              } at ${path} has no JSON form (${measured.message}); not recorded, so that step re-runs on resume`
-            )
-          }
-          if (measured.bytes > retention.maxEntryBytes) {
-            counters.droppedOversize++
-            return yield* warnOnce(
-              "oversize",
-              `step ledger: the output of step ${
-                JSON.stringify(identity.stepId)
-              } at ${path} is ${measured.bytes} bytes, over maxEntryBytes (${retention.maxEntryBytes}); not recorded, so that step re-runs on resume`
-            )
-          }
-          const held = measured.held
+      const recordNow = (path: string, identity: StepIdentity, output: unknown, position: number | undefined) => {
+        const measured = measure(output)
+        if (measured._tag === "Unserializable") {
+          counters.droppedUnserializable++
+          return warnOnce(
+            "unserializable",
+            `step ledger: the output of step ${
+              JSON.stringify(identity.stepId)
+            } at ${path} has no JSON form (${measured.message}); not recorded, so that step re-runs on resume`
+          )
+        }
+        if (measured.bytes > retention.maxEntryBytes) {
+          counters.droppedOversize++
+          return warnOnce(
+            "oversize",
+            `step ledger: the output of step ${
+              JSON.stringify(identity.stepId)
+            } at ${path} is ${measured.bytes} bytes, over maxEntryBytes (${retention.maxEntryBytes}); not recorded, so that step re-runs on resume`
+          )
+        }
+        const held = measured.held
+        return Effect.flatMap(Clock.currentTimeMillis, (at) => {
           const entry: LedgerEntry = {
             _tag: "StepRecorded",
             version: LEDGER_ENTRY_VERSION,
@@ -485,15 +493,22 @@ export const makeWith = (
             kind: identity.kind,
             output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
             // For operators (`executions show`): when the step completed.
-            at: yield* Clock.currentTimeMillis,
+            at,
             ...(position === undefined ? {} : { position })
           }
-          yield* append(entry, { _tag: "Step", path }, (seq) => {
+          return append(entry, { _tag: "Step", path }, (seq) => {
             counters.recorded++
             state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
           })
-        }
-      )
+        })
+      }
+
+      // Runs once per durable step: a span without a captured call site (an `Effect.fn`
+      // would capture two stack traces per call).
+      const record = (path: string, identity: StepIdentity, output: unknown, position?: number) =>
+        Effect.withSpan(Effect.suspend(() => recordNow(path, identity, output, position)), "StepLedger.record", {
+          captureStackTrace: false
+        })
 
       const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
@@ -503,15 +518,17 @@ export const makeWith = (
         )
       })
 
+      const replayAt = (path: string, identity: StepIdentity): ReplayLookup => {
+        const held = state.entries.get(path)
+        if (held === undefined) return state.evictedPaths.has(path) ? MISS_EVICTED : MISS
+        if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
+          return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
+        }
+        return held.output._tag === "Intent" ? PENDING : { _tag: "Hit", output: outputOf(held.output) }
+      }
+
       const inspect = (path: string, identity: StepIdentity): Effect.Effect<ReplayLookup> =>
-        Effect.sync((): ReplayLookup => {
-          const held = state.entries.get(path)
-          if (held === undefined) return { _tag: "Miss", evicted: state.evictedPaths.has(path) }
-          if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
-            return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
-          }
-          return held.output._tag === "Intent" ? { _tag: "Pending" } : { _tag: "Hit", output: outputOf(held.output) }
-        })
+        Effect.sync(() => replayAt(path, identity))
 
       const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
         const found = yield* inspect(path, identity)
@@ -582,6 +599,7 @@ export const makeWith = (
         record,
         entries,
         inspect,
+        replayAt,
         children,
         childAt,
         discard,
