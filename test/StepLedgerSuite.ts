@@ -266,7 +266,8 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           assert.deepStrictEqual(yield* ledger.lookup("/loop#0", step), Option.some(11))
           const reversed: StorageAdapterShape = {
             ...storage,
-            list: (prefix) => Effect.map(storage.list(prefix), (keys) => [...keys].reverse())
+            list: (prefix) => Effect.map(storage.list(prefix), (keys) => [...keys].reverse()),
+            scan: (prefix) => Effect.map(storage.scan(prefix), (rows) => [...rows].reverse())
           }
           const restarted = yield* (yield* ledgerOver(reversed)).open("e")
           assert.deepStrictEqual(yield* restarted.lookup("/loop#0", step), Option.some(11))

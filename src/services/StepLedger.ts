@@ -26,6 +26,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
 import {
+  asWrittenLedgerEntry,
   isAtOrBelow,
   LEDGER_ENTRY_VERSION,
   LedgerEntry,
@@ -233,16 +234,20 @@ interface HeldEntry {
   readonly position?: number | undefined
 }
 
-/** What each key still in storage holds, so evicting it can update the lookup state. */
-type KeyInfo =
-  | { readonly _tag: "Step"; readonly path: string }
-  | { readonly _tag: "Discard"; readonly path: string }
-  | { readonly _tag: "Unreadable" }
+/**
+ * What each key still in storage holds, so evicting it can update the lookup state:
+ * the path of a step's record (completed or intent), a discard of a path, or nothing
+ * readable (null).
+ */
+type KeyInfo = string | { readonly discarded: string } | null
 
 const outputOf = (held: HeldOutput): unknown =>
   held._tag === "Value" ? held.value : held._tag === "Text" ? JSON.parse(held.text) : undefined
 
 const decodeEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+/** The value of a listed ledger key that could not be read (skipped with a warning) or is gone. */
+const UNREAD: unique symbol = Symbol("noetic-effect/StepLedger/unread")
 
 const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
 const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
@@ -352,45 +357,65 @@ export const makeWith = (
     /**
      * Every row under the ledger prefix: one `scan` (one query on Postgres), or, when a
      * row cannot be decoded and the backend fails the whole scan, a listing read key
-     * by key so only the bad row is lost.
+     * by key so only the bad row is lost (its value then {@link UNREAD}).
      */
-    const readLedger = (executionId: string, prefix: string) =>
+    const readLedger = (
+      executionId: string,
+      prefix: string
+    ): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> =>
       scan(storage, prefix).pipe(
-        Effect.map((rows) => ({ listed: rows.map(([key]) => key), values: new Map(rows) as ReadonlyMap<string, unknown> })),
         Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
           Effect.flatMap(storage.list(prefix), (listed) =>
-            Effect.map(readAll(executionId, listed), (values) => ({ listed, values }))))
+            Effect.map(readAll(executionId, listed), (values) =>
+              listed.map((key) => [key, values.has(key) ? values.get(key) : UNREAD] as const))))
       )
 
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
-      const { listed, values } = yield* readLedger(executionId, prefix)
-      const keys: Array<{ key: string; seq: number }> = []
+      const rows = yield* readLedger(executionId, prefix)
+      // The seq of each row (-1: not a ledger key of this execution).
+      const rowSeqs = new Array<number>(rows.length)
       let highest = -1
-      for (const key of listed) {
-        const seq = parseLedgerSeq(prefix, key)
-        if (seq === undefined) continue
-        keys.push({ key, seq })
-        if (seq > highest) highest = seq
+      let ordered = true
+      for (let i = 0; i < rows.length; i++) {
+        const seq = parseLedgerSeq(prefix, rows[i]![0]) ?? -1
+        rowSeqs[i] = seq
+        if (seq === -1) continue
+        if (seq < highest) ordered = false
+        else highest = seq
       }
       // Listing order is by code unit, which matches numeric order only while every
       // seq has 16 digits; sort by number so nothing depends on it.
-      keys.sort((a, b) => a.seq - b.seq)
+      let order: Array<number> | undefined
+      if (!ordered) {
+        order = rowSeqs.flatMap((seq, i) => seq === -1 ? [] : [i]).sort((a, b) => rowSeqs[a]! - rowSeqs[b]!)
+        highest = rowSeqs[order.at(-1)!]!
+      }
 
       const state = new LedgerState()
-      for (const { key, seq } of keys) {
-        if (!values.has(key)) continue
-        const decoded = decodeEntry(values.get(key))
-        if (Exit.isFailure(decoded)) {
-          state.keep(seq, { _tag: "Unreadable" })
-          yield* Effect.logWarning(
-            `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
-          )
-          continue
+      const count = order === undefined ? rows.length : order.length
+      for (let n = 0; n < count; n++) {
+        const i = order === undefined ? n : order[n]!
+        const seq = rowSeqs[i]!
+        if (seq === -1) continue
+        const [key, value] = rows[i]!
+        // Its seq still counts (above), so it is never reused.
+        if (value === UNREAD) continue
+        // Records as this library writes them need no decoding; anything else is the schema's to judge.
+        let entry = asWrittenLedgerEntry(value)
+        if (entry === undefined) {
+          const decoded = decodeEntry(value)
+          if (Exit.isFailure(decoded)) {
+            state.keep(seq, null)
+            yield* Effect.logWarning(
+              `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
+            )
+            continue
+          }
+          entry = decoded.value
         }
-        const entry = decoded.value
         if (entry._tag === "StepRecorded") {
-          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.keep(seq, entry.path)
           state.applyStep(entry.path, {
             seq,
             stepId: entry.stepId,
@@ -400,7 +425,7 @@ export const makeWith = (
             loaded: true
           })
         } else if (entry._tag === "IntentRecorded") {
-          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.keep(seq, entry.path)
           state.applyStep(entry.path, {
             seq,
             stepId: entry.stepId,
@@ -409,7 +434,7 @@ export const makeWith = (
             position: entry.position
           })
         } else {
-          state.keep(seq, { _tag: "Discard", path: entry.path })
+          state.keep(seq, { discarded: entry.path })
           state.applyDiscard(seq, entry.path)
         }
       }
@@ -496,7 +521,7 @@ export const makeWith = (
             at,
             ...(position === undefined ? {} : { position })
           }
-          return append(entry, { _tag: "Step", path }, (seq) => {
+          return append(entry, path, (seq) => {
             counters.recorded++
             state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
           })
@@ -513,7 +538,7 @@ export const makeWith = (
       const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
           { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path, at: yield* Clock.currentTimeMillis },
-          { _tag: "Discard", path },
+          { discarded: path },
           (seq) => state.applyDiscard(seq, path)
         )
       })
@@ -548,7 +573,7 @@ export const makeWith = (
               kind: identity.kind,
               ...(position === undefined ? {} : { position })
             },
-            { _tag: "Step", path },
+            path,
             (seq) =>
               state.applyStep(path, {
                 seq,
@@ -579,13 +604,13 @@ export const makeWith = (
       })
 
       const children = (parent: string): ReadonlyArray<RecordedChild> =>
-        [...(state.childrenOf(parent) ?? [])].map((path) => [path, state.entries.get(path)!] as const)
+        [...state.entries].filter(([path]) => parentOf(path) === parent)
           .sort(([, a], [, b]) => a.seq - b.seq)
           .map(([path, held]) => childOf(path, held))
 
       const childAt = (parent: string, position: number, path: string): RecordedChild | undefined => {
         let found: { readonly path: string; readonly held: HeldEntry } | undefined
-        for (const candidate of state.childrenAt(parent, position) ?? []) {
+        for (const candidate of state.childrenAt(parent, position)) {
           if (candidate === path) continue
           const held = state.entries.get(candidate)!
           if (found === undefined || held.seq < found.held.seq) found = { path: candidate, held }
@@ -628,22 +653,25 @@ const parentOf = (path: string): string | undefined => {
 
 /**
  * The in-memory view of one execution's ledger: what each path replays, the keys
- * still in storage (in seq order, for eviction) and the writes in flight.
+ * still in storage (in seq order, for eviction) and the writes in flight. A restore
+ * builds it from thousands of records, so each record costs a few map operations.
  */
 class LedgerState {
   /** What each path replays. Read here; changed only through `setEntry` and `deleteEntry`. */
   readonly entries = new Map<string, HeldEntry>()
-  /** The paths of `entries` by the parent they are directly below (see `parentOf`). */
-  private readonly byParent = new Map<string, Set<string>>()
-  /** The paths of `entries` that carry a position, by parent, then by position. */
-  private readonly byPosition = new Map<string, Map<number, Set<string>>>()
+  /**
+   * The paths of `entries` that carry a position, by parent (see `parentOf`), then by
+   * position: one path, or a set once a second path holds that position.
+   */
+  private readonly byPosition = new Map<string, Map<number, string | Set<string>>>()
   readonly inflight = new Set<number>()
   /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
   readonly evictedPaths = new Set<string>()
   private readonly discards = new Map<number, string>()
-  private readonly info = new Map<number, KeyInfo>()
-  // Seqs of the keys in storage, ascending from `head`; a head index keeps eviction O(1).
+  // Seqs of the keys in storage, ascending from `head` (a head index keeps eviction
+  // O(1)), and what each holds, at the same index.
   private stored: Array<number> = []
+  private storedInfo: Array<KeyInfo> = []
   private head = 0
 
   get storedCount(): number {
@@ -652,10 +680,15 @@ class LedgerState {
 
   /** Notes a key now in storage. Writes land nearly in seq order, so this is an append. */
   keep(seq: number, info: KeyInfo): void {
-    this.info.set(seq, info)
     let i = this.stored.length
     while (i > this.head && this.stored[i - 1]! > seq) i--
-    this.stored.splice(i, 0, seq)
+    if (i === this.stored.length) {
+      this.stored.push(seq)
+      this.storedInfo.push(info)
+    } else {
+      this.stored.splice(i, 0, seq)
+      this.storedInfo.splice(i, 0, info)
+    }
   }
 
   /**
@@ -664,6 +697,7 @@ class LedgerState {
    */
   takeVictims(maxEntries: number): Array<number> {
     const victims: Array<number> = []
+    if (this.storedCount + this.inflight.size <= maxEntries) return victims
     // A key above a write still in flight is not among the oldest once that write lands.
     let lowestInflight = Infinity
     for (const seq of this.inflight) if (seq < lowestInflight) lowestInflight = seq
@@ -671,35 +705,38 @@ class LedgerState {
       this.storedCount + this.inflight.size > maxEntries && this.storedCount > 1 &&
       this.stored[this.head]! < lowestInflight
     ) {
-      const seq = this.stored[this.head++]!
+      const seq = this.stored[this.head]!
+      const info = this.storedInfo[this.head]!
+      this.storedInfo[this.head++] = null
       victims.push(seq)
-      this.forget(seq)
+      this.forget(seq, info)
     }
     if (this.head > 1024 && this.head * 2 > this.stored.length) {
       this.stored = this.stored.slice(this.head)
+      this.storedInfo = this.storedInfo.slice(this.head)
       this.head = 0
     }
     return victims
   }
 
-  /** The paths recorded directly below `parent`, in no particular order. */
-  childrenOf(parent: string): ReadonlySet<string> | undefined {
-    return this.byParent.get(parent)
-  }
-
   /** The paths recorded directly below `parent` at `position`, in no particular order. */
-  childrenAt(parent: string, position: number): ReadonlySet<string> | undefined {
-    return this.byPosition.get(parent)?.get(position)
+  childrenAt(parent: string, position: number): ReadonlyArray<string> {
+    const at = this.byPosition.get(parent)?.get(position)
+    return at === undefined ? [] : typeof at === "string" ? [at] : [...at]
   }
 
   applyStep(path: string, held: HeldEntry): void {
     const current = this.entries.get(path)
     if (current !== undefined && current.seq > held.seq) return
-    this.evictedPaths.delete(path)
-    for (const [seq, discarded] of this.discards) {
-      if (seq > held.seq && isAtOrBelow(path, discarded)) return
+    if (this.evictedPaths.size > 0) this.evictedPaths.delete(path)
+    if (this.discards.size > 0) {
+      for (const [seq, discarded] of this.discards) {
+        if (seq > held.seq && isAtOrBelow(path, discarded)) return
+      }
     }
-    this.setEntry(path, held)
+    if (current !== undefined) this.unindex(path, current)
+    this.entries.set(path, held)
+    this.index(path, held)
   }
 
   applyDiscard(seq: number, path: string): void {
@@ -709,23 +746,6 @@ class LedgerState {
     }
   }
 
-  private setEntry(path: string, held: HeldEntry): void {
-    const current = this.entries.get(path)
-    if (current !== undefined) this.unindex(path, current)
-    this.entries.set(path, held)
-    const parent = parentOf(path)
-    if (parent === undefined) return
-    let paths = this.byParent.get(parent)
-    if (paths === undefined) this.byParent.set(parent, paths = new Set())
-    paths.add(path)
-    if (held.position === undefined) return
-    let positions = this.byPosition.get(parent)
-    if (positions === undefined) this.byPosition.set(parent, positions = new Map())
-    let at = positions.get(held.position)
-    if (at === undefined) positions.set(held.position, at = new Set())
-    at.add(path)
-  }
-
   private deleteEntry(path: string): void {
     const current = this.entries.get(path)
     if (current === undefined) return
@@ -733,31 +753,53 @@ class LedgerState {
     this.unindex(path, current)
   }
 
-  private unindex(path: string, held: HeldEntry): void {
-    const parent = parentOf(path)
-    if (parent === undefined) return
-    const paths = this.byParent.get(parent)
-    paths?.delete(path)
-    if (paths?.size === 0) this.byParent.delete(parent)
+  /** The parent `index` last saw: siblings share it, so its hash is computed once. */
+  private lastParent: string | undefined
+
+  private index(path: string, held: HeldEntry): void {
     if (held.position === undefined) return
-    const positions = this.byPosition.get(parent)
-    const at = positions?.get(held.position)
-    at?.delete(path)
-    if (at?.size === 0) positions!.delete(held.position)
-    if (positions?.size === 0) this.byPosition.delete(parent)
+    const parent = this.sameParent(path) ?? parentOf(path)
+    this.lastParent = parent
+    if (parent === undefined) return
+    let positions = this.byPosition.get(parent)
+    if (positions === undefined) this.byPosition.set(parent, positions = new Map())
+    const at = positions.get(held.position)
+    if (at === undefined) positions.set(held.position, path)
+    else if (typeof at !== "string") at.add(path)
+    else if (at !== path) positions.set(held.position, new Set([at, path]))
   }
 
-  private forget(seq: number): void {
-    const info = this.info.get(seq)
-    this.info.delete(seq)
-    if (info === undefined) return
-    if (info._tag === "Step") {
-      const held = this.entries.get(info.path)
+  /** `lastParent` when it is `path`'s parent, without slicing `path`. */
+  private sameParent(path: string): string | undefined {
+    const parent = this.lastParent
+    if (parent === undefined || path.length <= parent.length || path.charCodeAt(parent.length) !== 0x2f) return undefined
+    if (!path.startsWith(parent) || path.indexOf("/", parent.length + 1) !== -1) return undefined
+    return path.indexOf("[", parent.length + 1) === -1 ? parent : undefined
+  }
+
+  private unindex(path: string, held: HeldEntry): void {
+    if (held.position === undefined) return
+    const parent = parentOf(path)
+    if (parent === undefined) return
+    const positions = this.byPosition.get(parent)
+    const at = positions?.get(held.position)
+    if (positions === undefined || at === undefined) return
+    if (typeof at !== "string") {
+      at.delete(path)
+      if (at.size > 0) return
+    } else if (at !== path) return
+    positions.delete(held.position)
+    if (positions.size === 0) this.byPosition.delete(parent)
+  }
+
+  private forget(seq: number, info: KeyInfo): void {
+    if (typeof info === "string") {
+      const held = this.entries.get(info)
       if (held?.seq === seq && held.loaded !== true) {
-        this.deleteEntry(info.path)
-        this.evictedPaths.add(info.path)
+        this.deleteEntry(info)
+        this.evictedPaths.add(info)
       }
-    } else if (info._tag === "Discard") {
+    } else if (info !== null) {
       this.discards.delete(seq)
     }
   }
