@@ -46,7 +46,8 @@ export interface StepOptions {
   /**
    * The module that defines the step (`import.meta.url`), imported by a child process.
    * When absent the builder records the file URL of its caller, read from a stack
-   * trace at build time; pass it to pin the module (a step built by a helper in
+   * trace captured at build time (and formatted when `module` is first read); pass
+   * it to pin the module (a step built by a helper in
    * another file records the helper's caller, which may not export it).
    */
   readonly module?: string | undefined
