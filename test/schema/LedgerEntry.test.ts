@@ -61,7 +61,9 @@ const mutate = (record: unknown, mutations: ReadonlyArray<typeof Mutation extend
       ? root.output as Record<string, unknown>
       : root
     if (m.op === "delete") delete target[m.field]
-    else target[m.field] = m.value
+    // A copy: the arbitrary hands out shared constants ({}, []), which a later
+    // mutation could otherwise change, across records too.
+    else target[m.field] = structuredClone(m.value)
   }
   return root
 }
