@@ -210,6 +210,54 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    it.effect("children and childAt report the steps recorded directly below a path, in record order", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const ledger = yield* (yield* ledgerOver(storage)).open("e")
+          yield* ledger.record("/p#0/a#0", step, 1, 0)
+          yield* ledger.record("/p#0/b#0", step, 2, 1)
+          // Below b, below a branch of p, below another parent sharing p's text: none is p's child.
+          yield* ledger.record("/p#0/b#0/deep#0", step, 3, 0)
+          yield* ledger.record("/p#0[0]/x#0", step, 4, 0)
+          yield* ledger.record("/p#01/z#0", step, 5, 0)
+          // A second child at position 1 (the workflow changed), and an intent.
+          yield* ledger.record("/p#0/c#0", other, 6, 1)
+          yield* ledger.recordIntent("/p#0/d#0", step, 2)
+          const expectChildren = (l: StepLedger.ExecutionLedger) => {
+            assert.deepStrictEqual(l.children("/p#0").map((child) => [child.path, child.position]), [
+              ["/p#0/a#0", 0],
+              ["/p#0/b#0", 1],
+              ["/p#0/c#0", 1],
+              ["/p#0/d#0", 2]
+            ])
+            assert.strictEqual(l.childAt("/p#0", 1, "/p#0/new#0")?.path, "/p#0/b#0")
+            assert.strictEqual(l.childAt("/p#0", 1, "/p#0/b#0")?.path, "/p#0/c#0")
+            assert.strictEqual(l.childAt("/p#0", 1, "/p#0/b#0")?.stepId, "t")
+            assert.isUndefined(l.childAt("/p#0", 0, "/p#0/a#0"))
+            assert.isUndefined(l.childAt("/p#0", 3, "/p#0/a#0"))
+            assert.deepStrictEqual(l.children("/p#0[0]").map((child) => child.path), ["/p#0[0]/x#0"])
+            assert.deepStrictEqual(l.children("/p#0/b#0").map((child) => child.path), ["/p#0/b#0/deep#0"])
+          }
+          expectChildren(ledger)
+          expectChildren(yield* (yield* ledgerOver(storage)).open("e"))
+
+          // A re-record moves a path to its new position; a discard takes it and what is below it.
+          yield* ledger.record("/p#0/b#0", step, 7, 3)
+          assert.strictEqual(ledger.childAt("/p#0", 1, "/p#0/new#0")?.path, "/p#0/c#0")
+          assert.strictEqual(ledger.childAt("/p#0", 3, "/p#0/new#0")?.path, "/p#0/b#0")
+          assert.deepStrictEqual(ledger.children("/p#0").map((child) => child.path).at(-1), "/p#0/b#0")
+          yield* ledger.discard("/p#0/c#0")
+          assert.isUndefined(ledger.childAt("/p#0", 1, "/p#0/new#0"))
+          yield* ledger.discard("/p#0")
+          for (const l of [ledger, yield* (yield* ledgerOver(storage)).open("e")]) {
+            assert.deepStrictEqual(l.children("/p#0"), [])
+            assert.deepStrictEqual(l.children("/p#0[0]"), [])
+            assert.isUndefined(l.childAt("/p#0", 2, "/p#0/new#0"))
+            assert.deepStrictEqual(l.children("/p#01").map((child) => child.path), ["/p#01/z#0"])
+          }
+        })
+      ))
+
     it.effect("a later entry at the same path wins, ordered by numeric seq whatever the listing order", () =>
       withStorage((storage) =>
         Effect.gen(function*() {
@@ -218,7 +266,8 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           assert.deepStrictEqual(yield* ledger.lookup("/loop#0", step), Option.some(11))
           const reversed: StorageAdapterShape = {
             ...storage,
-            list: (prefix) => Effect.map(storage.list(prefix), (keys) => [...keys].reverse())
+            list: (prefix) => Effect.map(storage.list(prefix), (keys) => [...keys].reverse()),
+            scan: (prefix) => Effect.map(storage.scan(prefix), (rows) => [...rows].reverse())
           }
           const restarted = yield* (yield* ledgerOver(reversed)).open("e")
           assert.deepStrictEqual(yield* restarted.lookup("/loop#0", step), Option.some(11))

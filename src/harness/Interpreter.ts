@@ -13,6 +13,7 @@ import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
+import type * as Tracer from "effect/Tracer"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
@@ -108,23 +109,23 @@ export interface Frame {
 export interface RunState {
   /** The diverged paths already reported, so each is warned of once. */
   readonly divergencesReported: Set<string>
-  /** Per parent path, the distinct child paths dispatched below it, in dispatch order. */
-  readonly dispatched: Map<string, Array<string>>
+  /** Per parent path, the distinct child paths dispatched below it, each with its position (dispatch order). */
+  readonly dispatched: Map<string, Map<string, number>>
 }
 
 export const newRunState = (): RunState => ({ divergencesReported: new Set(), dispatched: new Map() })
 
 /** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
 const noteDispatch = (run: RunState, parent: string, path: string): number => {
-  let list = run.dispatched.get(parent)
-  if (list === undefined) {
-    list = []
-    run.dispatched.set(parent, list)
+  let positions = run.dispatched.get(parent)
+  if (positions === undefined) {
+    positions = new Map()
+    run.dispatched.set(parent, positions)
   }
-  const at = list.indexOf(path)
-  if (at !== -1) return at
-  list.push(path)
-  return list.length - 1
+  const at = positions.get(path)
+  if (at !== undefined) return at
+  positions.set(path, positions.size)
+  return positions.size - 1
 }
 
 /** A frame at `path` below `parent`, numbering its children afresh. */
@@ -138,6 +139,9 @@ const frameAt = (parent: Frame, path: string): Frame => ({
 
 /** How a step's span marks its dispatch: replayed, run afresh, run after a divergence or an eviction. */
 export type ReplayMark = "hit" | "miss" | "diverged" | "evicted"
+
+/** Sets a step span's `replay` attribute. */
+const mark = (span: Tracer.Span, replay: ReplayMark): void => span.attribute("replay", replay)
 
 /** Checks every step id reachable without running anything: the engine's check, the facade calls it too. */
 export const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
@@ -242,17 +246,26 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       const settle = Effect.sync(() => ctx.exitStep(path))
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
-      const traced = (effect: Effect.Effect<unknown, unknown, unknown>) =>
-        effect.pipe(
-          Effect.ensuring(settle),
-          Effect.withSpan(`${step.kind} ${step.id}`, {
-            attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind }
-          })
+      // It captures no call site (always this line), which would cost a stack trace
+      // per step; `run` gets the span to mark, so marking it is no effect of its own.
+      const spanOptions = {
+        attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind },
+        captureStackTrace: false
+      }
+      const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
+        Effect.useSpan(
+          `${step.kind} ${step.id}`,
+          spanOptions,
+          (span) => Effect.withParentSpan(Effect.ensuring(Effect.suspend(() => run(span)), settle), span, spanOptions)
         )
-      const mark = (replay: ReplayMark) => Effect.annotateCurrentSpan("replay", replay)
       // Suspended, so a body that throws while building its Effect still settles the frontier.
       const body = Effect.suspend(() => interpret(step, input, frame))
-      if (Option.isNone(frame.ledger)) return traced(Effect.andThen(mark("miss"), body))
+      if (Option.isNone(frame.ledger)) {
+        return traced((span) => {
+          mark(span, "miss")
+          return body
+        })
+      }
       const ledger = frame.ledger.value
       const identity = { stepId: step.id, kind: step.kind }
       const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
@@ -288,33 +301,37 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           )
         )
       }
-      return traced(Effect.flatMap(ledger.inspect(path, identity), (found) => {
+      return traced((span) => {
+        const found = ledger.replayAt(path, identity)
         switch (found._tag) {
           case "Hit":
-            return Effect.as(mark("hit"), found.output)
+            mark(span, "hit")
+            return Effect.succeed(found.output)
           case "Miss": {
-            if (found.evicted) return Effect.andThen(mark("evicted"), runAndRecord)
+            if (found.evicted) {
+              mark(span, "evicted")
+              return runAndRecord
+            }
             // Nothing here, but the ledger recorded another step, not dispatched by this run, at
             // this position below the parent: the workflow renamed it (or put a step before it).
             // A child that failed records nothing, so it leaves no false position behind.
-            const displaced = parent.path === "" ? undefined : ledger.children(parent.path).find((child) =>
-              child.position === position && child.path !== path
-            )
-            if (displaced !== undefined && !(parent.run.dispatched.get(parent.path) ?? []).includes(displaced.path)) {
-              return Effect.andThen(
-                mark("diverged"),
-                diverged(frame, displaced.path, displaced, identity, ledger, runAndRecord)
-              )
+            const displaced = parent.path === "" ? undefined : ledger.childAt(parent.path, position, path)
+            if (displaced !== undefined && parent.run.dispatched.get(parent.path)?.has(displaced.path) !== true) {
+              mark(span, "diverged")
+              return diverged(frame, displaced.path, displaced, identity, ledger, runAndRecord)
             }
-            return Effect.andThen(mark("miss"), runAndRecord)
+            mark(span, "miss")
+            return runAndRecord
           }
           case "Pending":
             // An intent of a step now at-least-once is only a record of an earlier policy.
-            return Effect.andThen(mark("miss"), atMostOnce ? reconcile() : runAndRecord)
+            mark(span, "miss")
+            return atMostOnce ? reconcile() : runAndRecord
           case "Diverged":
-            return Effect.andThen(mark("diverged"), diverged(frame, path, found.recorded, identity, ledger, runAndRecord))
+            mark(span, "diverged")
+            return diverged(frame, path, found.recorded, identity, ledger, runAndRecord)
         }
-      }))
+      })
     })
 
   /** A changed identity at a recorded path: fail under `"fail"`, else warn (once per run), discard, run fresh. */

@@ -19,7 +19,7 @@ import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import { type EmptyStepId, StepConfigInvalid } from "../Errors.ts"
-import { callerModuleUrl } from "../internal/moduleUrl.ts"
+import { callerModuleUrlLater } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
@@ -46,7 +46,8 @@ export interface StepOptions {
   /**
    * The module that defines the step (`import.meta.url`), imported by a child process.
    * When absent the builder records the file URL of its caller, read from a stack
-   * trace at build time; pass it to pin the module (a step built by a helper in
+   * trace captured at build time (and formatted when `module` is first read); pass
+   * it to pin the module (a step built by a helper in
    * another file records the helper's caller, which may not export it).
    */
   readonly module?: string | undefined
@@ -323,9 +324,31 @@ const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | un
     kind,
     // The first stack frame outside this library is the module that built the step: the
     // one a child process imports to find it again (skipping the facade's builders too).
-    module: options?.module ?? callerModuleUrl(),
+    // The stack is captured now and read only when `module` is (see `withModule`).
+    [ModuleOf]: options?.module !== undefined ? () => options.module : callerModuleUrlLater(),
     subprocess: options?.subprocess
   }
+}
+
+/** Where `withModule` finds a step's module: a function, so a step built inline reads no stack it never needs. */
+const ModuleOf: unique symbol = Symbol("noetic-effect/Step/moduleOf")
+
+/**
+ * The step with its `module` property: read from the stack captured when it was
+ * built, on first access. Formatting a stack trace costs far more than capturing it,
+ * and only a step dispatched through a subprocess adapter needs its module; a step
+ * built inside a loop, once per iteration, would otherwise pay it every time.
+ */
+const withModule = <S extends { readonly [ModuleOf]: () => string | undefined }>(
+  step: S
+): Omit<S, typeof ModuleOf> & { readonly module: string | undefined } => {
+  const { [ModuleOf]: moduleOf, ...rest } = step
+  let resolved: { readonly module: string | undefined } | undefined
+  return Object.defineProperty(rest, "module", {
+    enumerable: true,
+    configurable: true,
+    get: () => (resolved ??= { module: moduleOf() }).module
+  }) as Omit<S, typeof ModuleOf> & { readonly module: string | undefined }
 }
 
 const asEffect = <A>(value: A | Effect.Effect<A, unknown, unknown>): Effect.Effect<A, unknown, unknown> =>
@@ -368,7 +391,7 @@ export function runCode(
     )
   }
   if (opts.retry !== undefined) checkRetry(opts.retry)
-  return { ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) }
+  return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) })
 }
 
 const effectsOf = <I, O>(kind: StepKind, opts: EffectsOptions<I, O>) => {
@@ -502,16 +525,16 @@ export function callModel(
       "Pass a zod or valibot schema, or Schema.toStandardSchemaV1(schema) of an Effect schema."
     )
   }
-  return {
+  return withModule({
     ...built,
-    result: typeof idOrOptions === "string" ? "turn" : output === undefined ? "text" : "output",
+    result: (typeof idOrOptions === "string" ? "turn" : output === undefined ? "text" : "output") as CallModel<any, any, any>["result"],
     prompt,
     model: opts.model,
     instructions,
     params: opts.params,
     tools: opts.tools,
     output: opts.output
-  }
+  })
 }
 
 // -----------------------------------------------------------------------------
@@ -556,13 +579,13 @@ export function invokeTool(
     )
   }
   const definition = isDefinition ? given as ToolDefinition : undefined
-  return {
+  return withModule({
     ...built,
     tool: definition === undefined ? given as string : definition.name ?? opts.id,
     definition,
     args: opts.args as Readonly<Record<string, unknown>> | undefined,
     ...effectsOf("invokeTool", opts)
-  }
+  })
 }
 
 // -----------------------------------------------------------------------------
@@ -606,12 +629,12 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
     if (typeof predicate !== "function") {
       invalidStep("conditional", "MISSING_ROUTE_FUNCTION", "requires an if predicate.", "Pass if: (input) => boolean.")
     }
-    return {
+    return withModule({
       ...built,
       route: (input: unknown, ctx: StepContext) =>
         Effect.sync(() => predicate(input, ctx) ? then : otherwise ?? null),
       branches: otherwise === undefined ? [then] : [then, otherwise]
-    }
+    })
   }
   const built = base(idOrOptions.id, "conditional", idOrOptions)
   const route = idOrOptions.route
@@ -623,11 +646,11 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
       "Provide a route function that selects the next step at runtime."
     )
   }
-  return {
+  return withModule({
     ...built,
     route: (input: unknown, ctx: StepContext) => Effect.suspend(() => asEffect(route(input, ctx))),
     branches: []
-  }
+  })
 }
 
 // -----------------------------------------------------------------------------
@@ -698,14 +721,14 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
   if (typeof idOrOptions === "string") {
     const built = base(idOrOptions, "inParallel", positional)
     const list = branches as ReadonlyArray<AnyStep>
-    return {
+    return withModule({
       ...built,
       paths: () => Effect.succeed(list),
       branches: list,
       mode: positional?.mode ?? "all",
       merge: undefined,
       concurrency: checkConcurrency(positional?.concurrency)
-    }
+    })
   }
   const opts = idOrOptions
   const built = base(opts.id, "inParallel", opts)
@@ -729,7 +752,7 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
   if (typeof opts.paths !== "function") {
     invalidStep("inParallel", "MISSING_PATHS_FUNCTION", "requires a paths function.", "Pass paths: (input, ctx) => [step, ...].")
   }
-  return {
+  return withModule({
     ...built,
     paths: (input: unknown, ctx: StepContext) => Effect.sync(() => opts.paths(input, ctx)),
     branches: [],
@@ -738,7 +761,7 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
       ? undefined
       : (results: ReadonlyArray<any>, ctx: StepContext) => Effect.suspend(() => asEffect((merge as any)(results, ctx))),
     concurrency: checkConcurrency(opts.concurrency)
-  }
+  })
 }
 
 const checkConcurrency = (concurrency: unknown): number | undefined => {
@@ -820,7 +843,7 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     )
   }
   const until = opts.until
-  return {
+  return withModule({
     ...built,
     steps: opts.steps,
     until: (snapshot: Snapshot) => Effect.suspend(() => asEffect(until(snapshot))),
@@ -828,7 +851,7 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     maxHistorySize: opts.maxHistorySize ?? 100,
     prepareNext: opts.prepareNext,
     onError: opts.onError
-  }
+  })
 }
 
 // -----------------------------------------------------------------------------
@@ -876,7 +899,7 @@ export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnySt
       "Omit it to let the child run as long as it needs."
     )
   }
-  return { ...built, child: opts.child, context: opts.context, timeout: opts.timeout }
+  return withModule({ ...built, child: opts.child, context: opts.context, timeout: opts.timeout })
 }
 
 /** The steps a step dispatches that are known when it is built. */

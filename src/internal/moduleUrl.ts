@@ -12,12 +12,21 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 // "at fn (file:///a/b.ts:1:2)", "at file:///a/b.ts:1:2", "at /a/b.js:1:2"
 const FRAME_FILE = /(?:\(|at )((?:file:\/\/)?\/[^()]*?):\d+:\d+\)?\s*$/
 
-/** The file URLs of the current stack's frames, innermost first (frames without a file are left out). */
-export const stackFileUrls = (): Array<string> => {
+/** The current stack, captured (V8 formats its text only when `.stack` is first read). */
+const captureStack = (): Error => {
   const limit = Error.stackTraceLimit
   Error.stackTraceLimit = 64
-  const stack = new Error().stack ?? ""
+  const trace = new Error()
   Error.stackTraceLimit = limit
+  return trace
+}
+
+/** The file URLs of the current stack's frames, innermost first (frames without a file are left out). */
+export const stackFileUrls = (): Array<string> => fileUrlsOf(captureStack())
+
+/** The file URLs of the frames of a captured stack, innermost first. */
+const fileUrlsOf = (trace: Error): Array<string> => {
+  const stack = trace.stack ?? ""
   const urls: Array<string> = []
   for (const line of stack.split("\n").slice(1)) {
     const match = FRAME_FILE.exec(line)
@@ -49,6 +58,22 @@ const isLibraryOrDependency = (url: string): boolean => {
  * `node_modules`: the module that called a step builder. Undefined when there is none.
  */
 export const callerModuleUrl = (): string | undefined => stackFileUrls().find((url) => !isLibraryOrDependency(url))
+
+/**
+ * {@link callerModuleUrl} of this moment, worked out when the returned function is
+ * first called: the stack is captured now, its text formatted (the costly part) only then.
+ */
+export const callerModuleUrlLater = (): () => string | undefined => {
+  let trace: Error | undefined = captureStack()
+  let url: string | undefined
+  return () => {
+    if (trace !== undefined) {
+      url = fileUrlsOf(trace).find((found) => !isLibraryOrDependency(found))
+      trace = undefined
+    }
+    return url
+  }
+}
 
 /** The file URL of a module next to this library's own files, with this file's extension (`.ts`, `.js`, `.cjs`). */
 export const siblingModuleUrl = (name: string, subdir: string): string => {

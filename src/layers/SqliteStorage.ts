@@ -36,6 +36,8 @@ import {
   type Fence,
   fenceHolds,
   fenceRefused,
+  jsonText,
+  keyError,
   StorageAdapter,
   type StorageAdapterShape,
   validateKey
@@ -113,10 +115,28 @@ const encodeStoredKey = (key: string): Uint8Array => {
   return bytes.swap16()
 }
 
-/** The key a stored key stands for, or undefined when it is not whole code units (a foreign row). */
-const decodeStoredKey = (stored: unknown): string | undefined => {
+/** Keys up to this many code units are decoded in plain code; longer ones through a Buffer. */
+const SHORT_KEY_UNITS = 512
+
+/** The code units stored in `bytes` from byte `from` on (big-endian pairs), as text. */
+const decodeUnits = (bytes: Uint8Array, from: number): string => {
+  const count = (bytes.byteLength - from) >> 1
+  if (count > SHORT_KEY_UNITS) return Buffer.from(bytes.subarray(from)).swap16().toString("utf16le")
+  // A restore decodes thousands of keys: one small array and one call beat three Buffer operations.
+  const units = new Array<number>(count)
+  for (let i = 0, at = from; i < count; i++, at += 2) units[i] = (bytes[at]! << 8) | bytes[at + 1]!
+  return String.fromCharCode.apply(null, units)
+}
+
+/**
+ * The key a stored key stands for, or undefined when it is not whole code units (a
+ * foreign row). `prefix`, when given, is text every stored key of the rows at hand
+ * starts with (a range scan of that prefix returns no other key), so only the rest
+ * of the key is decoded.
+ */
+const decodeStoredKey = (stored: unknown, prefix = ""): string | undefined => {
   if (!(stored instanceof Uint8Array) || stored.byteLength % 2 !== 0) return undefined
-  return Buffer.from(stored).swap16().toString("utf16le")
+  return prefix + decodeUnits(stored, prefix.length * 2)
 }
 
 /** A stored key as text for an error: the key when it decodes, else its bytes in hex. */
@@ -137,16 +157,18 @@ const upperBoundOf = (lower: Uint8Array): Uint8Array | undefined => {
   return upper
 }
 
-/** A row as `node:sqlite` hands it back; a row someone else wrote may hold anything. */
-interface StoredRow {
-  readonly key: unknown
-  readonly value?: unknown
-}
+/**
+ * A row as `node:sqlite` hands it back, as an array (key, then value; cheaper for it
+ * to build than an object per row); a row someone else wrote may hold anything.
+ */
+type StoredRow = readonly [key: unknown, value?: unknown]
 
 /** One write of a group commit: run inside the shared transaction, then told its outcome. */
 interface PendingWrite {
   /** Runs the write's statements; returns its result or a typed failure that wrote nothing. */
   readonly apply: () => unknown
+  /** `apply` runs one statement, which SQLite makes a transaction of its own when it runs alone. */
+  readonly oneStatement: boolean
   readonly operation: string
   readonly key: string
   readonly resume: (effect: Effect.Effect<unknown, StorageError>) => void
@@ -182,6 +204,12 @@ export const SQL = {
   // One statement for any number of keys: the keys travel as one JSON array of hex.
   getMany: `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
 } as const
+
+/** `statement`, set to return each row as an array (see {@link StoredRow}). */
+const rowsAsArrays = (statement: NodeSqlite.StatementSync): NodeSqlite.StatementSync => {
+  statement.setReturnArrays(true)
+  return statement
+}
 
 /** Creates the database's directory (0700) and file (0600) when missing. */
 const prepareFile = (path: string) => {
@@ -269,13 +297,13 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         set: db.prepare(SQL.set),
         insertIfAbsent: db.prepare(SQL.insertIfAbsent),
         delete: db.prepare(SQL.delete),
-        listAll: db.prepare(SQL.listAll),
-        listFrom: db.prepare(SQL.listFrom),
-        listRange: db.prepare(SQL.listRange),
-        scanAll: db.prepare(SQL.scanAll),
-        scanFrom: db.prepare(SQL.scanFrom),
-        scanRange: db.prepare(SQL.scanRange),
-        getMany: db.prepare(SQL.getMany),
+        listAll: rowsAsArrays(db.prepare(SQL.listAll)),
+        listFrom: rowsAsArrays(db.prepare(SQL.listFrom)),
+        listRange: rowsAsArrays(db.prepare(SQL.listRange)),
+        scanAll: rowsAsArrays(db.prepare(SQL.scanAll)),
+        scanFrom: rowsAsArrays(db.prepare(SQL.scanFrom)),
+        scanRange: rowsAsArrays(db.prepare(SQL.scanRange)),
+        getMany: rowsAsArrays(db.prepare(SQL.getMany)),
         begin: db.prepare("BEGIN IMMEDIATE"),
         commit: db.prepare("COMMIT"),
         rollback: db.prepare("ROLLBACK")
@@ -314,17 +342,19 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
      */
     const decodeRows = (
       operation: string,
-      rows: ReadonlyArray<StoredRow>
+      rows: ReadonlyArray<StoredRow>,
+      prefix: string
     ): Array<readonly [string, unknown]> | StorageError => {
-      const entries: Array<readonly [string, unknown]> = []
-      for (const row of rows) {
-        const key = decodeStoredKey(row.key)
-        if (key === undefined) return corrupt(operation, describeStoredKey(row.key), "the stored key is not UTF-16 text")
-        if (typeof row.value !== "string") {
-          return corrupt(operation, key, `the stored value is ${row.value === null ? "null" : `a ${typeof row.value}`}, not JSON text`)
+      const entries = new Array<readonly [string, unknown]>(rows.length)
+      for (let i = 0; i < rows.length; i++) {
+        const [stored, value] = rows[i]!
+        const key = decodeStoredKey(stored, prefix)
+        if (key === undefined) return corrupt(operation, describeStoredKey(stored), "the stored key is not UTF-16 text")
+        if (typeof value !== "string") {
+          return corrupt(operation, key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`)
         }
         try {
-          entries.push([key, JSON.parse(row.value)])
+          entries[i] = [key, JSON.parse(value)]
         } catch (cause) {
           return corrupt(operation, key, `not valid JSON: ${messageOf(cause)}`)
         }
@@ -343,6 +373,28 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     }
 
     const runBatch = (batch: ReadonlyArray<PendingWrite>): "busy" | "done" => {
+      // One write of one statement (a step's ledger append, most often) commits on
+      // its own: the same single fsync, without running BEGIN and COMMIT around it.
+      if (batch.length === 1 && batch[0]!.oneStatement) {
+        const write = batch[0]!
+        let outcome: unknown
+        try {
+          outcome = write.apply()
+        } catch (cause) {
+          if (db.isTransaction) {
+            try {
+              rollback.run()
+            } catch {
+              // Already gone.
+            }
+          }
+          if (isBusy(cause)) return "busy"
+          settle(write, Effect.fail(storageFailure(write.operation, write.key, cause)))
+          return "done"
+        }
+        settle(write, Effect.succeed(outcome))
+        return "done"
+      }
       try {
         begin.run()
       } catch (cause) {
@@ -400,11 +452,17 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       for (let tries = 0; pending.some((write) => !write.settled) && tries < 1000; tries++) flush(RETRY_MIN_MS)
     }
 
-    const enqueue = <A>(operation: string, key: string, apply: () => A | Refusal): Effect.Effect<A, StorageError> =>
+    const enqueue = <A>(
+      operation: string,
+      key: string,
+      apply: () => A | Refusal,
+      oneStatement = false
+    ): Effect.Effect<A, StorageError> =>
       guard(operation, key) ??
         Effect.callback<A, StorageError>((resume) => {
           const write: PendingWrite = {
             apply,
+            oneStatement,
             operation,
             key,
             resume: resume as PendingWrite["resume"],
@@ -431,18 +489,22 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       return Option.some(yield* decodeValue("get", key, row.value))
     })
 
-    const set = Effect.fnUntraced(function*(key: string, value: unknown) {
-      yield* validateKey("set", key)
-      const text = yield* encodeJson("set", key, value)
+    // `set` and `delete` are what every durable step runs: plain code up to the enqueue.
+    const set = (key: string, value: unknown): Effect.Effect<void, StorageError> => {
+      const refused = keyError("set", key)
+      if (refused !== undefined) return Effect.fail(refused)
+      const text = jsonText("set", key, value)
+      if (typeof text !== "string") return Effect.fail(text)
       const stored = encodeStoredKey(key)
-      yield* enqueue("set", key, () => void setStatement.run(stored, text))
-    })
+      return enqueue("set", key, () => void setStatement.run(stored, text), true)
+    }
 
-    const remove = Effect.fnUntraced(function*(key: string) {
-      yield* validateKey("delete", key)
+    const remove = (key: string): Effect.Effect<void, StorageError> => {
+      const refused = keyError("delete", key)
+      if (refused !== undefined) return Effect.fail(refused)
       const stored = encodeStoredKey(key)
-      yield* enqueue("delete", key, () => void deleteStatement.run(stored))
-    })
+      return enqueue("delete", key, () => void deleteStatement.run(stored), true)
+    }
 
     /** The rows whose keys start with `prefix`, by an index range scan in key order. */
     const range = (
@@ -461,18 +523,19 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
 
     const list = Effect.fnUntraced(function*(prefix: string) {
       const rows = yield* range("list", prefix, listAll, listFrom, listRange)
-      const keys: Array<string> = []
-      for (const row of rows) {
-        const key = decodeStoredKey(row.key)
-        if (key === undefined) return yield* corrupt("list", describeStoredKey(row.key), "the stored key is not UTF-16 text")
-        keys.push(key)
+      const keys = new Array<string>(rows.length)
+      for (let i = 0; i < rows.length; i++) {
+        const stored = rows[i]![0]
+        const key = decodeStoredKey(stored, prefix)
+        if (key === undefined) return yield* corrupt("list", describeStoredKey(stored), "the stored key is not UTF-16 text")
+        keys[i] = key
       }
       return keys
     })
 
     const scan = Effect.fnUntraced(function*(prefix: string) {
       const rows = yield* range("scan", prefix, scanAll, scanFrom, scanRange)
-      const entries = decodeRows("scan", rows)
+      const entries = decodeRows("scan", rows, prefix)
       if (entries instanceof StorageError) return yield* entries
       return entries as ReadonlyArray<readonly [string, unknown]>
     })
@@ -486,7 +549,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         keys.join(","),
         () => getManyStatement.all(hex) as unknown as ReadonlyArray<StoredRow>
       )
-      const entries = decodeRows("getMany", rows)
+      const entries = decodeRows("getMany", rows, "")
       if (entries instanceof StorageError) return yield* entries
       return new Map(entries) as ReadonlyMap<string, unknown>
     })

@@ -82,6 +82,40 @@ export const LedgerEntry = Schema.Union([StepRecorded, SubtreeDiscarded, IntentR
 /** Any ledger record. */
 export type LedgerEntry = typeof LedgerEntry.Type
 
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** An optional number field: absent, or a finite number. */
+const optionalNumber = (record: Record<string, unknown>, field: string): boolean =>
+  !(field in record) || (typeof record[field] === "number" && Number.isFinite(record[field]))
+
+/**
+ * `value` itself when it is a ledger record as this library writes them (each field
+ * of its type, nothing to convert), else undefined. A restore checks thousands of
+ * records, and this check costs a few property reads where the schema's decoder
+ * builds a new record. It accepts nothing {@link LedgerEntry} rejects (a test checks
+ * this on mutated records); a value it does not accept is for the decoder to judge.
+ */
+export const asWrittenLedgerEntry = (value: unknown): LedgerEntry | undefined => {
+  if (!isRecord(value) || value.version !== LEDGER_ENTRY_VERSION || typeof value.path !== "string") return undefined
+  switch (value._tag) {
+    case "StepRecorded": {
+      const output = value.output
+      if (typeof value.stepId !== "string" || typeof value.kind !== "string" || !isRecord(output)) return undefined
+      if (!(output._tag === "Json" ? "value" in output : output._tag === "Undefined")) return undefined
+      return optionalNumber(value, "position") && optionalNumber(value, "at") ? value as StepRecorded : undefined
+    }
+    case "SubtreeDiscarded":
+      return optionalNumber(value, "at") ? value as SubtreeDiscarded : undefined
+    case "IntentRecorded":
+      return typeof value.stepId === "string" && typeof value.kind === "string" && optionalNumber(value, "position")
+        ? value as IntentRecorded
+        : undefined
+    default:
+      return undefined
+  }
+}
+
 /** The prefix every ledger key of an execution starts with (keys of other executions may too). */
 export const ledgerPrefix = (executionId: string): string => `execution:${executionId}:ledger:`
 
@@ -98,10 +132,14 @@ const isDigit = (code: number): boolean => code >= 0x30 && code <= 0x39
  */
 export const parseLedgerSeq = (prefix: string, key: string): number | undefined => {
   if (key.length !== prefix.length + SEQ_DIGITS || !key.startsWith(prefix)) return undefined
+  let seq = 0
   for (let i = prefix.length; i < key.length; i++) {
-    if (!isDigit(key.charCodeAt(i))) return undefined
+    const code = key.charCodeAt(i)
+    if (!isDigit(code)) return undefined
+    seq = seq * 10 + (code - 0x30)
   }
-  return Number(key.slice(prefix.length))
+  // Past 2^53 the sum above may round otherwise than the number the digits name.
+  return seq <= Number.MAX_SAFE_INTEGER ? seq : Number(key.slice(prefix.length))
 }
 
 /** Whether `candidate` is `path` or below it: a child (`/`) or an `inParallel` branch (`[`). */

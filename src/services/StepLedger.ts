@@ -26,6 +26,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { StepLedgerRetentionInvalid, type StorageError } from "../Errors.ts"
 import {
+  asWrittenLedgerEntry,
   isAtOrBelow,
   LEDGER_ENTRY_VERSION,
   LedgerEntry,
@@ -118,12 +119,20 @@ export interface ExecutionLedger {
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
   /** What is recorded at `path` for a step of `identity`, without discarding anything. */
   readonly inspect: (path: string, identity: StepIdentity) => Effect.Effect<ReplayLookup>
+  /** `inspect` in plain code, for a caller already inside an effect (a dispatch asks it once per step). */
+  readonly replayAt: (path: string, identity: StepIdentity) => ReplayLookup
   /**
    * The steps recorded directly below `path` (completed, or at-most-once intents), in
    * the order they were recorded, with their positions: what a resume compares its
    * dispatches with.
    */
   readonly children: (path: string) => ReadonlyArray<RecordedChild>
+  /**
+   * The earliest recorded step directly below `parent` at `position` whose path is not
+   * `path` (what `children(parent)` would find there), without listing the others: a
+   * dispatch asks it once per step, so it does not grow with the run.
+   */
+  readonly childAt: (parent: string, position: number, path: string) => RecordedChild | undefined
   /** Discards, durably, every record at `path` and below it (what `lookup` does on a changed identity). */
   readonly discard: (path: string) => Effect.Effect<void, StorageError>
   /**
@@ -225,16 +234,24 @@ interface HeldEntry {
   readonly position?: number | undefined
 }
 
-/** What each key still in storage holds, so evicting it can update the lookup state. */
-type KeyInfo =
-  | { readonly _tag: "Step"; readonly path: string }
-  | { readonly _tag: "Discard"; readonly path: string }
-  | { readonly _tag: "Unreadable" }
+/**
+ * What each key still in storage holds, so evicting it can update the lookup state:
+ * the path of a step's record (completed or intent), a discard of a path, or nothing
+ * readable (null).
+ */
+type KeyInfo = string | { readonly discarded: string } | null
 
 const outputOf = (held: HeldOutput): unknown =>
   held._tag === "Value" ? held.value : held._tag === "Text" ? JSON.parse(held.text) : undefined
 
 const decodeEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+/** The value of a listed ledger key that could not be read (skipped with a warning) or is gone. */
+const UNREAD: unique symbol = Symbol("noetic-effect/StepLedger/unread")
+
+const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
+const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
+const PENDING: ReplayLookup = { _tag: "Pending" }
 
 type Measured =
   | { readonly _tag: "Ok"; readonly held: HeldOutput; readonly bytes: number }
@@ -340,45 +357,65 @@ export const makeWith = (
     /**
      * Every row under the ledger prefix: one `scan` (one query on Postgres), or, when a
      * row cannot be decoded and the backend fails the whole scan, a listing read key
-     * by key so only the bad row is lost.
+     * by key so only the bad row is lost (its value then {@link UNREAD}).
      */
-    const readLedger = (executionId: string, prefix: string) =>
+    const readLedger = (
+      executionId: string,
+      prefix: string
+    ): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> =>
       scan(storage, prefix).pipe(
-        Effect.map((rows) => ({ listed: rows.map(([key]) => key), values: new Map(rows) as ReadonlyMap<string, unknown> })),
         Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
           Effect.flatMap(storage.list(prefix), (listed) =>
-            Effect.map(readAll(executionId, listed), (values) => ({ listed, values }))))
+            Effect.map(readAll(executionId, listed), (values) =>
+              listed.map((key) => [key, values.has(key) ? values.get(key) : UNREAD] as const))))
       )
 
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
-      const { listed, values } = yield* readLedger(executionId, prefix)
-      const keys: Array<{ key: string; seq: number }> = []
+      const rows = yield* readLedger(executionId, prefix)
+      // The seq of each row (-1: not a ledger key of this execution).
+      const rowSeqs = new Array<number>(rows.length)
       let highest = -1
-      for (const key of listed) {
-        const seq = parseLedgerSeq(prefix, key)
-        if (seq === undefined) continue
-        keys.push({ key, seq })
-        if (seq > highest) highest = seq
+      let ordered = true
+      for (let i = 0; i < rows.length; i++) {
+        const seq = parseLedgerSeq(prefix, rows[i]![0]) ?? -1
+        rowSeqs[i] = seq
+        if (seq === -1) continue
+        if (seq < highest) ordered = false
+        else highest = seq
       }
       // Listing order is by code unit, which matches numeric order only while every
       // seq has 16 digits; sort by number so nothing depends on it.
-      keys.sort((a, b) => a.seq - b.seq)
+      let order: Array<number> | undefined
+      if (!ordered) {
+        order = rowSeqs.flatMap((seq, i) => seq === -1 ? [] : [i]).sort((a, b) => rowSeqs[a]! - rowSeqs[b]!)
+        highest = rowSeqs[order.at(-1)!]!
+      }
 
       const state = new LedgerState()
-      for (const { key, seq } of keys) {
-        if (!values.has(key)) continue
-        const decoded = decodeEntry(values.get(key))
-        if (Exit.isFailure(decoded)) {
-          state.keep(seq, { _tag: "Unreadable" })
-          yield* Effect.logWarning(
-            `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
-          )
-          continue
+      const count = order === undefined ? rows.length : order.length
+      for (let n = 0; n < count; n++) {
+        const i = order === undefined ? n : order[n]!
+        const seq = rowSeqs[i]!
+        if (seq === -1) continue
+        const [key, value] = rows[i]!
+        // Its seq still counts (above), so it is never reused.
+        if (value === UNREAD) continue
+        // Records as this library writes them need no decoding; anything else is the schema's to judge.
+        let entry = asWrittenLedgerEntry(value)
+        if (entry === undefined) {
+          const decoded = decodeEntry(value)
+          if (Exit.isFailure(decoded)) {
+            state.keep(seq, null)
+            yield* Effect.logWarning(
+              `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
+            )
+            continue
+          }
+          entry = decoded.value
         }
-        const entry = decoded.value
         if (entry._tag === "StepRecorded") {
-          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.keep(seq, entry.path)
           state.applyStep(entry.path, {
             seq,
             stepId: entry.stepId,
@@ -388,7 +425,7 @@ export const makeWith = (
             loaded: true
           })
         } else if (entry._tag === "IntentRecorded") {
-          state.keep(seq, { _tag: "Step", path: entry.path })
+          state.keep(seq, entry.path)
           state.applyStep(entry.path, {
             seq,
             stepId: entry.stepId,
@@ -397,7 +434,7 @@ export const makeWith = (
             position: entry.position
           })
         } else {
-          state.keep(seq, { _tag: "Discard", path: entry.path })
+          state.keep(seq, { discarded: entry.path })
           state.applyDiscard(seq, entry.path)
         }
       }
@@ -432,10 +469,12 @@ export const makeWith = (
           const seq = seqs.next++
           state.inflight.add(seq)
           const early = state.takeVictims(retention.maxEntries)
-          return Effect.all([
-            storage.set(ledgerKey(executionId, seq), record),
-            evict(early)
-          ], { concurrency: "unbounded", discard: true }).pipe(
+          const write = storage.set(ledgerKey(executionId, seq), record)
+          // Nothing to evict (a run under the cap): the write alone, no fibers forked for it.
+          return (early.length === 0 ? write : Effect.all([write, evict(early)], {
+            concurrency: "unbounded",
+            discard: true
+          })).pipe(
             Effect.onExit((exit) =>
               Effect.sync(() => {
                 state.inflight.delete(seq)
@@ -449,28 +488,28 @@ export const makeWith = (
           )
         })
 
-      const record = Effect.fn("StepLedger.record")(
-        function*(path: string, identity: StepIdentity, output: unknown, position?: number) {
-          const measured = measure(output)
-          if (measured._tag === "Unserializable") {
-            counters.droppedUnserializable++
-            return yield* warnOnce(
-              "unserializable",
-              `step ledger: the output of step ${
-                JSON.stringify(identity.stepId)
-              } at ${path} has no JSON form (${measured.message}); not recorded, so that step re-runs on resume`
-            )
-          }
-          if (measured.bytes > retention.maxEntryBytes) {
-            counters.droppedOversize++
-            return yield* warnOnce(
-              "oversize",
-              `step ledger: the output of step ${
-                JSON.stringify(identity.stepId)
-              } at ${path} is ${measured.bytes} bytes, over maxEntryBytes (${retention.maxEntryBytes}); not recorded, so that step re-runs on resume`
-            )
-          }
-          const held = measured.held
+      const recordNow = (path: string, identity: StepIdentity, output: unknown, position: number | undefined) => {
+        const measured = measure(output)
+        if (measured._tag === "Unserializable") {
+          counters.droppedUnserializable++
+          return warnOnce(
+            "unserializable",
+            `step ledger: the output of step ${
+              JSON.stringify(identity.stepId)
+            } at ${path} has no JSON form (${measured.message}); not recorded, so that step re-runs on resume`
+          )
+        }
+        if (measured.bytes > retention.maxEntryBytes) {
+          counters.droppedOversize++
+          return warnOnce(
+            "oversize",
+            `step ledger: the output of step ${
+              JSON.stringify(identity.stepId)
+            } at ${path} is ${measured.bytes} bytes, over maxEntryBytes (${retention.maxEntryBytes}); not recorded, so that step re-runs on resume`
+          )
+        }
+        const held = measured.held
+        return Effect.flatMap(Clock.currentTimeMillis, (at) => {
           const entry: LedgerEntry = {
             _tag: "StepRecorded",
             version: LEDGER_ENTRY_VERSION,
@@ -479,33 +518,42 @@ export const makeWith = (
             kind: identity.kind,
             output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
             // For operators (`executions show`): when the step completed.
-            at: yield* Clock.currentTimeMillis,
+            at,
             ...(position === undefined ? {} : { position })
           }
-          yield* append(entry, { _tag: "Step", path }, (seq) => {
+          return append(entry, path, (seq) => {
             counters.recorded++
             state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
           })
-        }
-      )
+        })
+      }
+
+      // Runs once per durable step: a span without a captured call site (an `Effect.fn`
+      // would capture two stack traces per call).
+      const record = (path: string, identity: StepIdentity, output: unknown, position?: number) =>
+        Effect.withSpan(Effect.suspend(() => recordNow(path, identity, output, position)), "StepLedger.record", {
+          captureStackTrace: false
+        })
 
       const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
           { _tag: "SubtreeDiscarded", version: LEDGER_ENTRY_VERSION, path, at: yield* Clock.currentTimeMillis },
-          { _tag: "Discard", path },
+          { discarded: path },
           (seq) => state.applyDiscard(seq, path)
         )
       })
 
+      const replayAt = (path: string, identity: StepIdentity): ReplayLookup => {
+        const held = state.entries.get(path)
+        if (held === undefined) return state.evictedPaths.has(path) ? MISS_EVICTED : MISS
+        if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
+          return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
+        }
+        return held.output._tag === "Intent" ? PENDING : { _tag: "Hit", output: outputOf(held.output) }
+      }
+
       const inspect = (path: string, identity: StepIdentity): Effect.Effect<ReplayLookup> =>
-        Effect.sync((): ReplayLookup => {
-          const held = state.entries.get(path)
-          if (held === undefined) return { _tag: "Miss", evicted: state.evictedPaths.has(path) }
-          if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
-            return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
-          }
-          return held.output._tag === "Intent" ? { _tag: "Pending" } : { _tag: "Hit", output: outputOf(held.output) }
-        })
+        Effect.sync(() => replayAt(path, identity))
 
       const lookup = Effect.fn("StepLedger.lookup")(function*(path: string, identity: StepIdentity) {
         const found = yield* inspect(path, identity)
@@ -525,7 +573,7 @@ export const makeWith = (
               kind: identity.kind,
               ...(position === undefined ? {} : { position })
             },
-            { _tag: "Step", path },
+            path,
             (seq) =>
               state.applyStep(path, {
                 seq,
@@ -548,16 +596,26 @@ export const makeWith = (
         })).sort((a, b) => a.seq - b.seq)
       )
 
-      const children = (parent: string): ReadonlyArray<RecordedChild> => {
-        const found: Array<RecordedChild & { readonly seq: number }> = []
-        const prefix = `${parent}/`
-        for (const [path, held] of state.entries) {
-          if (!path.startsWith(prefix) || path.indexOf("/", prefix.length) !== -1 || path.indexOf("[", prefix.length) !== -1) {
-            continue
-          }
-          found.push({ path, stepId: held.stepId, kind: held.kind, position: held.position, seq: held.seq })
+      const childOf = (path: string, held: HeldEntry): RecordedChild => ({
+        path,
+        stepId: held.stepId,
+        kind: held.kind,
+        position: held.position
+      })
+
+      const children = (parent: string): ReadonlyArray<RecordedChild> =>
+        [...state.entries].filter(([path]) => parentOf(path) === parent)
+          .sort(([, a], [, b]) => a.seq - b.seq)
+          .map(([path, held]) => childOf(path, held))
+
+      const childAt = (parent: string, position: number, path: string): RecordedChild | undefined => {
+        let found: { readonly path: string; readonly held: HeldEntry } | undefined
+        for (const candidate of state.childrenAt(parent, position)) {
+          if (candidate === path) continue
+          const held = state.entries.get(candidate)!
+          if (found === undefined || held.seq < found.held.seq) found = { path: candidate, held }
         }
-        return found.sort((a, b) => a.seq - b.seq).map(({ seq: _, ...child }) => child)
+        return found === undefined ? undefined : childOf(found.path, found.held)
       }
 
       return {
@@ -566,7 +624,9 @@ export const makeWith = (
         record,
         entries,
         inspect,
+        replayAt,
         children,
+        childAt,
         discard,
         recordIntent
       } satisfies ExecutionLedger
@@ -580,18 +640,38 @@ export const makeWith = (
   })
 
 /**
+ * The path `path` is directly below, as `ExecutionLedger.children` counts it: the
+ * path up to its last `/`, when what follows has no `[` (an `inParallel` branch's
+ * steps are below the branch, not below the parallel step). Undefined for a path
+ * with no `/`, which is below nothing.
+ */
+const parentOf = (path: string): string | undefined => {
+  const slash = path.lastIndexOf("/")
+  if (slash === -1 || path.indexOf("[", slash + 1) !== -1) return undefined
+  return path.slice(0, slash)
+}
+
+/**
  * The in-memory view of one execution's ledger: what each path replays, the keys
- * still in storage (in seq order, for eviction) and the writes in flight.
+ * still in storage (in seq order, for eviction) and the writes in flight. A restore
+ * builds it from thousands of records, so each record costs a few map operations.
  */
 class LedgerState {
+  /** What each path replays. Read here; changed only through `setEntry` and `deleteEntry`. */
   readonly entries = new Map<string, HeldEntry>()
+  /**
+   * The paths of `entries` that carry a position, by parent (see `parentOf`), then by
+   * position: one path, or a set once a second path holds that position.
+   */
+  private readonly byPosition = new Map<string, Map<number, string | Set<string>>>()
   readonly inflight = new Set<number>()
   /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
   readonly evictedPaths = new Set<string>()
   private readonly discards = new Map<number, string>()
-  private readonly info = new Map<number, KeyInfo>()
-  // Seqs of the keys in storage, ascending from `head`; a head index keeps eviction O(1).
+  // Seqs of the keys in storage, ascending from `head` (a head index keeps eviction
+  // O(1)), and what each holds, at the same index.
   private stored: Array<number> = []
+  private storedInfo: Array<KeyInfo> = []
   private head = 0
 
   get storedCount(): number {
@@ -600,10 +680,15 @@ class LedgerState {
 
   /** Notes a key now in storage. Writes land nearly in seq order, so this is an append. */
   keep(seq: number, info: KeyInfo): void {
-    this.info.set(seq, info)
     let i = this.stored.length
     while (i > this.head && this.stored[i - 1]! > seq) i--
-    this.stored.splice(i, 0, seq)
+    if (i === this.stored.length) {
+      this.stored.push(seq)
+      this.storedInfo.push(info)
+    } else {
+      this.stored.splice(i, 0, seq)
+      this.storedInfo.splice(i, 0, info)
+    }
   }
 
   /**
@@ -612,6 +697,7 @@ class LedgerState {
    */
   takeVictims(maxEntries: number): Array<number> {
     const victims: Array<number> = []
+    if (this.storedCount + this.inflight.size <= maxEntries) return victims
     // A key above a write still in flight is not among the oldest once that write lands.
     let lowestInflight = Infinity
     for (const seq of this.inflight) if (seq < lowestInflight) lowestInflight = seq
@@ -619,45 +705,101 @@ class LedgerState {
       this.storedCount + this.inflight.size > maxEntries && this.storedCount > 1 &&
       this.stored[this.head]! < lowestInflight
     ) {
-      const seq = this.stored[this.head++]!
+      const seq = this.stored[this.head]!
+      const info = this.storedInfo[this.head]!
+      this.storedInfo[this.head++] = null
       victims.push(seq)
-      this.forget(seq)
+      this.forget(seq, info)
     }
     if (this.head > 1024 && this.head * 2 > this.stored.length) {
       this.stored = this.stored.slice(this.head)
+      this.storedInfo = this.storedInfo.slice(this.head)
       this.head = 0
     }
     return victims
   }
 
+  /** The paths recorded directly below `parent` at `position`, in no particular order. */
+  childrenAt(parent: string, position: number): ReadonlyArray<string> {
+    const at = this.byPosition.get(parent)?.get(position)
+    return at === undefined ? [] : typeof at === "string" ? [at] : [...at]
+  }
+
   applyStep(path: string, held: HeldEntry): void {
     const current = this.entries.get(path)
     if (current !== undefined && current.seq > held.seq) return
-    this.evictedPaths.delete(path)
-    for (const [seq, discarded] of this.discards) {
-      if (seq > held.seq && isAtOrBelow(path, discarded)) return
+    if (this.evictedPaths.size > 0) this.evictedPaths.delete(path)
+    if (this.discards.size > 0) {
+      for (const [seq, discarded] of this.discards) {
+        if (seq > held.seq && isAtOrBelow(path, discarded)) return
+      }
     }
+    if (current !== undefined) this.unindex(path, current)
     this.entries.set(path, held)
+    this.index(path, held)
   }
 
   applyDiscard(seq: number, path: string): void {
     this.discards.set(seq, path)
     for (const [candidate, held] of this.entries) {
-      if (held.seq < seq && isAtOrBelow(candidate, path)) this.entries.delete(candidate)
+      if (held.seq < seq && isAtOrBelow(candidate, path)) this.deleteEntry(candidate)
     }
   }
 
-  private forget(seq: number): void {
-    const info = this.info.get(seq)
-    this.info.delete(seq)
-    if (info === undefined) return
-    if (info._tag === "Step") {
-      const held = this.entries.get(info.path)
+  private deleteEntry(path: string): void {
+    const current = this.entries.get(path)
+    if (current === undefined) return
+    this.entries.delete(path)
+    this.unindex(path, current)
+  }
+
+  /** The parent `index` last saw: siblings share it, so its hash is computed once. */
+  private lastParent: string | undefined
+
+  private index(path: string, held: HeldEntry): void {
+    if (held.position === undefined) return
+    const parent = this.sameParent(path) ?? parentOf(path)
+    this.lastParent = parent
+    if (parent === undefined) return
+    let positions = this.byPosition.get(parent)
+    if (positions === undefined) this.byPosition.set(parent, positions = new Map())
+    const at = positions.get(held.position)
+    if (at === undefined) positions.set(held.position, path)
+    else if (typeof at !== "string") at.add(path)
+    else if (at !== path) positions.set(held.position, new Set([at, path]))
+  }
+
+  /** `lastParent` when it is `path`'s parent, without slicing `path`. */
+  private sameParent(path: string): string | undefined {
+    const parent = this.lastParent
+    if (parent === undefined || path.length <= parent.length || path.charCodeAt(parent.length) !== 0x2f) return undefined
+    if (!path.startsWith(parent) || path.indexOf("/", parent.length + 1) !== -1) return undefined
+    return path.indexOf("[", parent.length + 1) === -1 ? parent : undefined
+  }
+
+  private unindex(path: string, held: HeldEntry): void {
+    if (held.position === undefined) return
+    const parent = parentOf(path)
+    if (parent === undefined) return
+    const positions = this.byPosition.get(parent)
+    const at = positions?.get(held.position)
+    if (positions === undefined || at === undefined) return
+    if (typeof at !== "string") {
+      at.delete(path)
+      if (at.size > 0) return
+    } else if (at !== path) return
+    positions.delete(held.position)
+    if (positions.size === 0) this.byPosition.delete(parent)
+  }
+
+  private forget(seq: number, info: KeyInfo): void {
+    if (typeof info === "string") {
+      const held = this.entries.get(info)
       if (held?.seq === seq && held.loaded !== true) {
-        this.entries.delete(info.path)
-        this.evictedPaths.add(info.path)
+        this.deleteEntry(info)
+        this.evictedPaths.add(info)
       }
-    } else if (info._tag === "Discard") {
+    } else if (info !== null) {
       this.discards.delete(seq)
     }
   }

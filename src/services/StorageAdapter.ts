@@ -142,27 +142,29 @@ export const encodeJson = (
   value: unknown
 ): Effect.Effect<string, StorageError> =>
   Effect.suspend(() => {
-    let text: string | undefined
-    try {
-      text = JSON.stringify(value)
-    } catch (cause) {
-      return Effect.fail(
-        new StorageError({
-          operation,
-          reason: new Unserializable({ key, message: cause instanceof Error ? cause.message : String(cause) })
-        })
-      )
-    }
-    if (text === undefined) {
-      return Effect.fail(
-        new StorageError({
-          operation,
-          reason: new Unserializable({ key, message: `a value of type ${typeof value} has no JSON form` })
-        })
-      )
-    }
-    return Effect.succeed(text)
+    const text = jsonText(operation, key, value)
+    return typeof text === "string" ? Effect.succeed(text) : Effect.fail(text)
   })
+
+/** {@link encodeJson} in plain code: the JSON text, or the `Unserializable` failure. */
+export const jsonText = (operation: string, key: string, value: unknown): string | StorageError => {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value)
+  } catch (cause) {
+    return new StorageError({
+      operation,
+      reason: new Unserializable({ key, message: cause instanceof Error ? cause.message : String(cause) })
+    })
+  }
+  if (text === undefined) {
+    return new StorageError({
+      operation,
+      reason: new Unserializable({ key, message: `a value of type ${typeof value} has no JSON form` })
+    })
+  }
+  return text
+}
 
 /**
  * The JSON text a `compareAndSet` expects at `key`, or undefined for "absent". An

@@ -1,0 +1,129 @@
+/**
+ * The fast check a restore runs on each ledger record accepts only what the schema
+ * accepts, and accepts every record as this library writes it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Exit, Schema } from "effect"
+import fc from "fast-check"
+import { asWrittenLedgerEntry, LEDGER_ENTRY_VERSION, LedgerEntry } from "../../src/schema/LedgerEntry.ts"
+
+const decode = Schema.decodeUnknownExit(LedgerEntry)
+
+/** Records as the ledger writes them (after the JSON round trip storage gives them). */
+const written = fc.oneof(
+  fc.record({
+    _tag: fc.constant("StepRecorded"),
+    version: fc.constant(LEDGER_ENTRY_VERSION),
+    path: fc.string(),
+    stepId: fc.string(),
+    kind: fc.string(),
+    output: fc.oneof(
+      fc.record({ _tag: fc.constant("Json"), value: fc.jsonValue({ maxDepth: 2 }) }),
+      fc.constant({ _tag: "Undefined" })
+    ),
+    at: fc.nat(),
+    position: fc.nat()
+  }, { requiredKeys: ["_tag", "version", "path", "stepId", "kind", "output"] }),
+  fc.record({
+    _tag: fc.constant("SubtreeDiscarded"),
+    version: fc.constant(LEDGER_ENTRY_VERSION),
+    path: fc.string(),
+    at: fc.nat()
+  }, { requiredKeys: ["_tag", "version", "path"] }),
+  fc.record({
+    _tag: fc.constant("IntentRecorded"),
+    version: fc.constant(LEDGER_ENTRY_VERSION),
+    path: fc.string(),
+    stepId: fc.string(),
+    kind: fc.string(),
+    position: fc.nat()
+  }, { requiredKeys: ["_tag", "version", "path", "stepId", "kind"] })
+).map((record) => JSON.parse(JSON.stringify(record)) as unknown)
+
+const FIELDS = ["_tag", "version", "path", "stepId", "kind", "output", "at", "position", "value"] as const
+const odd = fc.oneof(
+  fc.jsonValue({ maxDepth: 1 }),
+  fc.constantFrom<unknown>(undefined, NaN, Infinity, -0, 2, "1", "Json", "Undefined", "StepRecorded", [], {}, null)
+)
+
+/** One change to a record or to its output: a field replaced, deleted or added. */
+const Mutation = fc.record({
+  inOutput: fc.boolean(),
+  field: fc.constantFrom(...FIELDS),
+  op: fc.constantFrom("replace", "delete"),
+  value: odd
+})
+
+const mutate = (record: unknown, mutations: ReadonlyArray<typeof Mutation extends fc.Arbitrary<infer M> ? M : never>) => {
+  const root = structuredClone(record) as Record<string, unknown>
+  for (const m of mutations) {
+    const target = m.inOutput && typeof root.output === "object" && root.output !== null
+      ? root.output as Record<string, unknown>
+      : root
+    if (m.op === "delete") delete target[m.field]
+    // A copy: the arbitrary hands out shared constants ({}, []), which a later
+    // mutation could otherwise change, across records too.
+    else target[m.field] = structuredClone(m.value)
+  }
+  return root
+}
+
+describe("asWrittenLedgerEntry", () => {
+  it("accepts every record as the ledger writes it, as the schema decodes it", () =>
+    fc.assert(
+      fc.property(written, (record) => {
+        const fast = asWrittenLedgerEntry(record)
+        assert.strictEqual(fast, record)
+        const decoded = decode(record)
+        assert.isTrue(Exit.isSuccess(decoded))
+        if (Exit.isSuccess(decoded)) assert.deepStrictEqual(fast, decoded.value)
+      }),
+      { numRuns: 1000 }
+    ))
+
+  it("accepts nothing the schema rejects, mutated records and other values alike", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.tuple(written, fc.array(Mutation, { minLength: 1, maxLength: 3 })).map(([record, ms]) => mutate(record, ms)),
+          odd
+        ),
+        (value) => {
+          if (asWrittenLedgerEntry(value) === undefined) return
+          const decoded = decode(value)
+          assert.isTrue(Exit.isSuccess(decoded), JSON.stringify(value))
+          if (Exit.isSuccess(decoded)) {
+            // What a restore reads of the record is what the decoder gives (the decoder
+            // also drops fields it does not know, which a restore never reads).
+            const read = (entry: any) =>
+              entry._tag === "SubtreeDiscarded"
+                ? [entry._tag, entry.version, entry.path, entry.at]
+                : entry._tag === "IntentRecorded"
+                ? [entry._tag, entry.version, entry.path, entry.stepId, entry.kind, entry.position]
+                : [
+                  ...[entry._tag, entry.version, entry.path, entry.stepId, entry.kind, entry.position, entry.at],
+                  entry.output._tag,
+                  entry.output._tag === "Json" ? entry.output.value : undefined
+                ]
+            assert.deepStrictEqual(read(value), read(decoded.value))
+          }
+        }
+      ),
+      { numRuns: 5000 }
+    )
+    // Records a restore must not take as they are: each goes to the decoder.
+    assert.strictEqual(asWrittenLedgerEntry(sample as unknown), sample as unknown)
+    for (const value of [null, [], { ...sample, version: 2 }, { ...sample, output: { _tag: "Json" } }, { ...sample, at: "1" }]) {
+      assert.isUndefined(asWrittenLedgerEntry(value as unknown), JSON.stringify(value))
+    }
+  })
+})
+
+const sample = {
+  _tag: "StepRecorded",
+  version: LEDGER_ENTRY_VERSION,
+  path: "/a#0",
+  stepId: "a",
+  kind: "runCode",
+  output: { _tag: "Json", value: 1 }
+}
