@@ -41,6 +41,7 @@ import { AddressInUse, FrameTooLarge, IpcError, type IpcErrorReason, ListenFaile
 import {
   type ClientFrame,
   decodeClientFrame,
+  DURABLE_ENVELOPE_BYTES,
   durableLine,
   encodeFrame,
   encodeFrameText,
@@ -146,7 +147,7 @@ export class IpcServer extends Context.Service<IpcServer, IpcServerShape>()("noe
 
 const DEFAULT_PAGE_FRAMES = 512
 /** The bytes a durable envelope adds around a frame, rounded up. */
-const ENVELOPE_BYTES = 64
+const ENVELOPE_BYTES = DURABLE_ENVELOPE_BYTES
 /** Leaves room under the ~104-byte `sun_path` limit of macOS and Linux. */
 const MAX_SOCKET_PATH_BYTES = 100
 

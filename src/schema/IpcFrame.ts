@@ -264,6 +264,9 @@ export const checkSize = (text: string, maxFrameBytes: number): Effect.Effect<vo
     )
 }
 
+/** The bytes a durable envelope adds around a frame, rounded up: a frame stored for one must leave room for it. */
+export const DURABLE_ENVELOPE_BYTES = 64
+
 /**
  * The line of a durable envelope around an already-encoded v1 frame, spliced
  * without re-parsing: the queue stores frames as their JSON text.
