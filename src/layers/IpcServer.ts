@@ -146,8 +146,6 @@ export interface IpcServerShape {
 export class IpcServer extends Context.Service<IpcServer, IpcServerShape>()("noetic-effect/IpcServer") {}
 
 const DEFAULT_PAGE_FRAMES = 512
-/** The bytes a durable envelope adds around a frame, rounded up. */
-const ENVELOPE_BYTES = DURABLE_ENVELOPE_BYTES
 /** Leaves room under the ~104-byte `sun_path` limit of macOS and Linux. */
 const MAX_SOCKET_PATH_BYTES = 100
 
@@ -484,7 +482,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     Effect.suspend(() => {
       const texts: Array<string> = []
       for (const frame of frames) {
-        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES)
+        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
         if (typeof text !== "string") return Effect.fail(fail(text))
         texts.push(text)
       }
@@ -502,7 +500,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const publish = (frame: V1ServerFrame): Effect.Effect<number, IpcError | StorageError> =>
     Effect.suspend(() => {
       if (faults.length > 0) return Effect.map(publishAll([frame]), (seqs) => seqs[0]!)
-      const text = encodeFrameText(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES)
+      const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
       if (typeof text !== "string") return Effect.fail(fail(text))
       const seq = queue.offerUnsafe(text)
       if (seq !== undefined) return Effect.succeed(seq)

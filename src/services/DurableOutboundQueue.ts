@@ -465,22 +465,28 @@ export const makeWith = Effect.fnUntraced(function*(
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
   /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
+  /** Numbers one frame into the last pending batch (a new one when it is full); returns that batch. */
+  const place = (frame: string): PendingBatch => {
+    let batch = pending[pending.length - 1]
+    if (batch === undefined || batch.frames.length >= batchFrames) {
+      batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
+      pending.push(batch)
+    }
+    batch.frames.push(frame)
+    batch.bytes += frame.length
+    assigned++
+    windowUsedFrames++
+    windowUsedBytes += frame.length
+    return batch
+  }
+
   const enqueue = (frames: ReadonlyArray<string>): { readonly offered: Offered; readonly startWriter: boolean } => {
     const seqs: Array<number> = []
     const touched: Array<PendingBatch> = []
     for (const frame of frames) {
-      let batch = pending[pending.length - 1]
-      if (batch === undefined || batch.frames.length >= batchFrames) {
-        batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
-        pending.push(batch)
-      }
+      const batch = place(frame)
       if (touched[touched.length - 1] !== batch) touched.push(batch)
-      batch.frames.push(frame)
-      batch.bytes += frame.length
-      assigned++
       seqs.push(assigned)
-      windowUsedFrames++
-      windowUsedBytes += frame.length
     }
     const startWriter = !writing && pending.length > 0
     if (startWriter) {
@@ -516,16 +522,8 @@ export const makeWith = Effect.fnUntraced(function*(
     // The writer is running, so it will take this frame: nothing to fork.
     if (closed || !writing || writeFailures.length > 0) return undefined
     if (windowUsedFrames + 1 > windowFrames || windowUsedBytes + frame.length > windowBytes) return undefined
-    let batch = pending[pending.length - 1]
-    if (batch === undefined || batch.frames.length >= batchFrames) {
-      batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
-      pending.push(batch)
-    }
-    batch.frames.push(frame)
-    batch.bytes += frame.length
-    windowUsedFrames++
-    windowUsedBytes += frame.length
-    return ++assigned
+    place(frame)
+    return assigned
   }
 
   // Batches are written one after another, in order: once the last is settled, all are.
