@@ -4,7 +4,7 @@
  * a "restart" is a new queue over the same storage.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Scheduler } from "effect"
+import { Deferred, Effect, Fiber, Scheduler } from "effect"
 import type { StorageError } from "../src/Errors.ts"
 import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import { make, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
@@ -239,6 +239,37 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.deepStrictEqual(offered.seqs, [11])
         yield* offered.durable
         assert.strictEqual((yield* queue.windowUsage).frames, 6)
+      }))
+
+    it.live("offerUnsafe numbers a frame only while the writer runs and the window has room; awaitOffered waits for it", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const gate = yield* Deferred.make<void>()
+        const gated: StorageAdapterShape = make({
+          get: storage.get,
+          set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
+          delete: storage.delete,
+          list: storage.list,
+          getMany: storage.getMany
+        })
+        const queue = yield* makeWith(gated, { socketId: "q", windowFrames: 3 })
+        // No writer running: nothing is numbered, the caller goes through offerAll.
+        assert.isUndefined(queue.offerUnsafe("a"))
+        assert.deepStrictEqual(yield* queue.windowUsage, { frames: 0, bytes: 0 })
+        const first = yield* queue.offerAll(["a"])
+        assert.deepStrictEqual(first.seqs, [1])
+        assert.strictEqual(queue.offerUnsafe("b"), 2)
+        assert.strictEqual(queue.offerUnsafe("c"), 3)
+        // The window is full.
+        assert.isUndefined(queue.offerUnsafe("d"))
+        const waiting = yield* Effect.forkChild(queue.awaitOffered)
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+        assert.isUndefined(waiting.pollUnsafe())
+        assert.strictEqual(yield* queue.headSeq, 0)
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(waiting)
+        assert.strictEqual(yield* queue.headSeq, 3)
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((entry) => entry.frame), ["a", "b", "c"])
       }))
 
     it.effect("clear acks everything but never resets numbering; size counts unacked frames", () =>

@@ -14,7 +14,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
-import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
@@ -443,7 +443,11 @@ export const make = (deps: InterpreterDeps): Interpreter => {
   const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted => {
     return Effect.gen(function*() {
       const ctx = stepContext(frame)
-      const model = yield* LanguageModel.LanguageModel
+      // Loaded at the first model turn: a graph without one never loads `effect/ai`.
+      const { LanguageModel: LanguageModelService } = yield* Effect.promise(
+        (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
+      )
+      const model = yield* LanguageModelService
       const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
       const metadata = response.content.find((part) => part.type === "response-metadata")
       const text = response.text

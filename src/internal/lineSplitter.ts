@@ -37,10 +37,23 @@ export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
     push: (chunk) => {
       const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
       const lines: Array<string> = []
+      // Whole lines of this chunk are checked one by one but decoded as one run: one
+      // UTF-8 decode and a split instead of a decode per line.
+      let runStart = -1
+      const flushRun = (runEnd: number) => {
+        if (runStart === -1) return
+        const pieces = bytes.toString("utf8", runStart, runEnd).split("\n")
+        for (const piece of pieces) {
+          const line = piece.length > 0 && piece.charCodeAt(piece.length - 1) === CARRIAGE_RETURN ? piece.slice(0, -1) : piece
+          if (line.length > 0) lines.push(line)
+        }
+        runStart = -1
+      }
       let start = 0
       while (start <= bytes.length) {
         const end = bytes.indexOf(NEWLINE, start)
         if (end === -1) {
+          flushRun(start - 1)
           const rest = bytes.length - start
           // One byte of slack: a line of exactly the limit may still be followed by its CR.
           if (partBytes + rest > maxLineBytes + 1) return { lines, tooLargeBytes: partBytes + rest }
@@ -56,11 +69,19 @@ export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
         const lastPart = parts[parts.length - 1]
         const before = end > start ? bytes[end - 1] : lastPart?.[lastPart.length - 1]
         const withoutCr = before === CARRIAGE_RETURN ? length - 1 : length
-        if (withoutCr > maxLineBytes) return { lines, tooLargeBytes: withoutCr }
-        const line = finish(bytes.subarray(start, end))
-        if (line.length > 0) lines.push(line)
+        if (withoutCr > maxLineBytes) {
+          flushRun(start - 1)
+          return { lines, tooLargeBytes: withoutCr }
+        }
+        if (parts.length === 0) {
+          if (runStart === -1) runStart = start
+        } else {
+          const line = finish(bytes.subarray(start, end))
+          if (line.length > 0) lines.push(line)
+        }
         start = end + 1
       }
+      flushRun(start - 1)
       return { lines, tooLargeBytes: undefined }
     }
   }

@@ -41,6 +41,7 @@ import { AddressInUse, FrameTooLarge, IpcError, type IpcErrorReason, ListenFaile
 import {
   type ClientFrame,
   decodeClientFrame,
+  DURABLE_ENVELOPE_BYTES,
   durableLine,
   encodeFrame,
   encodeFrameText,
@@ -145,8 +146,6 @@ export interface IpcServerShape {
 export class IpcServer extends Context.Service<IpcServer, IpcServerShape>()("noetic-effect/IpcServer") {}
 
 const DEFAULT_PAGE_FRAMES = 512
-/** The bytes a durable envelope adds around a frame, rounded up. */
-const ENVELOPE_BYTES = 64
 /** Leaves room under the ~104-byte `sun_path` limit of macOS and Linux. */
 const MAX_SOCKET_PATH_BYTES = 100
 
@@ -314,8 +313,11 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
         )
         const entries = read.entries
         if (entries.length > 0) {
-          const lines = entries.map((entry) => mode === "durable" ? durableLine(entry.seq, entry.frame) : entry.frame + "\n")
-          yield* Effect.mapError(writer.writeAll(lines as [string, ...Array<string>]), closed)
+          // One write of the whole page: one string, one syscall, not one write per frame.
+          let page = ""
+          if (mode === "durable") for (const entry of entries) page += durableLine(entry.seq, entry.frame)
+          else for (const entry of entries) page += entry.frame + "\n"
+          yield* Effect.mapError(writer.write(page), closed)
         }
         if (read.damage !== undefined) {
           // An unreadable record: the frames before it went out; the client, the log and
@@ -480,25 +482,33 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     Effect.suspend(() => {
       const texts: Array<string> = []
       for (const frame of frames) {
-        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - ENVELOPE_BYTES)
+        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
         if (typeof text !== "string") return Effect.fail(fail(text))
         texts.push(text)
       }
       return Effect.succeed(texts)
     })
 
-  // Batches are written in order: the last publish's durability implies every earlier one's
-  // (a failed batch is kept by the queue for `takeFault`).
-  let lastPublished: Effect.Effect<void, StorageError> = Effect.void
   const publishAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(encodeForQueue(frames)),
       Effect.flatMap(queue.offerAll),
-      Effect.map((offered) => {
-        lastPublished = offered.durable
-        return offered.seqs
-      })
+      Effect.map((offered) => offered.seqs)
     )
+  // One frame at a time is the common producer: when nothing is to be reported and the
+  // queue takes the frame at once, publishing it is one effect, not a pipeline of them.
+  const publish = (frame: V1ServerFrame): Effect.Effect<number, IpcError | StorageError> =>
+    Effect.suspend(() => {
+      if (faults.length > 0) return Effect.map(publishAll([frame]), (seqs) => seqs[0]!)
+      const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
+      if (typeof text !== "string") return Effect.fail(fail(text))
+      const seq = queue.offerUnsafe(text)
+      if (seq !== undefined) return Effect.succeed(seq)
+      return takeFault.pipe(
+        Effect.andThen(queue.offerAll([text])),
+        Effect.map((offered) => offered.seqs[0]!)
+      )
+    })
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(encodeForQueue(frames)),
@@ -512,9 +522,10 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     queue,
     emit: (frame) => Effect.map(emitAll([frame]), (seqs) => seqs[0]!),
     emitAll,
-    publish: (frame) => Effect.map(publishAll([frame]), (seqs) => seqs[0]!),
+    publish,
     publishAll,
-    flush: Effect.suspend(() => Effect.andThen(Effect.exit(lastPublished), takeFault)),
+    // Batches are written in order; a failed one is kept by the queue for `takeFault`.
+    flush: Effect.andThen(queue.awaitOffered, takeFault),
     awaitAcked: queue.awaitAcked,
     connectionCount: Effect.sync(() => open.size)
   })

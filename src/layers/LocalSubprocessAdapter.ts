@@ -85,7 +85,14 @@ import {
   saveResult,
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
-import * as IpcClient from "./IpcClient.ts"
+import type * as IpcClient from "./IpcClient.ts"
+
+/**
+ * The IPC client, loaded when the first child is watched: a module graph that only
+ * defines steps (a child process importing its step module, a host that never spawns)
+ * does not pay for the socket stack.
+ */
+const loadIpcClient = Effect.promise(() => import("./IpcClient.ts"))
 
 /** How the local adapter is built. */
 export interface LocalSubprocessAdapterOptions {
@@ -281,6 +288,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.gen(function*() {
       const { handleId, socketPath } = child.manifest
       const frames = Effect.gen(function*() {
+        const IpcClient = yield* loadIpcClient
         const client = yield* IpcClient.connect({
           socketPath: socketPath!,
           watermark: IpcClient.storageWatermark(storage, watermarkKey(handleId)),

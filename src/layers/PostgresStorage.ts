@@ -18,8 +18,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
-import * as Reactivity from "effect/reactivity/Reactivity"
-import * as SqlClient from "effect/sql/SqlClient"
+import type * as Reactivity from "effect/reactivity/Reactivity"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import {
@@ -128,13 +128,19 @@ const checkKey = validateKey
 const corrupt = (operation: string, key: string, message: string) =>
   new StorageError({ operation, reason: new Corrupt({ key, message }) })
 
+// The SQL modules load when a Postgres storage is made: a program that imports the
+// library and never talks to Postgres (a child agent on file storage) does not pay for them.
+const loadSqlClient = Effect.promise((): Promise<typeof SqlClient> => import("effect/sql/SqlClient"))
+const loadReactivity = Effect.promise((): Promise<typeof Reactivity> => import("effect/reactivity/Reactivity"))
+
 /**
  * Builds a Postgres storage on the `SqlClient` in context, creating its table when
  * missing. Result-name transforms of the client are bypassed, so an application's
  * client can be shared as it is.
  */
 export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions = {}) {
-  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  const { SqlClient: SqlClientService } = yield* loadSqlClient
+  const sql = (yield* SqlClientService).withoutTransforms()
   const tableName = options.table ?? DEFAULT_TABLE
   const table = sql(tableName)
 
@@ -301,14 +307,16 @@ export const makeFromUrl = (
     // The driver loads only when a pool is made: a process that never talks to
     // Postgres (a child agent on file storage) never pays for it.
     const { PgClient } = yield* Effect.promise((): Promise<typeof SqlPg> => import("@effect/sql-pg"))
+    const { SqlClient: SqlClientService } = yield* loadSqlClient
+    const { Reactivity: ReactivityService, make: makeReactivity } = yield* loadReactivity
     const client = yield* PgClient.make({
       url: Redacted.isRedacted(url) ? url : Redacted.make(url),
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
     }).pipe(
-      Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+      Effect.provideServiceEffect(ReactivityService, makeReactivity),
       Effect.mapError(fromSqlError("connect", options.table ?? DEFAULT_TABLE))
     )
-    return yield* Effect.provideService(make(options), SqlClient.SqlClient, client)
+    return yield* Effect.provideService(make(options), SqlClientService, client)
   })
 
 /** A Postgres storage on the application's `SqlClient`, for the life of the layer. */

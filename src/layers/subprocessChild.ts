@@ -21,14 +21,17 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as NodeModule from "node:module"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
 import { loadStep, runManifestStep } from "../harness/StepLoader.ts"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
 import { readStat } from "../internal/procStat.ts"
-import type { V1ServerFrame } from "../schema/IpcFrame.ts"
+import { DURABLE_ENVELOPE_BYTES, encodeFrameText, MaxFrameBytes, toWireForm, type V1ServerFrame } from "../schema/IpcFrame.ts"
 import { queueSocketId, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
@@ -36,7 +39,8 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
 import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../services/SubprocessRecords.ts"
 import { makeStorageAt } from "../NoeticHome.ts"
-import * as IpcServer from "./IpcServer.ts"
+import { IpcError } from "../IpcError.ts"
+import type { IpcServerShape } from "./IpcServer.ts"
 
 export { CHILD_FLAG } from "../internal/childFlag.ts"
 
@@ -102,11 +106,14 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
   return { _tag: "Failure", error: childFailed(handleId, defect !== undefined ? defect.defect : Cause.pretty(exit.cause)).reason }
 }
 
-/** Runs the step of `manifest` under a durable harness; `onHarness` receives the harness once built. */
+/**
+ * Runs the step of `manifest` under a durable harness; `onHarness` receives the harness
+ * once built, just before the step starts.
+ */
 const runStep = (
   manifest: SubprocessManifest,
   emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<unknown, unknown>,
-  onHarness: (harness: AgentHarness<any>) => void
+  onHarness: (harness: AgentHarness<any>) => Effect.Effect<void, never, Scope.Scope>
 ) =>
   Effect.gen(function*() {
     const { layer, step } = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
@@ -116,7 +123,11 @@ const runStep = (
     const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
       Effect.provideService(CheckpointStore, store)
     )
-    onHarness(harness)
+    // The step module and the library are loaded: Node's compile cache (NODE_COMPILE_CACHE,
+    // set by the adapter) is written now, not at exit, so the next child starts from it
+    // even while this one runs for long.
+    NodeModule.flushCompileCache?.()
+    yield* onHarness(harness)
     return yield* runManifestStep(harness, manifest, input, layer)
   })
 
@@ -137,32 +148,70 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   const manifest = found.value.pid === process.pid
     ? found.value
     : { ...found.value, pid: process.pid, pidStarttime: stat?.startTime ?? null }
-  if (manifest !== found.value) yield* saveManifest(storage, manifest)
+  // Recorded beside the step's start, not ahead of it; a failure to record it fails the
+  // child once the step's result is saved.
+  const pidRecorded = yield* Effect.forkScoped(manifest === found.value ? Effect.void : saveManifest(storage, manifest))
   const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
   let harness: AgentHarness<any> | undefined
-  const server = yield* IpcServer.make({
-    socketPath: manifest.socketPath ?? `${root}/${handleId}.sock`,
-    queue,
-    onClientFrame: (frame) => {
-      if (harness === undefined) return Effect.void
-      const live = harness.liveContext(manifest.executionId)
-      switch (frame.type) {
-        case "askUserResolve":
-          return Effect.ignore(harness.answerAskUser(manifest.executionId, frame.id, frame.output))
-        case "askUserCancel":
-          return Option.isNone(live) ? Effect.void : Effect.ignore(live.value.cancelAskUser(frame.id, frame.reason))
-        default:
-          return Effect.void
+  // The socket comes up beside the step, not ahead of it: frames are durable in the
+  // queue from the first one, and the server delivers them from there once it listens
+  // (a parent connecting before then retries). So the step's start waits neither for
+  // the socket stack's modules nor for the bind.
+  const socketPath = manifest.socketPath ?? `${root}/${handleId}.sock`
+  let server: IpcServerShape | undefined
+  const serve = Effect.gen(function*() {
+    const IpcServer = yield* Effect.promise(() => import("./IpcServer.ts"))
+    server = yield* IpcServer.make({
+      socketPath,
+      queue,
+      onClientFrame: (frame) => {
+        if (harness === undefined) return Effect.void
+        const live = harness.liveContext(manifest.executionId)
+        switch (frame.type) {
+          case "askUserResolve":
+            return Effect.ignore(harness.answerAskUser(manifest.executionId, frame.id, frame.output))
+          case "askUserCancel":
+            return Option.isNone(live) ? Effect.void : Effect.ignore(live.value.cancelAskUser(frame.id, frame.reason))
+          default:
+            return Effect.void
+        }
       }
-    }
+    })
+    return server
   })
-  yield* server.emit({ type: "event", event: { kind: "started", handleId, pid: process.pid } })
-  const exit = yield* Effect.exit(runStep(manifest, server.emitAll, (built) => void (harness = built)))
+  const maxFrameBytes = yield* MaxFrameBytes
+  // Until the server listens, frames go to the queue as the server would put them there.
+  const emitAll = (frames: ReadonlyArray<V1ServerFrame>): Effect.Effect<unknown, unknown> =>
+    Effect.suspend((): Effect.Effect<unknown, unknown> => {
+      if (server !== undefined) return server.emitAll(frames)
+      const texts: Array<string> = []
+      for (const frame of frames) {
+        const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
+        if (typeof text !== "string") return Effect.fail(new IpcError({ socketPath, reason: text }))
+        texts.push(text)
+      }
+      return queue.appendAll(texts)
+    })
+  // The first frame, numbered now and written without waiting: the step's frames follow it.
+  const started = encodeFrameText(
+    { type: "event", event: { kind: "started", handleId, pid: process.pid } },
+    maxFrameBytes - DURABLE_ENVELOPE_BYTES
+  )
+  if (typeof started === "string") yield* queue.offerAll([started])
+  let serving: Fiber.Fiber<IpcServerShape, IpcError> | undefined
+  const exit = yield* Effect.exit(runStep(manifest, emitAll, (built) =>
+    Effect.gen(function*() {
+      harness = built
+      serving = yield* Effect.forkScoped(serve)
+    })))
   const outcome = toOutcome(handleId, exit)
-  // Persisted before it is sent: a parent that misses the frame reads the record.
+  // Persisted before it is sent: a parent that misses the frame reads the record. A
+  // server that could not listen fails the child after this, its result kept.
   yield* saveResult(storage, handleId, outcome)
+  yield* Fiber.join(pidRecorded)
+  const ready = serving === undefined ? yield* serve : yield* Fiber.join(serving)
   const encoded = yield* Schema.encodeUnknownEffect(SubprocessOutcome)(outcome)
-  const seq = yield* server.emit({ type: "status", status: { kind: "result", outcome: encoded } })
+  const seq = yield* ready.emit({ type: "status", status: { kind: "result", outcome: encoded } })
   const acked = yield* queue.awaitAcked(seq).pipe(Effect.timeoutOption(Duration.millis(manifest.lingerMs)))
   if (Option.isSome(acked)) yield* dropQueue(storage, handleId)
 })

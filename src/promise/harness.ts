@@ -15,8 +15,8 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { randomUUID } from "node:crypto"
-import * as AiError from "effect/ai/AiError"
-import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as AiError from "effect/ai/AiError"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import type { StorageError } from "../Errors.ts"
 import {
   AgentContext as EngineContext,
@@ -30,7 +30,7 @@ import {
 import * as EngineHarness from "../harness/AgentHarness.ts"
 import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
 import * as Step from "../harness/Step.ts"
-import * as ScriptedModel from "../layers/ScriptedModel.ts"
+import type * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore as CheckpointStoreTag, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import { makeWith as makeStepLedger, StepLedger } from "../services/StepLedger.ts"
@@ -1314,37 +1314,53 @@ const engineService: Effect.Effect<EngineHarness.AgentHarness<any>, never, Engin
   return yield* Engine
 })
 
-const noModel = LanguageModel.make({
-  generateText: () =>
-    Effect.fail(
-      AiError.make({
-        module: "AgentHarness",
-        method: "callModel",
-        reason: new AiError.InvalidRequestError({ description: "this harness was built without a model" })
-      })
-    ),
-  streamText: () => {
-    throw new Error("this harness was built without a model")
-  }
-})
+// The model modules (`effect/ai`) load when a harness is built, not when the library is
+// imported: a process that only defines steps (a child agent importing its step module)
+// never pays for them.
+const loadModelModules = Effect.promise(() =>
+  Promise.all([
+    import("effect/ai/LanguageModel") as Promise<typeof LanguageModel>,
+    import("effect/ai/AiError") as Promise<typeof AiError>,
+    import("../layers/ScriptedModel.ts") as Promise<typeof ScriptedModel>
+  ])
+)
 
 const modelLayer = (model: AgentHarnessOptions["model"]): Layer.Layer<LanguageModel.LanguageModel> => {
-  if (model === undefined) return Layer.effect(LanguageModel.LanguageModel, noModel)
-  if (!("generate" in model)) return model
-  return Layer.effect(
-    LanguageModel.LanguageModel,
-    ScriptedModel.fromGenerate((request) =>
-      Effect.tryPromise({
-        try: () => model.generate(request),
-        catch: (cause) =>
-          AiError.make({
-            module: "AgentHarness",
-            method: "generate",
-            reason: new AiError.UnknownError({ description: cause instanceof Error ? cause.message : String(cause) })
-          })
-      })
+  if (model !== undefined && !("generate" in model)) return model
+  return Layer.unwrap(Effect.map(loadModelModules, ([LanguageModel, AiError, ScriptedModel]) => {
+    if (model === undefined) {
+      return Layer.effect(
+        LanguageModel.LanguageModel,
+        LanguageModel.make({
+          generateText: () =>
+            Effect.fail(
+              AiError.make({
+                module: "AgentHarness",
+                method: "callModel",
+                reason: new AiError.InvalidRequestError({ description: "this harness was built without a model" })
+              })
+            ),
+          streamText: () => {
+            throw new Error("this harness was built without a model")
+          }
+        })
+      )
+    }
+    return Layer.effect(
+      LanguageModel.LanguageModel,
+      ScriptedModel.fromGenerate((request) =>
+        Effect.tryPromise({
+          try: () => model.generate(request),
+          catch: (cause) =>
+            AiError.make({
+              module: "AgentHarness",
+              method: "generate",
+              reason: new AiError.UnknownError({ description: cause instanceof Error ? cause.message : String(cause) })
+            })
+        })
+      )
     )
-  )
+  }))
 }
 
 const engineRestoreOptions = (

@@ -15,8 +15,8 @@ import { createHash } from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import { IpcError } from "../IpcError.ts"
-import * as IpcClient from "../layers/IpcClient.ts"
-import * as IpcServer from "../layers/IpcServer.ts"
+import type * as IpcClient from "../layers/IpcClient.ts"
+import type * as IpcServer from "../layers/IpcServer.ts"
 import {
   type ClientFrame,
   encodeFrame as encodeFrameEffect,
@@ -288,8 +288,10 @@ export class AgentIpcServer implements AsyncDisposable {
     const queue = this.durableQueue === null ? undefined : Bridge.durableQueue.get(this.durableQueue)
     const scope = Effect.runSync(Scope.make())
     this.scope = scope
+    // Loaded here, not at import: a program that never serves a socket skips the socket stack.
+    const { make } = await import("../layers/IpcServer.ts")
     this.server = await runForFacade(Scope.provide(
-      IpcServer.make({
+      make({
         socketPath: opts.socketPath,
         queue,
         // Without storage noetic's server keeps nothing: frames go once sent.
@@ -477,8 +479,9 @@ export class AgentIpcClient implements AsyncDisposable {
     if (this.scope !== undefined) throw new Error("AgentIpcClient.connect() called twice")
     const scope = Effect.runSync(Scope.make())
     this.scope = scope
+    const { connect } = await import("../layers/IpcClient.ts")
     const client = await runForFacade(Scope.provide(
-      IpcClient.connect({ socketPath: this.opts.socketPath, autoOpen: false, once: true }),
+      connect({ socketPath: this.opts.socketPath, autoOpen: false, once: true }),
       scope
     ))
     this.client = client

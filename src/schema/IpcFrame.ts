@@ -264,6 +264,9 @@ export const checkSize = (text: string, maxFrameBytes: number): Effect.Effect<vo
     )
 }
 
+/** The bytes a durable envelope adds around a frame, rounded up: a frame stored for one must leave room for it. */
+export const DURABLE_ENVELOPE_BYTES = 64
+
 /**
  * The line of a durable envelope around an already-encoded v1 frame, spliced
  * without re-parsing: the queue stores frames as their JSON text.
@@ -277,7 +280,43 @@ export type Decoded<A> = { readonly _tag: "Success"; readonly success: A } | {
   readonly failure: MalformedFrame | UnknownFrameType
 }
 
-const makeDecoder = <A>(schema: Schema.Decoder<A>, known: ReadonlySet<string>) => {
+/** The v1 frames whose one field besides `type` is any JSON value: the bulk of a stream. */
+const PAYLOAD_FIELDS: Readonly<Record<string, "item" | "event" | "status">> = { item: "item", event: "event", status: "status" }
+
+/**
+ * The frame `json` is, checked by hand, when it is one of the frames a stream carries
+ * in bulk (`item`, `event`, `status`, bare or in a `durable` envelope); undefined for
+ * anything else, which the schema then decodes (and explains, when it is no frame).
+ * It accepts exactly what the schema accepts for these shapes and returns what the
+ * schema returns (known keys only), at a fraction of the cost of a union decode.
+ */
+const payloadFrame = (json: Record<string, unknown>): V1ServerFrame | undefined => {
+  const type = json.type
+  if (typeof type !== "string") return undefined
+  const field = PAYLOAD_FIELDS[type]
+  if (field === undefined || !Object.hasOwn(json, field)) return undefined
+  return field === "item"
+    ? { type: "item", item: json.item }
+    : field === "event"
+    ? { type: "event", event: json.event }
+    : { type: "status", status: json.status }
+}
+
+const fastServerFrame = (json: unknown): ServerFrame | undefined => {
+  if (!isObject(json)) return undefined
+  if (json.type !== "durable") return payloadFrame(json)
+  const seq = json.seq
+  const frame = json.frame
+  if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1 || !isObject(frame)) return undefined
+  const inner = payloadFrame(frame)
+  return inner === undefined ? undefined : { type: "durable", seq, frame: inner }
+}
+
+const makeDecoder = <A>(
+  schema: Schema.Decoder<A>,
+  known: ReadonlySet<string>,
+  fast: (json: unknown) => A | undefined = () => undefined
+) => {
   // Synchronous: a line is decoded without building an effect, which matters at
   // hundreds of thousands of frames a second.
   const decode = Schema.decodeUnknownResult(schema)
@@ -301,6 +340,8 @@ const makeDecoder = <A>(schema: Schema.Decoder<A>, known: ReadonlySet<string>) =
         failure: new UnknownFrameType({ frameType: type, message: `unknown frame type ${JSON.stringify(type)}` })
       }
     }
+    const checked = fast(json)
+    if (checked !== undefined) return { _tag: "Success", success: checked }
     const result = decode(fromNoeticForm(json))
     return result._tag === "Success"
       ? { _tag: "Success", success: result.success }
@@ -312,7 +353,7 @@ const asEffect = <A>(decoded: Decoded<A>): Effect.Effect<A, MalformedFrame | Unk
   decoded._tag === "Success" ? Effect.succeed(decoded.success) : Effect.fail(decoded.failure)
 
 const decodeClientLine = makeDecoder(ClientFrame, CLIENT_TYPES)
-const decodeServerLine = makeDecoder(ServerFrame, SERVER_TYPES)
+const decodeServerLine = makeDecoder(ServerFrame, SERVER_TYPES, fastServerFrame)
 
 /** Decodes one line (without its newline) sent by a client. */
 export const decodeClientFrame = (line: string): Effect.Effect<ClientFrame, MalformedFrame | UnknownFrameType> =>

@@ -95,6 +95,19 @@ export interface DurableOutboundQueueShape {
    */
   readonly offerAll: (frames: ReadonlyArray<string>) => Effect.Effect<Offered>
   /**
+   * `offerAll` of one frame, synchronously, when it needs no effect: the window has room,
+   * the writer is running and no write failure waits to be taken. Returns the frame's
+   * seq, or undefined (nothing done) when `offerAll` must be used instead. For a
+   * producer that hands over frames one by one, where an effect per frame costs more
+   * than the frame. `awaitOffered` waits for its durability.
+   */
+  readonly offerUnsafe: (frame: string) => number | undefined
+  /**
+   * Waits until every frame offered so far has been written or has failed (a failure
+   * is reported by `takeWriteFailures`).
+   */
+  readonly awaitOffered: Effect.Effect<void>
+  /**
    * The unacked frames with seq at least `fromSeq`, in order; at most the seqs
    * `fromSeq .. fromSeq + limit - 1` when a limit is given. Fails `Corrupt` (naming the
    * key) when the range crosses an unreadable record.
@@ -146,7 +159,11 @@ export class DurableOutboundQueue extends Context.Service<DurableOutboundQueue, 
 export interface DurableOutboundQueueOptions {
   /** Names the queue in storage; any string (it is percent-encoded into keys). */
   readonly socketId: string
-  /** How many recent frames stay in memory so live delivery reads no storage. Default 1024. */
+  /**
+   * How many recent frames stay in memory so live delivery reads no storage. Default
+   * twice `batchFrames`, so a batch committed while the previous one is still being
+   * sent is delivered from memory too.
+   */
   readonly cachedFrames?: number | undefined
   /**
    * Where a queue that storage knows nothing of starts numbering: its first seq is
@@ -181,7 +198,6 @@ export const batchKey = (socketId: string, first: number, last: number): string 
 export const frameKey = (socketId: string, seq: number): string => `${keyPrefix(socketId)}frame:${pad(seq)}`
 
 const SEQ_DIGITS = 16
-const DEFAULT_CACHED_FRAMES = 1024
 const DEFAULT_WINDOW_FRAMES = 65_536
 const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
 const DEFAULT_BATCH_FRAMES = 4096
@@ -215,7 +231,28 @@ const BatchRecord = Schema.Struct({
 const FrameRecord = Schema.Struct({ version: Schema.Literal(1), frame: Schema.String })
 
 const decodeMeta = Schema.decodeUnknownEffect(Meta)
-const decodeBatch = Schema.decodeUnknownEffect(BatchRecord)
+const decodeBatchSchema = Schema.decodeUnknownEffect(BatchRecord)
+
+const isInt = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
+
+/**
+ * A batch record checked by hand: a replay reads thousands of frames per record, and a
+ * schema walk over each of them costs more than reading the file. What fails the check
+ * goes through the schema, which says why.
+ */
+const decodeBatch = (value: unknown): Effect.Effect<typeof BatchRecord.Type, Schema.SchemaError> => {
+  if (typeof value === "object" && value !== null) {
+    const record = value as { readonly version?: unknown; readonly first?: unknown; readonly frames?: unknown; readonly prev?: unknown }
+    const { first, frames, prev } = record
+    if (
+      record.version === 2 && isInt(first) && Array.isArray(frames) && frames.every((frame) => typeof frame === "string") &&
+      (prev === null || (Array.isArray(prev) && prev.length === 2 && isInt(prev[0]) && isInt(prev[1])))
+    ) {
+      return Effect.succeed({ version: 2, first, frames, prev: prev as readonly [number, number] | null })
+    }
+  }
+  return decodeBatchSchema(value)
+}
 const decodeFrameRecord = Schema.decodeUnknownEffect(FrameRecord)
 
 const corrupt = (operation: string, key: string, message: string) =>
@@ -253,10 +290,10 @@ export const makeWith = Effect.fnUntraced(function*(
   options: DurableOutboundQueueOptions
 ) {
   const { socketId } = options
-  const cachedFrames = Math.max(0, options.cachedFrames ?? DEFAULT_CACHED_FRAMES)
   const windowFrames = Math.max(1, options.windowFrames ?? DEFAULT_WINDOW_FRAMES)
   const windowBytes = Math.max(1, options.windowBytes ?? DEFAULT_WINDOW_BYTES)
   const batchFrames = Math.max(1, options.batchFrames ?? DEFAULT_BATCH_FRAMES)
+  const cachedFrames = Math.max(0, options.cachedFrames ?? 2 * batchFrames)
   const meta = metaKey(socketId)
   const prefix = keyPrefix(socketId)
   const batchPrefix = `${prefix}batch:`
@@ -324,6 +361,8 @@ export const makeWith = Effect.fnUntraced(function*(
   const pending: Array<PendingBatch> = []
   let writeFailures: Array<StorageError> = []
   let writing = false
+  // The batch the writer is writing now (it has left `pending`).
+  let inFlight: PendingBatch | undefined
   let idle = Deferred.makeUnsafe<void>()
   Deferred.doneUnsafe(idle, Exit.void)
   const metaLock = Semaphore.makeUnsafe(1)
@@ -400,6 +439,7 @@ export const makeWith = Effect.fnUntraced(function*(
   /** The one writer: drains pending batches in order, each written once. */
   const writer: Effect.Effect<void> = Effect.suspend(() => {
     const batch = pending.shift()
+    inFlight = batch
     if (batch === undefined) {
       writing = false
       wake(idle)
@@ -425,22 +465,28 @@ export const makeWith = Effect.fnUntraced(function*(
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
   /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
+  /** Numbers one frame into the last pending batch (a new one when it is full); returns that batch. */
+  const place = (frame: string): PendingBatch => {
+    let batch = pending[pending.length - 1]
+    if (batch === undefined || batch.frames.length >= batchFrames) {
+      batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
+      pending.push(batch)
+    }
+    batch.frames.push(frame)
+    batch.bytes += frame.length
+    assigned++
+    windowUsedFrames++
+    windowUsedBytes += frame.length
+    return batch
+  }
+
   const enqueue = (frames: ReadonlyArray<string>): { readonly offered: Offered; readonly startWriter: boolean } => {
     const seqs: Array<number> = []
     const touched: Array<PendingBatch> = []
     for (const frame of frames) {
-      let batch = pending[pending.length - 1]
-      if (batch === undefined || batch.frames.length >= batchFrames) {
-        batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
-        pending.push(batch)
-      }
+      const batch = place(frame)
       if (touched[touched.length - 1] !== batch) touched.push(batch)
-      batch.frames.push(frame)
-      batch.bytes += frame.length
-      assigned++
       seqs.push(assigned)
-      windowUsedFrames++
-      windowUsedBytes += frame.length
     }
     const startWriter = !writing && pending.length > 0
     if (startWriter) {
@@ -471,6 +517,20 @@ export const makeWith = Effect.fnUntraced(function*(
         return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
       })
     )
+
+  const offerUnsafe = (frame: string): number | undefined => {
+    // The writer is running, so it will take this frame: nothing to fork.
+    if (closed || !writing || writeFailures.length > 0) return undefined
+    if (windowUsedFrames + 1 > windowFrames || windowUsedBytes + frame.length > windowBytes) return undefined
+    place(frame)
+    return assigned
+  }
+
+  // Batches are written one after another, in order: once the last is settled, all are.
+  const awaitOffered: Effect.Effect<void> = Effect.suspend(() => {
+    const last = pending.length > 0 ? pending[pending.length - 1] : inFlight
+    return last === undefined ? Effect.void : Effect.ignore(Deferred.await(last.done))
+  })
 
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
     Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
@@ -678,6 +738,8 @@ export const makeWith = Effect.fnUntraced(function*(
     append,
     appendAll,
     offerAll,
+    offerUnsafe,
+    awaitOffered,
     takeWriteFailures: Effect.sync(() => {
       const taken = writeFailures
       writeFailures = []

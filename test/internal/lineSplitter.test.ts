@@ -29,4 +29,16 @@ describe("lineSplitter", () => {
     expect(split.push(bytes("\n")).tooLargeBytes).toBe(9)
     expect(makeLineSplitter(8).push(bytes(over + "y")).tooLargeBytes).toBe(10)
   })
+
+  it("splits many lines of one chunk in order, keeping inner CRs, multi-byte text and skipping empty lines", () => {
+    const split = makeLineSplitter(16)
+    expect(split.push(bytes("a\r\n\nb\rc\né€\r\nrest"))).toEqual({ lines: ["a", "b\rc", "é€"], tooLargeBytes: undefined })
+    expect(split.push(bytes("!\nx\ny\n"))).toEqual({ lines: ["rest!", "x", "y"], tooLargeBytes: undefined })
+  })
+
+  it("hands back the lines before an over-long one in the same chunk, and counts bytes, not characters", () => {
+    // "€" is 3 bytes: 6 of them are 18 bytes, over a limit of 16 though only 6 characters.
+    expect(makeLineSplitter(16).push(bytes("ok\nfine\n€€€€€€\nafter\n"))).toEqual({ lines: ["ok", "fine"], tooLargeBytes: 18 })
+    expect(makeLineSplitter(18).push(bytes("ok\n€€€€€€\r\nafter\n"))).toEqual({ lines: ["ok", "€€€€€€", "after"], tooLargeBytes: undefined })
+  })
 })
