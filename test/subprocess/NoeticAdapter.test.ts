@@ -405,10 +405,13 @@ describe("storage for the local adapter, and the default file root", () => {
     expect((await harness.subprocess.listLive()).map((h) => h.id)).toEqual([handle.handleId])
     // The host's manifest is in the given storage.
     expect(await storage.get(`subprocess:manifest:${handle.handleId}`)).toMatchObject({ handleId: handle.handleId, stepId: "waitForRelease" })
-    // A second adapter over the same storage and root reattaches the child from it.
-    const second = createLocalSubprocessAdapter({ storage, root: Path.join(base, "subprocess"), pollMs: 20 })
+    // A second adapter over the same storage and root reattaches the child from it. It
+    // lets go before the child ends (leaving it running): one adapter watches a child
+    // at a time, and the one that settles it clears its records.
+    const second = createLocalSubprocessAdapter({ storage, root: Path.join(base, "subprocess"), pollMs: 20, outliveHost: true })
     cleanups.push(() => second.close())
     expect((await second.listLive()).map((h) => h.id)).toEqual([handle.handleId])
+    await second.close()
     Fs.writeFileSync(release, "")
     expect(await handle.await()).toMatchObject({ echoed: "m" })
     expect(await storage.get(`subprocess:manifest:${handle.handleId}`)).toBeNull()
