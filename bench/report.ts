@@ -102,7 +102,7 @@ export const markdownReport = (results: Results): string => {
       results.machine.loadAverageAtStart.map((x) => x.toFixed(1)).join(" / ")
     } at start and ${
       results.machine.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" / ")
-    } at end (1 / 5 / 15 min; the machine was shared with other work, so absolute figures are noisy; ratios are interleaved in the same run). ` +
+    } at end (1 / 5 / 15 min; the cases with 50 children raise the load themselves; absolute figures vary with the machine, ratios are interleaved in the same run). ` +
       "Figures are medians over rounds with the 25th–75th percentile in brackets.",
     ""
   )
