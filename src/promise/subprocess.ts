@@ -520,8 +520,8 @@ export interface InMemorySubprocessAdapterOptions {
   readonly metadataInjector?: (request: SubprocessRequest) => Partial<SubprocessHandleMetadata>
 }
 
-/** noetic's view of an engine step request, as a `metadataInjector` sees it. */
-const noeticStepRequest = (request: SpawnRequest): StepSubprocessRequest => ({
+/** noetic's view of an engine step request, as a `metadataInjector` or a host-written adapter sees it. */
+export const noeticStepRequest = (request: SpawnRequest): StepSubprocessRequest => ({
   kind: "step",
   stepId: request.stepId,
   serializedInput: request.input,

@@ -31,6 +31,7 @@ import {
 import { NoeticConfigError } from "./errors.ts"
 import { runForFacade } from "./storage.ts"
 import {
+  noeticStepRequest,
   type SubprocessAdapter,
   type SubprocessHandle,
   type SubprocessStatus,
@@ -173,15 +174,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
       Effect.tryPromise({
         try: () =>
           adapter.spawn({
-            kind: "step",
-            stepId: request.stepId,
-            serializedInput: request.input,
-            executionId: request.executionId,
-            overrides: {
-              ...(request.threadId === undefined ? {} : { threadId: request.threadId }),
-              ...(request.resourceId === undefined ? {} : { resourceId: request.resourceId }),
-              ...(request.cwdInit === undefined ? {} : { cwdInit: request.cwdInit })
-            },
+            ...noeticStepRequest(request),
             metadata: {
               ...request.metadata,
               ...(request.parentExecutionId === undefined ? {} : { parentExecutionId: request.parentExecutionId })
