@@ -627,7 +627,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       yield* settle(child, Option.isSome(stored) ? stored.value : exitedWithoutResult(child))
     })
 
-  const stop = (handleId: string): Effect.Effect<void, SubprocessError> =>
+  /** The child of `handleId`, reattached from its records when this adapter does not hold it yet. */
+  const knownChild = (handleId: string): Effect.Effect<Child, SubprocessError> =>
     Effect.gen(function*() {
       if (!children.has(handleId)) {
         yield* reattach(handleId).pipe(
@@ -636,19 +637,19 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       }
       const child = children.get(handleId)
       if (child === undefined) return yield* unknownHandle(handleId)
+      return child
+    })
+
+  const stop = (handleId: string): Effect.Effect<void, SubprocessError> =>
+    Effect.gen(function*() {
+      const child = yield* knownChild(handleId)
       yield* terminate(child)
     }).pipe(Effect.withSpan("LocalSubprocessAdapter.stop"))
 
   /** SIGSTOP / SIGCONT to a running child (its group), found like `stop` finds one. */
   const control = (handleId: string, paused: boolean): Effect.Effect<boolean, SubprocessError> =>
     Effect.gen(function*() {
-      if (!children.has(handleId)) {
-        yield* reattach(handleId).pipe(
-          Effect.mapError((error) => error._tag === "SubprocessError" ? error : unknownHandle(handleId))
-        )
-      }
-      const child = children.get(handleId)
-      if (child === undefined) return yield* unknownHandle(handleId)
+      const child = yield* knownChild(handleId)
       if (child.status !== "running" || child.manifest.pid === null || !(yield* alive(child.manifest))) return false
       signalChild(child.manifest, paused ? "SIGSTOP" : "SIGCONT")
       child.paused = paused
