@@ -29,6 +29,8 @@ const runChild = (root: string, ...args: ReadonlyArray<string>) =>
     )
   })
 
+const runChildScan = (root: string, socketId: string) => runChild(root, "scan", socketId)
+
 /** A segment written by hand: the records of `entries` (a tombstone for an undefined value). */
 const writeSegment = (root: string, socketId: string, number: number, entries: ReadonlyArray<readonly [string, unknown]>) => {
   Fs.mkdirSync(logDir(root, socketId), { recursive: true, mode: 0o700 })
@@ -82,6 +84,21 @@ describe("FileStorage append-only log", () => {
       const again = yield* FileStorage.make({ root })
       assert.deepStrictEqual(yield* again.scan(`${keyPrefix("s")}batch:`), [[keys[1]!, { frames: [1] }], [keys[2]!, { frames: [2] }]])
     }))
+
+  it.effect("a queue whose prefix is too long for a file name keeps its log under a hashed name", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      const socketId = "s".repeat(300)
+      const keys = [batchKey(socketId, 1, 1), batchKey(`${socketId}t`, 1, 1)]
+      yield* storage.set(keys[0]!, 1)
+      yield* storage.set(keys[1]!, 2)
+      assert.deepStrictEqual(Fs.readdirSync(root).filter((name) => name.startsWith(LOG_DIR_PREFIX)).length, 2)
+      assert.deepStrictEqual(yield* storage.list(keyPrefix(socketId)), [keys[0]!])
+      assert.deepStrictEqual(yield* storage.list("durableOutboundQueue:"), [...keys].sort())
+      const other = JSON.parse(yield* runChildScan(root, socketId)) as unknown
+      assert.deepStrictEqual(other, [[keys[0]!, 1]])
+    }), { timeout: 60_000 })
 
   it.effect("compareAndSet works on a batch key", () =>
     Effect.gen(function*() {
