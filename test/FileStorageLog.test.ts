@@ -100,6 +100,27 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(other, [[keys[0]!, 1]])
     }), { timeout: 60_000 })
 
+  it.effect("a lease left by a dead writer is broken; a live writer's is waited for", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      Fs.mkdirSync(logDir(root, "dead"), { mode: 0o700 })
+      // pid 2^22+1 is above Linux's pid_max, so no live process owns it.
+      Fs.writeFileSync(Path.join(logDir(root, "dead"), "lease"), `${2 ** 22 + 1} abc`)
+      yield* storage.set(batchKey("dead", 1, 1), 1)
+      assert.notInclude(Fs.readFileSync(Path.join(logDir(root, "dead"), "lease"), "utf8"), `${2 ** 22 + 1}`)
+
+      Fs.mkdirSync(logDir(root, "live"), { mode: 0o700 })
+      const lease = Path.join(logDir(root, "live"), "lease")
+      Fs.writeFileSync(lease, `${process.ppid} held`)
+      // The TestClock would never fire the release; this test waits in real time.
+      yield* Effect.sync(() => setTimeout(() => Fs.rmSync(lease, { force: true }), 100))
+      const started = Date.now()
+      yield* storage.set(batchKey("live", 1, 1), 1)
+      assert.isAtLeast(Date.now() - started, 90)
+      assert.deepStrictEqual(yield* storage.get(batchKey("live", 1, 1)), Option.some(1))
+    }))
+
   it.effect("compareAndSet works on a batch key", () =>
     Effect.gen(function*() {
       const storage = yield* FileStorage.make({ root: freshRoot() })

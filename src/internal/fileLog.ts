@@ -492,15 +492,24 @@ export class Log {
   private openWriter(): NonNullable<Log["writer"]> | "busy" {
     if (this.writer !== undefined) return this.writer
     if (this.lease === undefined) {
-      let created = true
-      try {
-        Fs.mkdirSync(this.dir, { mode: 0o700 })
-      } catch (cause) {
-        if (errorCode(cause) !== "EEXIST") throw cause
-        created = false
+      let lease: ReturnType<Log["takeLease"]>
+      // The last writer removes the directory of a log it emptied: make it again then.
+      for (let attempt = 0;; attempt++) {
+        let created = true
+        try {
+          Fs.mkdirSync(this.dir, { mode: 0o700 })
+        } catch (cause) {
+          if (errorCode(cause) !== "EEXIST") throw cause
+          created = false
+        }
+        if (created) this.settings.syncDirectory(this.root)
+        try {
+          lease = this.takeLease()
+          break
+        } catch (cause) {
+          if (errorCode(cause) !== "ENOENT" || attempt >= 3) throw cause
+        }
       }
-      if (created) this.settings.syncDirectory(this.root)
-      const lease = this.takeLease()
       if (lease === undefined) return "busy"
       // What earlier writers left, read under the lease: nobody else appends now.
       this.resetIndex()
