@@ -325,7 +325,11 @@ export class Log {
 
   /** The index, current: this process's own while it writes the log, else read from disk. */
   private refresh(): void {
-    if (this.lease === undefined) this.refreshNow()
+    if (this.lease !== undefined) return
+    this.refreshNow()
+    // An empty log nobody here writes holds nothing worth keeping: a host reading the
+    // queues of many children keeps no index of the ones that are gone.
+    if (this.segments.length === 0 && this.pending.length === 0 && !this.scheduled) forget(this)
   }
 
   /** The keys of the log that start with `prefix`. Fails `Corrupt` when the log holds damage whose key is unknown. */
@@ -623,6 +627,10 @@ export class Log {
 
 /** The logs this process has opened, by directory: storages over one root share them (and their lease). */
 const opened = new Map<string, Log>()
+
+const forget = (log: Log): void => {
+  if (opened.get(log.dir) === log) opened.delete(log.dir)
+}
 
 /** The log in `dir`, shared by every storage of this process over the same root. */
 export const logAt = (name: string, dir: string, root: string, settings: LogSettings): Log => {

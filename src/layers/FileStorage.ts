@@ -197,16 +197,21 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   }
   const logNamed = (name: string, dir = LOG_DIR_PREFIX + encodeKey(name)): Log =>
     logAt(name, pathOf(dir), root, logSettings)
-  /** The log `key` is kept in, or undefined for a key kept in a file of its own. */
-  const logOf = (key: string): Log | undefined => {
+  /** The name of the log `key` is kept in, or undefined for a key kept in a file of its own. */
+  const logNameOf = (key: string): string | undefined => {
     const name = logName(key)
-    return name !== undefined && name.length > 0 && key.startsWith(name) ? logNamed(name) : undefined
+    return name !== undefined && name.length > 0 && key.startsWith(name) ? name : undefined
   }
 
-  /** Appends `record` (a tombstone when undefined) to `log`; succeeds once it is durable. */
-  const appendTo = (log: Log, operation: string, key: string, record: Buffer | undefined) =>
+  /**
+   * Appends `record` (a tombstone when undefined) to the log of `key`; succeeds once it
+   * is durable. The log is looked up here, in the same synchronous step as the append:
+   * an empty log nobody writes is let go by its readers, and this process must never
+   * hold two logs of one directory.
+   */
+  const appendTo = (name: string, operation: string, key: string, record: Buffer | undefined) =>
     Effect.callback<void, StorageError>((resume) => {
-      const cancel = log.append(key, record, (cause) => {
+      const cancel = logNamed(name).append(key, record, (cause) => {
         resume(cause === undefined ? Effect.void : Effect.fail(ioError(operation, key, cause)))
       })
       return Effect.sync(cancel)
@@ -215,9 +220,9 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   /** The value at `key`: from its log when it has one (else a file an older version left), else its file. */
   const readValue = (operation: string, key: string): Effect.Effect<Option.Option<unknown>, StorageError> => {
     const fromFile = Effect.map(readRecord(operation, encodeKey(key), key), Option.map((record) => record.value))
-    const log = logOf(key)
-    if (log === undefined) return fromFile
-    return Effect.try({ try: () => log.read(key), catch: (cause) => ioError(operation, key, cause) }).pipe(
+    const name = logNameOf(key)
+    if (name === undefined) return fromFile
+    return Effect.try({ try: () => logNamed(name).read(key), catch: (cause) => ioError(operation, key, cause) }).pipe(
       Effect.flatMap((text) =>
         text === undefined ? fromFile : Effect.map(decodeJson(operation, key, text), Option.some)
       )
@@ -250,11 +255,10 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const set = Effect.fnUntraced(function*(key: string, value: unknown) {
     yield* checkKey("set", key)
-    const log = logOf(key)
-    if (log !== undefined) {
+    const name = logNameOf(key)
+    if (name !== undefined) {
       const valueText = yield* encodeJson("set", key, value)
-      const record = encodeRecord(key, valueText)
-      return yield* appendTo(log, "set", key, record)
+      return yield* appendTo(name, "set", key, encodeRecord(key, valueText))
     }
     const text = yield* encodeJson("set", key, { version: 1, key, value })
     const temp = pathOf(tempName())
@@ -276,10 +280,10 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const remove = Effect.fnUntraced(function*(key: string) {
     yield* checkKey("delete", key)
-    const log = logOf(key)
-    if (log !== undefined) {
-      const holds = yield* Effect.try({ try: () => log.holds(key), catch: (cause) => ioError("delete", key, cause) })
-      if (holds) yield* appendTo(log, "delete", key, undefined)
+    const name = logNameOf(key)
+    if (name !== undefined) {
+      const holds = yield* Effect.try({ try: () => logNamed(name).holds(key), catch: (cause) => ioError("delete", key, cause) })
+      if (holds) yield* appendTo(name, "delete", key, undefined)
     }
     const removed = yield* Effect.tryPromise({
       try: () => Fs.unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
