@@ -31,15 +31,13 @@ import { crc32 } from "node:zlib"
 /** The prefix of a log directory's name inside the storage root. */
 export const LOG_DIR_PREFIX = ".log-"
 
-/** A failure the storage reports with a reason of its own (not an I/O error). */
-export class LogProblem extends Error {
+/** A failure the storage reports with a reason of its own, not as an I/O error; thrown, and mapped by the storage. */
+export class LogProblem {
   constructor(
     readonly reason: "Corrupt" | "Conflict",
     readonly key: string,
-    message: string
-  ) {
-    super(message)
-  }
+    readonly message: string
+  ) {}
 }
 
 /** How segments are sized and leases waited for. */
