@@ -62,6 +62,11 @@ const MAX_KEY_BYTES = 1 << 20
 const SEGMENT_NAME = /^(\d{16})\.seg$/
 const LEASE = "lease"
 const LEASE_RETRY_MS = 2
+/**
+ * A batch this long is fdatasynced in the thread pool; a shorter one on the event loop,
+ * where a thread-pool round trip would cost about as much as its fdatasync.
+ */
+const ASYNC_SYNC_BYTES = 64 * 1024
 const LEASE_RETRY_MAX_MS = 50
 
 const errorCode = (cause: unknown): string | undefined =>
@@ -221,8 +226,8 @@ const readAt = (path: string, bytes: Buffer, position: number): number => {
 /**
  * One log directory, as this process sees it. Its I/O is synchronous, as `node:sqlite`'s
  * is for SQLite storage: a thread-pool round trip for the write and another for the
- * fdatasync cost more than the write itself, and no other fiber ever sees the index
- * half updated.
+ * fdatasync cost more than a small write itself, and no other fiber ever sees the index
+ * half updated. Only the fdatasync of a large batch runs in the thread pool.
  */
 export class Log {
   private readonly segments: Array<Segment> = []
@@ -232,6 +237,8 @@ export class Log {
   private lease: { readonly path: string; readonly token: string } | undefined
   private pending: Array<Append> = []
   private scheduled = false
+  /** Whether a batch's fdatasync runs in the thread pool now. */
+  private syncing = false
   private leaseWaitSince: number | undefined
 
   constructor(
@@ -420,6 +427,8 @@ export class Log {
 
   private flush(): void {
     this.scheduled = false
+    // A batch is being made durable in the thread pool: its completion flushes again.
+    if (this.syncing) return
     const batch = this.pending.filter((append) => !append.cancelled)
     this.pending = []
     if (batch.length === 0) return
@@ -447,16 +456,23 @@ export class Log {
       return
     }
     this.leaseWaitSince = undefined
-    let cause: unknown
-    try {
-      this.writeBatch(writer, batch)
-    } catch (error) {
-      cause = error ?? new Error("the log write failed")
+    const settle = (error: unknown) => {
+      const cause = error === undefined ? undefined : error ?? new Error("the log write failed")
+      for (const append of batch) append.done(cause)
     }
-    for (const append of batch) append.done(cause)
+    try {
+      this.writeBatch(writer, batch, settle)
+    } catch (error) {
+      settle(error ?? new Error("the log write failed"))
+    }
   }
 
-  private writeBatch(writer: NonNullable<Log["writer"]>, batch: ReadonlyArray<Append>): void {
+  /** Writes the records of `batch` and makes them durable, then calls `settle`. */
+  private writeBatch(
+    writer: NonNullable<Log["writer"]>,
+    batch: ReadonlyArray<Append>,
+    settle: (error: unknown) => void
+  ): void {
     // A delete writes a tombstone only for a key the log holds (or that this batch sets).
     const present = new Map<string, boolean>()
     const records: Array<{ readonly key: string; readonly bytes: Buffer }> = []
@@ -466,19 +482,48 @@ export class Log {
       present.set(append.key, append.record !== undefined)
       records.push({ key: append.key, bytes: append.record ?? encodeRecord(append.key, undefined) })
     }
-    if (records.length === 0) return
+    if (records.length === 0) return settle(undefined)
     const bytes = records.length === 1 ? records[0]!.bytes : Buffer.concat(records.map((r) => r.bytes))
+    const abandon = () => {
+      // What reached the segment is a torn tail now: the next write starts a new segment.
+      this.writer = undefined
+      Fs.close(writer.fd, () => undefined)
+    }
     try {
       for (let done = 0; done < bytes.length;) {
         done += Fs.writeSync(writer.fd, bytes, done, bytes.length - done, writer.size + done)
       }
-      Fs.fdatasyncSync(writer.fd)
+      if (bytes.length < ASYNC_SYNC_BYTES) Fs.fdatasyncSync(writer.fd)
     } catch (cause) {
-      // What reached the segment is a torn tail now: the next write starts a new segment.
-      this.writer = undefined
-      Fs.closeSync(writer.fd)
+      abandon()
       throw cause
     }
+    if (bytes.length < ASYNC_SYNC_BYTES) {
+      this.committed(writer, records)
+      return settle(undefined)
+    }
+    // A large batch takes long to reach the disk: the event loop serves sockets meanwhile,
+    // and appends made meanwhile form the next batch.
+    this.syncing = true
+    Fs.fdatasync(writer.fd, (error) => {
+      this.syncing = false
+      let failure: unknown = error ?? undefined
+      if (failure === undefined) {
+        try {
+          this.committed(writer, records)
+        } catch (cause) {
+          failure = cause ?? new Error("the log compaction failed")
+        }
+      } else {
+        abandon()
+      }
+      settle(failure)
+      if (this.pending.length > 0) this.schedule(0)
+    })
+  }
+
+  /** Records a durable batch in the index, then compacts. */
+  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<{ readonly bytes: Buffer }>): void {
     let offset = writer.size
     for (const record of records) {
       const header = readHeader(record.bytes, 0) as Header
