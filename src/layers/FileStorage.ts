@@ -1,14 +1,23 @@
 /**
- * A `StorageAdapter` on a directory: one file per key.
+ * A `StorageAdapter` on a directory: one file per key, except for keys of an
+ * append-only class, which go to a log.
  *
  * Each file holds a versioned record `{ version: 1, key, value }`. A write goes to a
  * unique temp file that is fsynced, renamed over the key's file, and made durable by
  * an fsync of the directory; concurrent writers share one directory fsync (group
  * commit). Several processes may share a root (a host and its children do).
  *
+ * A key written once and deleted once, whose log `appendOnlyLog` names (by default
+ * the batch records of a durable queue, one log per queue), is appended to that log's
+ * current segment instead: one write and one fdatasync, shared by concurrent writes.
+ * Reads see those keys exactly as files (see `internal/fileLog.ts` for the layout,
+ * torn tails and compaction). A file left at such a key by an older version is still
+ * read, listed and deleted.
+ *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Deferred from "effect/Deferred"
@@ -17,8 +26,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
-import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
+import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
+import { encodeRecord, type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
+import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
 import {
   decodeJson,
   encodeExpected,
@@ -38,6 +49,14 @@ import {
 export interface FileStorageOptions {
   /** The directory; created (mode 0700) when missing. */
   readonly root: string
+  /**
+   * Which keys are kept in an append-only log rather than a file each: the name of
+   * the key's log (a prefix of the key), or undefined for an ordinary key. Only for
+   * keys that are written once and then deleted, like the durable queue's batch
+   * records: a log's disk space is given back only once every record in a segment
+   * is deleted. Default: `DurableOutboundQueue.appendOnlyLog` (one log per queue).
+   */
+  readonly appendOnlyLog?: ((key: string) => string | undefined) | undefined
 }
 
 /** The record each file holds. */
@@ -56,6 +75,10 @@ const LOCK_PREFIX = ".lock-"
 const LOCK_STALE_MS = 10_000
 const LOCK_RETRY_MS = 2
 const LOCK_RETRY_MAX_MS = 50
+/** A log segment this long is sealed; the next write starts a new one. */
+const SEGMENT_BYTES = 8 * 1024 * 1024
+/** A fully acknowledged log keeps its current segment until it is this long. */
+const RECLAIM_BYTES = 1024 * 1024
 
 const errorCode = (cause: unknown): string | undefined =>
   typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
@@ -63,6 +86,14 @@ const errorCode = (cause: unknown): string | undefined =>
     : undefined
 
 const ioError = (operation: string, key: string, cause: unknown): StorageError => {
+  if (cause instanceof LogProblem) {
+    return new StorageError({
+      operation,
+      reason: cause.reason === "Corrupt"
+        ? new Corrupt({ key: cause.key, message: cause.message })
+        : new Conflict({ key: cause.key, message: cause.message })
+    })
+  }
   const code = errorCode(cause)
   const message = cause instanceof Error ? cause.message : String(cause)
   return new StorageError({
@@ -149,6 +180,55 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   // One check for every backend: see validateKey.
   const checkKey = validateKey
 
+  const logName = options.appendOnlyLog ?? appendOnlyLog
+  const logSettings = {
+    segmentBytes: SEGMENT_BYTES,
+    reclaimBytes: RECLAIM_BYTES,
+    leaseWaitMs: LOCK_STALE_MS,
+    tempPath: () => pathOf(tempName()),
+    syncDirectory: (path: string) => {
+      const fd = FsSync.openSync(path, "r")
+      try {
+        FsSync.fsyncSync(fd)
+      } finally {
+        FsSync.closeSync(fd)
+      }
+    }
+  }
+  const logNamed = (name: string, dir = LOG_DIR_PREFIX + encodeKey(name)): Log =>
+    logAt(name, pathOf(dir), root, logSettings)
+  /** The name of the log `key` is kept in, or undefined for a key kept in a file of its own. */
+  const logNameOf = (key: string): string | undefined => {
+    const name = logName(key)
+    return name !== undefined && name.length > 0 && key.startsWith(name) ? name : undefined
+  }
+
+  /**
+   * Appends `record` (a tombstone when undefined) to the log of `key`; succeeds once it
+   * is durable. The log is looked up here, in the same synchronous step as the append:
+   * an empty log nobody writes is let go by its readers, and this process must never
+   * hold two logs of one directory.
+   */
+  const appendTo = (name: string, operation: string, key: string, record: Buffer | undefined) =>
+    Effect.callback<void, StorageError>((resume) => {
+      const cancel = logNamed(name).append(key, record, (cause) => {
+        resume(cause === undefined ? Effect.void : Effect.fail(ioError(operation, key, cause)))
+      })
+      return Effect.sync(cancel)
+    })
+
+  /** The value at `key`: from its log when it has one (else a file an older version left), else its file. */
+  const readValue = (operation: string, key: string): Effect.Effect<Option.Option<unknown>, StorageError> => {
+    const fromFile = Effect.map(readRecord(operation, encodeKey(key), key), Option.map((record) => record.value))
+    const name = logNameOf(key)
+    if (name === undefined) return fromFile
+    return Effect.try({ try: () => logNamed(name).read(key), catch: (cause) => ioError(operation, key, cause) }).pipe(
+      Effect.flatMap((text) =>
+        text === undefined ? fromFile : Effect.map(decodeJson(operation, key, text), Option.some)
+      )
+    )
+  }
+
   const readRecord = Effect.fnUntraced(function*(operation: string, name: string, expectedKey: string | undefined) {
     const text = yield* Effect.tryPromise({
       try: () => Fs.readFile(pathOf(name), "utf8").catch(ifMissing(undefined)),
@@ -171,14 +251,15 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     return Option.some({ key: record.key, value: record.value })
   })
 
-  const get = (key: string) =>
-    checkKey("get", key).pipe(
-      Effect.andThen(readRecord("get", encodeKey(key), key)),
-      Effect.map(Option.map((record) => record.value))
-    )
+  const get = (key: string) => checkKey("get", key).pipe(Effect.andThen(readValue("get", key)))
 
   const set = Effect.fnUntraced(function*(key: string, value: unknown) {
     yield* checkKey("set", key)
+    const name = logNameOf(key)
+    if (name !== undefined) {
+      const valueText = yield* encodeJson("set", key, value)
+      return yield* appendTo(name, "set", key, encodeRecord(key, valueText))
+    }
     const text = yield* encodeJson("set", key, { version: 1, key, value })
     const temp = pathOf(tempName())
     yield* Effect.tryPromise({
@@ -199,6 +280,11 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const remove = Effect.fnUntraced(function*(key: string) {
     yield* checkKey("delete", key)
+    const name = logNameOf(key)
+    if (name !== undefined) {
+      const holds = yield* Effect.try({ try: () => logNamed(name).holds(key), catch: (cause) => ioError("delete", key, cause) })
+      if (holds) yield* appendTo(name, "delete", key, undefined)
+    }
     const removed = yield* Effect.tryPromise({
       try: () => Fs.unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
       catch: (cause) => ioError("delete", key, cause)
@@ -213,7 +299,15 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     })
     const keys: Array<string> = []
     const longNames: Array<string> = []
+    const logs: Array<Log> = []
     for (const name of names) {
+      if (name.startsWith(LOG_DIR_PREFIX)) {
+        const encoded = name.slice(LOG_DIR_PREFIX.length)
+        const known = isLongName(encoded) ? longNameKeyPrefix(encoded) : decodeKey(encoded)
+        if (known === undefined) continue
+        if (known.startsWith(prefix) || prefix.startsWith(known)) logs.push(logNamed(known, name))
+        continue
+      }
       if (name.startsWith(".")) continue
       if (isLongName(name)) {
         const known = longNameKeyPrefix(name)
@@ -227,7 +321,13 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       Effect.map(readRecord("list", name, undefined), (record) => {
         if (Option.isSome(record) && record.value.key.startsWith(prefix)) keys.push(record.value.key)
       }), { concurrency: READ_CONCURRENCY, discard: true })
-    return sortKeys(keys)
+    if (logs.length === 0) return sortKeys(keys)
+    const fromLogs = yield* Effect.forEach(logs, (log) =>
+      Effect.try({ try: () => log.keys(prefix), catch: (cause) => ioError("list", prefix, cause) }), {
+      concurrency: READ_CONCURRENCY
+    })
+    // A key an older version left as a file may be in its log too.
+    return sortKeys([...new Set(keys.concat(...fromLogs))])
   })
 
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
@@ -329,8 +429,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   /** Fails unless the record at `fence.key` holds `fence.token`; run under that key's lock. */
   const checkFence = Effect.fnUntraced(function*(operation: string, key: string, fence: Fence) {
-    const current = yield* readRecord(operation, encodeKey(fence.key), fence.key)
-    if (Option.isNone(current) || !fenceHolds(current.value.value, fence.token)) {
+    const current = yield* readValue(operation, fence.key)
+    if (Option.isNone(current) || !fenceHolds(current.value, fence.token)) {
       return yield* fenceRefused(operation, key, fence)
     }
   })
@@ -368,8 +468,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       "compareAndSet",
       key,
       Effect.gen(function*() {
-        const current = yield* readRecord("compareAndSet", encodeKey(key), key)
-        const currentText = Option.isSome(current) ? JSON.stringify(current.value.value) : undefined
+        const current = yield* readValue("compareAndSet", key)
+        const currentText = Option.isSome(current) ? JSON.stringify(current.value) : undefined
         if (currentText !== expectedText) return false
         yield* set(key, next).pipe(Effect.mapError(asOperation("compareAndSet")))
         return true

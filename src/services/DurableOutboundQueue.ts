@@ -194,6 +194,17 @@ const pad = (seq: number) => String(seq).padStart(SEQ_DIGITS, "0")
 export const batchKey = (socketId: string, first: number, last: number): string =>
   `${keyPrefix(socketId)}batch:${pad(first)}-${pad(last)}`
 
+const BATCH_KEY = /^durableOutboundQueue:[^:]*:batch:\d{16}-\d{16}$/
+
+/**
+ * The append-only log a key belongs to, for a storage that keeps such keys in a log
+ * rather than one record each: a batch record is written once and deleted once, so
+ * the batch records of one queue form one log, named by the queue's key prefix.
+ * Undefined for every other key (the meta record is rewritten in place).
+ */
+export const appendOnlyLog = (key: string): string | undefined =>
+  BATCH_KEY.test(key) ? key.slice(0, key.indexOf(":batch:") + 1) : undefined
+
 /** The key of a legacy one-frame record (the layout before batch records). */
 export const frameKey = (socketId: string, seq: number): string => `${keyPrefix(socketId)}frame:${pad(seq)}`
 

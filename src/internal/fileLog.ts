@@ -1,0 +1,686 @@
+/**
+ * The append-only logs of a file storage: keys of an append-only class (the durable
+ * queue's batch records) kept as framed records in segment files instead of one file
+ * per key.
+ *
+ * A log is a directory `.log-<encoded log name>` under the storage root holding
+ * segments `<16-digit number>.seg` and, while a process writes it, a `lease` file
+ * naming that process. A record is a 21-byte header (magic, key length, value length,
+ * kind, a CRC-32 of the header and key, a CRC-32 of the value), the key, and the
+ * value's JSON text; a tombstone has no value. The newest record of a key wins.
+ *
+ * One process writes a log at a time (it holds the lease; a dead holder's lease is
+ * broken), always into a segment it created, so a torn tail left by a crash is never
+ * followed by a record: damage with no intact record after it in its segment is a
+ * write that never completed and is dropped; damage before an intact record is
+ * `Corrupt`, naming the key when its header is intact and the log otherwise. Appends
+ * made in one turn of the event loop share one write and one fdatasync (group
+ * commit); a new segment costs one fsync of the directory. Once every record of the oldest segments is deleted or replaced, they are
+ * removed (oldest first, so no tombstone outlives the record it hides).
+ *
+ * Readers in other processes read the segments from disk: the index is checked against
+ * the directory and each segment's inode and size before every read, and only what
+ * was appended since is parsed.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { crc32 } from "node:zlib"
+
+/** The prefix of a log directory's name inside the storage root. */
+export const LOG_DIR_PREFIX = ".log-"
+
+/** A failure the storage reports with a reason of its own, not as an I/O error; thrown, and mapped by the storage. */
+export class LogProblem {
+  constructor(
+    readonly reason: "Corrupt" | "Conflict",
+    readonly key: string,
+    readonly message: string
+  ) {}
+}
+
+/** How segments are sized and leases waited for. */
+export interface LogSettings {
+  /** A segment at least this long is sealed and the next write starts a new one. */
+  readonly segmentBytes: number
+  /** A fully deleted active segment at least this long is removed at once. */
+  readonly reclaimBytes: number
+  /** How long a writer waits for another live process's lease before failing `Conflict`. */
+  readonly leaseWaitMs: number
+  /** Names a file in the root that no other writer uses (for the lease's link). */
+  readonly tempPath: () => string
+  /** fsyncs a directory. */
+  readonly syncDirectory: (path: string) => void
+}
+
+const MAGIC = 0x4e454c31 // "NEL1": the record format's version is in its magic.
+const HEADER_BYTES = 21
+const KIND_SET = 1
+const KIND_DELETE = 2
+const MAX_KEY_BYTES = 1 << 20
+const SEGMENT_NAME = /^(\d{16})\.seg$/
+const LEASE = "lease"
+const LEASE_RETRY_MS = 2
+/**
+ * A batch this long is fdatasynced in the thread pool; a shorter one on the event loop,
+ * where a thread-pool round trip would cost about as much as its fdatasync.
+ */
+const ASYNC_SYNC_BYTES = 64 * 1024
+const LEASE_RETRY_MAX_MS = 50
+
+const errorCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+const isProcessAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (cause) {
+    return errorCode(cause) === "EPERM"
+  }
+}
+
+/** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
+export const encodeRecord = (key: string, text: string | undefined): Buffer => {
+  const keyBytes = Buffer.byteLength(key, "utf8")
+  const valueBytes = text === undefined ? 0 : Buffer.byteLength(text, "utf8")
+  const record = Buffer.allocUnsafe(HEADER_BYTES + keyBytes + valueBytes)
+  record.writeUInt32BE(MAGIC, 0)
+  record.writeUInt32BE(keyBytes, 4)
+  record.writeUInt32BE(valueBytes, 8)
+  record.writeUInt8(text === undefined ? KIND_DELETE : KIND_SET, 12)
+  record.write(key, HEADER_BYTES, "utf8")
+  if (text !== undefined) record.write(text, HEADER_BYTES + keyBytes, "utf8")
+  record.writeUInt32BE(crc32(record.subarray(HEADER_BYTES + keyBytes)), 17)
+  record.writeUInt32BE(crc32(record.subarray(HEADER_BYTES, HEADER_BYTES + keyBytes), crc32(record.subarray(0, 13))), 13)
+  return record
+}
+
+/** A record header read at some offset. */
+interface Header {
+  readonly key: string
+  readonly kind: number
+  readonly keyBytes: number
+  readonly length: number
+}
+
+/** The header at `at` when it is intact and whole in `bytes`; "short" when `bytes` ends inside it. */
+const readHeader = (bytes: Buffer, at: number): Header | "short" | "bad" => {
+  if (at + HEADER_BYTES > bytes.length) return "short"
+  if (bytes.readUInt32BE(at) !== MAGIC) return "bad"
+  const keyBytes = bytes.readUInt32BE(at + 4)
+  const valueBytes = bytes.readUInt32BE(at + 8)
+  const kind = bytes.readUInt8(at + 12)
+  if (keyBytes === 0 || keyBytes > MAX_KEY_BYTES || (kind !== KIND_SET && kind !== KIND_DELETE)) return "bad"
+  if (kind === KIND_DELETE && valueBytes !== 0) return "bad"
+  const keyEnd = at + HEADER_BYTES + keyBytes
+  if (keyEnd > bytes.length) return "short"
+  const check = crc32(bytes.subarray(at + HEADER_BYTES, keyEnd), crc32(bytes.subarray(at, at + 13)))
+  if (check !== bytes.readUInt32BE(at + 13)) return "bad"
+  return { key: bytes.toString("utf8", at + HEADER_BYTES, keyEnd), kind, keyBytes, length: HEADER_BYTES + keyBytes + valueBytes }
+}
+
+const valueIntact = (bytes: Buffer, at: number, header: Header): boolean =>
+  crc32(bytes.subarray(at + HEADER_BYTES + header.keyBytes, at + header.length)) === bytes.readUInt32BE(at + 17)
+
+/** The offset of the first whole, intact record at or after `from`, or -1. */
+const nextIntact = (bytes: Buffer, from: number): number => {
+  const magic = Buffer.from([0x4e, 0x45, 0x4c, 0x31])
+  for (let at = bytes.indexOf(magic, from); at !== -1; at = bytes.indexOf(magic, at + 1)) {
+    const header = readHeader(bytes, at)
+    if (typeof header === "object" && at + header.length <= bytes.length && valueIntact(bytes, at, header)) return at
+  }
+  return -1
+}
+
+/** What parsing a stretch of a segment found. */
+interface Parsed {
+  readonly records: Array<{ readonly offset: number; readonly header: Header; readonly damaged: boolean }>
+  /** Offsets of damage whose key cannot be read. */
+  readonly unknown: Array<number>
+  /** Where the next parse starts: the end of the last record or damage that is known not to be a torn tail. */
+  readonly end: number
+}
+
+/** Parses `bytes` (the segment from `base` on). */
+const parse = (bytes: Buffer, base: number): Parsed => {
+  const records: Parsed["records"] = []
+  const unknown: Array<number> = []
+  let at = 0
+  while (at < bytes.length) {
+    const header = readHeader(bytes, at)
+    if (typeof header === "object" && at + header.length <= bytes.length) {
+      const damaged = !valueIntact(bytes, at, header)
+      // A damaged value with nothing intact after it is a write that never completed.
+      if (damaged && nextIntact(bytes, at + header.length) === -1) break
+      records.push({ offset: base + at, header, damaged })
+      at += header.length
+      continue
+    }
+    const resume = nextIntact(bytes, at + 1)
+    if (resume === -1) break
+    if (typeof header === "object") {
+      // The header is intact but claims more than lies before the next record.
+      records.push({ offset: base + at, header, damaged: true })
+    } else {
+      unknown.push(base + at)
+    }
+    at = resume
+  }
+  return { records, unknown, end: base + at }
+}
+
+interface Segment {
+  readonly number: number
+  readonly path: string
+  ino: number
+  parsedTo: number
+  /** How many index entries point into this segment. */
+  live: number
+}
+
+interface Entry {
+  readonly segment: Segment
+  readonly offset: number
+  readonly header: Header
+  readonly damaged: boolean
+}
+
+interface Append {
+  readonly key: string
+  /** The framed record; undefined for a delete, framed once its key is known to be present. */
+  readonly record: Buffer | undefined
+  readonly done: (cause?: unknown) => void
+  cancelled: boolean
+}
+
+const segmentName = (number: number) => `${String(number).padStart(16, "0")}.seg`
+
+const ifMissing = <A>(run: () => A, otherwise: A): A => {
+  try {
+    return run()
+  } catch (cause) {
+    if (errorCode(cause) === "ENOENT") return otherwise
+    throw cause
+  }
+}
+
+const readAt = (path: string, bytes: Buffer, position: number): number => {
+  const fd = Fs.openSync(path, "r")
+  try {
+    let read = 0
+    while (read < bytes.length) {
+      const n = Fs.readSync(fd, bytes, read, bytes.length - read, position + read)
+      if (n === 0) break
+      read += n
+    }
+    return read
+  } finally {
+    Fs.closeSync(fd)
+  }
+}
+
+/**
+ * One log directory, as this process sees it. Its I/O is synchronous, as `node:sqlite`'s
+ * is for SQLite storage: a thread-pool round trip for the write and another for the
+ * fdatasync cost more than a small write itself, and no other fiber ever sees the index
+ * half updated. Only the fdatasync of a large batch runs in the thread pool.
+ */
+export class Log {
+  private readonly segments: Array<Segment> = []
+  private readonly index = new Map<string, Entry>()
+  private unknown: Array<{ readonly segment: Segment; readonly offset: number }> = []
+  private writer: { readonly fd: number; readonly segment: Segment; size: number } | undefined
+  private lease: { readonly path: string; readonly token: string } | undefined
+  private pending: Array<Append> = []
+  private scheduled = false
+  /** Whether a batch's fdatasync runs in the thread pool now. */
+  private syncing = false
+  private leaseWaitSince: number | undefined
+
+  constructor(
+    readonly name: string,
+    readonly dir: string,
+    private readonly root: string,
+    private readonly settings: LogSettings
+  ) {}
+
+  private resetIndex(): void {
+    this.segments.length = 0
+    this.index.clear()
+    this.unknown = []
+  }
+
+  private apply(segment: Segment, offset: number, header: Header, damaged: boolean): void {
+    const before = this.index.get(header.key)
+    if (before !== undefined) before.segment.live--
+    if (header.kind === KIND_DELETE) {
+      this.index.delete(header.key)
+    } else {
+      this.index.set(header.key, { segment, offset, header, damaged })
+      segment.live++
+    }
+  }
+
+  /** Parses what `segment` holds past what was parsed. */
+  private parseTail(segment: Segment, size: number): void {
+    if (size <= segment.parsedTo) return
+    const bytes = Buffer.allocUnsafe(size - segment.parsedTo)
+    const read = readAt(segment.path, bytes, segment.parsedTo)
+    const parsed = parse(bytes.subarray(0, read), segment.parsedTo)
+    for (const record of parsed.records) this.apply(segment, record.offset, record.header, record.damaged)
+    for (const offset of parsed.unknown) this.unknown.push({ segment, offset })
+    segment.parsedTo = parsed.end
+  }
+
+  /**
+   * Brings the index up to what is on disk. A segment removed, replaced or shrunk
+   * since the last read rebuilds the index from scratch; one that grew is parsed from
+   * where the last read stopped.
+   */
+  private refreshNow(): void {
+    for (let attempt = 0;; attempt++) {
+      try {
+        this.refreshOnce()
+        return
+      } catch (cause) {
+        // A segment went (compacted by its writer) while it was read: read again.
+        if (errorCode(cause) !== "ENOENT" || attempt >= 3) throw cause
+        this.resetIndex()
+      }
+    }
+  }
+
+  private refreshOnce(): void {
+    const names = ifMissing(() => Fs.readdirSync(this.dir), [] as Array<string>)
+    const numbers: Array<number> = []
+    for (const name of names) {
+      const match = SEGMENT_NAME.exec(name)
+      if (match !== null) numbers.push(Number(match[1]))
+    }
+    numbers.sort((a, b) => a - b)
+    const stats = numbers.map((number) => Fs.statSync(NodePath.join(this.dir, segmentName(number))))
+    const known = new Map(this.segments.map((segment) => [segment.number, segment]))
+    const newest = this.segments[this.segments.length - 1]?.number ?? 0
+    let rebuild = this.segments.some((segment) => !numbers.includes(segment.number))
+    for (let i = 0; i < numbers.length && !rebuild; i++) {
+      const segment = known.get(numbers[i]!)
+      const stat = stats[i]!
+      if (segment !== undefined && (segment.ino !== stat.ino || stat.size < segment.parsedTo)) rebuild = true
+      // A segment older than one already read appeared: order would be lost.
+      else if (segment === undefined && numbers[i]! < newest) rebuild = true
+    }
+    if (rebuild) {
+      this.resetIndex()
+      known.clear()
+    }
+    for (let i = 0; i < numbers.length; i++) {
+      const stat = stats[i]!
+      let segment = known.get(numbers[i]!)
+      if (segment === undefined) {
+        segment = { number: numbers[i]!, path: NodePath.join(this.dir, segmentName(numbers[i]!)), ino: stat.ino, parsedTo: 0, live: 0 }
+        this.segments.push(segment)
+      }
+      this.parseTail(segment, stat.size)
+    }
+  }
+
+  /** The index, current: this process's own while it writes the log, else read from disk. */
+  private refresh(): void {
+    if (this.lease !== undefined) return
+    this.refreshNow()
+    // An empty log nobody here writes holds nothing worth keeping: a host reading the
+    // queues of many children keeps no index of the ones that are gone.
+    if (this.segments.length === 0 && this.pending.length === 0 && !this.scheduled) forget(this)
+  }
+
+  /** The keys of the log that start with `prefix`. Fails `Corrupt` when the log holds damage whose key is unknown. */
+  keys(prefix: string): Array<string> {
+    this.refresh()
+    this.failOnUnknownDamage()
+    const keys: Array<string> = []
+    for (const key of this.index.keys()) if (key.startsWith(prefix)) keys.push(key)
+    return keys
+  }
+
+  private failOnUnknownDamage(key?: string): void {
+    const damage = this.unknown[0]
+    if (damage === undefined) return
+    throw new LogProblem(
+      "Corrupt",
+      key ?? this.name,
+      `the log ${damage.segment.path} is damaged at byte ${damage.offset}, in a record whose key cannot be read`
+    )
+  }
+
+  /**
+   * The JSON text stored at `key`, or undefined when the log does not hold it. Fails
+   * `Corrupt` naming the key for a damaged record, or when the key may be the one in
+   * damage whose key is unknown.
+   */
+  read(key: string): string | undefined {
+    for (let attempt = 0;; attempt++) {
+      this.refresh()
+      const entry = this.index.get(key)
+      if (entry === undefined) {
+        this.failOnUnknownDamage(key)
+        return undefined
+      }
+      if (entry.damaged) throw this.damaged(key, entry)
+      const bytes = Buffer.allocUnsafe(entry.header.length)
+      let read: number
+      try {
+        read = readAt(entry.segment.path, bytes, entry.offset)
+      } catch (cause) {
+        // Another process compacted the segment away after the index was read: look again.
+        if (errorCode(cause) === "ENOENT" && attempt < 3 && this.lease === undefined) continue
+        throw cause
+      }
+      const header = readHeader(bytes, 0)
+      if (read < bytes.length || typeof header !== "object" || header.key !== key || !valueIntact(bytes, 0, header)) {
+        if (attempt < 3 && this.lease === undefined) {
+          // Another process may have replaced the segment since: read it afresh.
+          this.resetIndex()
+          continue
+        }
+        throw this.damaged(key, entry)
+      }
+      return bytes.toString("utf8", HEADER_BYTES + header.keyBytes)
+    }
+  }
+
+  private damaged(key: string, entry: Entry): LogProblem {
+    return new LogProblem("Corrupt", key, `the record at byte ${entry.offset} of ${entry.segment.path} is damaged`)
+  }
+
+  /** Whether the log may hold `key` (so a delete must write a tombstone). */
+  holds(key: string): boolean {
+    if (this.pending.some((append) => append.key === key)) return true
+    this.refresh()
+    return this.index.has(key)
+  }
+
+  /**
+   * Appends a record (a tombstone when `record` is undefined) and calls `done` once it
+   * is durable or failed. Records appended in one turn of the event loop share one
+   * write and one fdatasync (group commit). Returns a canceller for an append whose
+   * caller gave up before its batch ran.
+   */
+  append(key: string, record: Buffer | undefined, done: (cause?: unknown) => void): () => void {
+    const append: Append = { key, record, done, cancelled: false }
+    this.pending.push(append)
+    this.schedule(0)
+    return () => {
+      append.cancelled = true
+    }
+  }
+
+  private schedule(delay: number): void {
+    if (this.scheduled) return
+    this.scheduled = true
+    if (delay === 0) setImmediate(() => this.flush())
+    else setTimeout(() => this.flush(), delay)
+  }
+
+  private flush(): void {
+    this.scheduled = false
+    // A batch is being made durable in the thread pool: its completion flushes again.
+    if (this.syncing) return
+    const batch = this.pending.filter((append) => !append.cancelled)
+    this.pending = []
+    if (batch.length === 0) return
+    let writer: NonNullable<Log["writer"]> | "busy"
+    try {
+      writer = this.openWriter()
+    } catch (cause) {
+      for (const append of batch) append.done(cause)
+      return
+    }
+    if (writer === "busy") {
+      // Another live process writes this log: wait from a timer, and let appends made
+      // meanwhile join this batch.
+      this.leaseWaitSince ??= Date.now()
+      const waited = Date.now() - this.leaseWaitSince
+      if (waited >= this.settings.leaseWaitMs) {
+        this.leaseWaitSince = undefined
+        const holder = ifMissing(() => Fs.readFileSync(NodePath.join(this.dir, LEASE), "utf8"), "unknown")
+        const problem = new LogProblem("Conflict", this.name, `the log ${this.dir} is being written by process ${holder}`)
+        for (const append of batch) append.done(problem)
+        return
+      }
+      this.pending = batch.concat(this.pending)
+      this.schedule(Math.min(LEASE_RETRY_MAX_MS, Math.max(LEASE_RETRY_MS, waited)))
+      return
+    }
+    this.leaseWaitSince = undefined
+    const settle = (error: unknown) => {
+      const cause = error === undefined ? undefined : error ?? new Error("the log write failed")
+      for (const append of batch) append.done(cause)
+    }
+    try {
+      this.writeBatch(writer, batch, settle)
+    } catch (error) {
+      settle(error ?? new Error("the log write failed"))
+    }
+  }
+
+  /** Writes the records of `batch` and makes them durable, then calls `settle`. */
+  private writeBatch(
+    writer: NonNullable<Log["writer"]>,
+    batch: ReadonlyArray<Append>,
+    settle: (error: unknown) => void
+  ): void {
+    // A delete writes a tombstone only for a key the log holds (or that this batch sets).
+    const present = new Map<string, boolean>()
+    const records: Array<{ readonly key: string; readonly bytes: Buffer }> = []
+    for (const append of batch) {
+      const held = present.get(append.key) ?? this.index.has(append.key)
+      if (append.record === undefined && !held) continue
+      present.set(append.key, append.record !== undefined)
+      records.push({ key: append.key, bytes: append.record ?? encodeRecord(append.key, undefined) })
+    }
+    if (records.length === 0) return settle(undefined)
+    const bytes = records.length === 1 ? records[0]!.bytes : Buffer.concat(records.map((r) => r.bytes))
+    const abandon = () => {
+      // What reached the segment is a torn tail now: the next write starts a new segment.
+      this.writer = undefined
+      Fs.close(writer.fd, () => undefined)
+    }
+    try {
+      for (let done = 0; done < bytes.length;) {
+        done += Fs.writeSync(writer.fd, bytes, done, bytes.length - done, writer.size + done)
+      }
+      if (bytes.length < ASYNC_SYNC_BYTES) Fs.fdatasyncSync(writer.fd)
+    } catch (cause) {
+      abandon()
+      throw cause
+    }
+    if (bytes.length < ASYNC_SYNC_BYTES) {
+      this.committed(writer, records)
+      return settle(undefined)
+    }
+    // A large batch takes long to reach the disk: the event loop serves sockets meanwhile,
+    // and appends made meanwhile form the next batch.
+    this.syncing = true
+    Fs.fdatasync(writer.fd, (error) => {
+      this.syncing = false
+      let failure: unknown = error ?? undefined
+      if (failure === undefined) {
+        try {
+          this.committed(writer, records)
+        } catch (cause) {
+          failure = cause ?? new Error("the log compaction failed")
+        }
+      } else {
+        abandon()
+      }
+      settle(failure)
+      if (this.pending.length > 0) this.schedule(0)
+    })
+  }
+
+  /** Records a durable batch in the index, then compacts. */
+  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<{ readonly bytes: Buffer }>): void {
+    let offset = writer.size
+    for (const record of records) {
+      const header = readHeader(record.bytes, 0) as Header
+      this.apply(writer.segment, offset, header, false)
+      offset += record.bytes.length
+    }
+    writer.size = offset
+    writer.segment.parsedTo = offset
+    this.compact()
+  }
+
+  /** The segment this process appends to: takes the lease and creates a segment first when needed. */
+  private openWriter(): NonNullable<Log["writer"]> | "busy" {
+    if (this.writer !== undefined) return this.writer
+    if (this.lease === undefined) {
+      let lease: ReturnType<Log["takeLease"]>
+      // The last writer removes the directory of a log it emptied: make it again then.
+      for (let attempt = 0;; attempt++) {
+        let created = true
+        try {
+          Fs.mkdirSync(this.dir, { mode: 0o700 })
+        } catch (cause) {
+          if (errorCode(cause) !== "EEXIST") throw cause
+          created = false
+        }
+        if (created) this.settings.syncDirectory(this.root)
+        try {
+          lease = this.takeLease()
+          break
+        } catch (cause) {
+          if (errorCode(cause) !== "ENOENT" || attempt >= 3) throw cause
+        }
+      }
+      if (lease === undefined) return "busy"
+      // What earlier writers left, read under the lease: nobody else appends now.
+      this.resetIndex()
+      try {
+        this.refreshNow()
+      } catch (cause) {
+        this.releaseLease(lease)
+        throw cause
+      }
+      this.lease = lease
+    }
+    // A new segment: an earlier writer's last one may end in a torn tail.
+    const number = (this.segments[this.segments.length - 1]?.number ?? 0) + 1
+    const path = NodePath.join(this.dir, segmentName(number))
+    const fd = Fs.openSync(path, "wx", 0o600)
+    try {
+      this.settings.syncDirectory(this.dir)
+      const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, live: 0 }
+      this.segments.push(segment)
+      this.writer = { fd, segment, size: 0 }
+      return this.writer
+    } catch (cause) {
+      Fs.closeSync(fd)
+      throw cause
+    }
+  }
+
+  /** Takes the lease, breaking a dead holder's; undefined while another live holder has it. */
+  private takeLease(): { readonly path: string; readonly token: string } | undefined {
+    const path = NodePath.join(this.dir, LEASE)
+    const token = `${process.pid} ${Math.random().toString(36).slice(2)}`
+    for (let attempt = 0; attempt < 3; attempt++) {
+      // Written aside and linked, so the lease never appears without its holder.
+      const aside = this.settings.tempPath()
+      Fs.writeFileSync(aside, token, { flag: "wx", mode: 0o600 })
+      let taken: boolean
+      try {
+        Fs.linkSync(aside, path)
+        taken = true
+      } catch (cause) {
+        if (errorCode(cause) !== "EEXIST") throw cause
+        taken = false
+      } finally {
+        Fs.rmSync(aside, { force: true })
+      }
+      if (taken) return { path, token }
+      const holder = ifMissing(() => Fs.readFileSync(path, "utf8"), undefined)
+      if (holder === undefined) continue
+      const pid = Number.parseInt(holder, 10)
+      // A lease naming this process is a dead process's that had the same pid: this
+      // process's storages share one `Log` per directory, and it holds no lease.
+      if (!Number.isInteger(pid) || (pid !== process.pid && isProcessAlive(pid))) return undefined
+      // Moved aside and removed only if it is still the dead holder's lease.
+      const moved = this.settings.tempPath()
+      const wasMoved = ifMissing(() => {
+        Fs.renameSync(path, moved)
+        return true
+      }, false)
+      if (wasMoved) {
+        if (Fs.readFileSync(moved, "utf8") !== holder) {
+          try {
+            Fs.linkSync(moved, path)
+          } catch {
+            // A lease was taken meanwhile.
+          }
+        }
+        Fs.rmSync(moved, { force: true })
+      }
+    }
+    return undefined
+  }
+
+  private releaseLease(lease: { readonly path: string; readonly token: string }): void {
+    if (ifMissing(() => Fs.readFileSync(lease.path, "utf8"), undefined) === lease.token) Fs.rmSync(lease.path, { force: true })
+  }
+
+  /** Removes the oldest segments once nothing in them is live; gives the log up once it is empty. */
+  private compact(): void {
+    let removed = false
+    while (this.segments.length > 0) {
+      const oldest = this.segments[0]!
+      if (oldest.live > 0 || this.unknown.some((damage) => damage.segment === oldest)) break
+      const active = this.writer?.segment === oldest
+      if (active && this.writer!.size < this.settings.reclaimBytes) break
+      if (active) {
+        Fs.closeSync(this.writer!.fd)
+        this.writer = undefined
+      }
+      // Oldest first: a tombstone is never removed while the record it hides remains.
+      Fs.rmSync(oldest.path, { force: true })
+      removed = true
+      this.segments.shift()
+    }
+    if (removed) this.settings.syncDirectory(this.dir)
+    if (this.writer !== undefined && this.writer.size >= this.settings.segmentBytes) {
+      // Sealed: the next write starts a new segment.
+      Fs.closeSync(this.writer.fd)
+      this.writer = undefined
+    }
+    if (this.segments.length === 0 && this.lease !== undefined) {
+      this.releaseLease(this.lease)
+      this.lease = undefined
+      try {
+        Fs.rmdirSync(this.dir)
+      } catch {
+        // Another process took the lease meanwhile, or the directory is gone.
+      }
+    }
+  }
+}
+
+/** The logs this process has opened, by directory: storages over one root share them (and their lease). */
+const opened = new Map<string, Log>()
+
+const forget = (log: Log): void => {
+  if (opened.get(log.dir) === log) opened.delete(log.dir)
+}
+
+/** The log in `dir`, shared by every storage of this process over the same root. */
+export const logAt = (name: string, dir: string, root: string, settings: LogSettings): Log => {
+  let log = opened.get(dir)
+  if (log === undefined) {
+    log = new Log(name, dir, root, settings)
+    opened.set(dir, log)
+  }
+  return log
+}
