@@ -334,7 +334,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             mark(span, "miss")
             return Effect.logWarning(
               `step ledger: the output recorded at ${path} cannot be read from the corrupt row ${found.key} ` +
-                `(${found.message}); ${atMostOnce ? "reconciling" : "running"} the step again`
+                `(${found.message}); ${atMostOnce ? "reconciling the step" : "running the step again"}`
             ).pipe(
               Effect.annotateLogs({ executionId: ctx.id, path, harness: deps.harness }),
               Effect.andThen(atMostOnce ? reconcile() : runAndRecord)
