@@ -146,7 +146,7 @@ const SHORT_INTEGER = String.raw`-?(?:0|[1-9]\d{0,15})`
 const STEP_RECORDED_HEAD = new RegExp(
   String.raw`^\{"_tag":"StepRecorded","version":${LEDGER_ENTRY_VERSION},"path":${PLAIN_STRING},` +
     String.raw`"stepId":${PLAIN_STRING},"kind":${PLAIN_STRING}(?:,"at":${SHORT_INTEGER})?` +
-    String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:(Json)","value":|Undefined"\}\}$)`
+    String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:Json","value":|Undefined"\}\}$)`
 )
 
 /**
@@ -161,8 +161,9 @@ export const readStepRecordedHead = (text: string): StepRecordedHead | undefined
   const match = STEP_RECORDED_HEAD.exec(text)
   if (match === null) return undefined
   const position = match[4] === undefined ? undefined : Number(match[4])
-  if (match[5] === undefined) return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt: -1 }
   const valueAt = match[0].length
+  // Only the `Undefined` output matches to the end of the text.
+  if (valueAt === text.length) return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt: -1 }
   // At least one character of value, then the closing braces of the output and of the record.
   if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
   return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt }

@@ -439,6 +439,7 @@ export const makeWith = (
         highest = rowSeqs[order.at(-1)!]!
       }
 
+      // Records are applied in ascending seq order (see `LedgerState.loadStep`).
       const state = new LedgerState()
       const count = order === undefined ? rows.length : order.length
       for (let n = 0; n < count; n++) {
@@ -455,7 +456,7 @@ export const makeWith = (
           const head = readStepRecordedHead(stored as string)
           if (head !== undefined) {
             state.keep(seq, head.path)
-            state.applyStep(head.path, {
+            state.loadStep(head.path, {
               seq,
               stepId: head.stepId,
               kind: head.kind,
@@ -488,7 +489,7 @@ export const makeWith = (
         }
         if (entry._tag === "StepRecorded") {
           state.keep(seq, entry.path)
-          state.applyStep(entry.path, {
+          state.loadStep(entry.path, {
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
@@ -498,7 +499,7 @@ export const makeWith = (
           })
         } else if (entry._tag === "IntentRecorded") {
           state.keep(seq, entry.path)
-          state.applyStep(entry.path, {
+          state.loadStep(entry.path, {
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
@@ -510,6 +511,7 @@ export const makeWith = (
           state.applyDiscard(seq, entry.path)
         }
       }
+      state.finishLoad()
 
       let counter = nextSeqs.get(executionId)
       if (counter === undefined) {
@@ -813,6 +815,20 @@ class LedgerState {
   childrenAt(parent: string, position: number): ReadonlyArray<string> {
     const at = this.byPosition.get(parent)?.get(position)
     return at === undefined ? [] : typeof at === "string" ? [at] : [...at]
+  }
+
+  /**
+   * Applies a loaded record of a step. Records load in ascending seq order, so a
+   * later one at a path always wins and no discard is newer than it: one map write,
+   * and the position index is built once, by `finishLoad`.
+   */
+  loadStep(path: string, held: HeldEntry): void {
+    this.entries.set(path, held)
+  }
+
+  /** Indexes what the load left (see `loadStep`). */
+  finishLoad(): void {
+    for (const [path, held] of this.entries) this.index(path, held)
   }
 
   applyStep(path: string, held: HeldEntry): void {
