@@ -7,6 +7,7 @@ import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as StepLedger from "../src/services/StepLedger.ts"
 import { getMany, StorageAdapter } from "../src/services/StorageAdapter.ts"
+import { suite as stepLedgerSuite } from "./StepLedgerSuite.ts"
 import { suite } from "./StorageSuite.ts"
 
 const url = process.env.NOETIC_PG_URL
@@ -55,6 +56,8 @@ const useStorage = <A, E>(f: (storage: StorageAdapter["Service"]) => Effect.Effe
 
 describe.skipIf(url === undefined)("PostgresStorage", () => {
   suite("postgres", freshStorage)
+  // A ledger load reads the rows' text (scanText) on Postgres too.
+  stepLedgerSuite("postgres", freshStorage)
 
   it.effect("a corrupt row is a typed Corrupt failure naming the key, and other keys are unaffected", () =>
     withTable((sql, table) =>

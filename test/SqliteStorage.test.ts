@@ -133,11 +133,15 @@ describe("SqliteStorage", () => {
     })
   })
 
-  it.effect("a step-ledger load reads what was recorded, through one scan", () =>
+  it.effect("a step-ledger load reads what was recorded, through one scan of the rows' text", () =>
     Effect.gen(function*() {
       const storage = yield* SqliteStorage.make({ path: freshPath() })
       let scans = 0
-      const counted = { ...storage, scan: (prefix: string) => Effect.suspend(() => (scans++, storage.scan!(prefix))) }
+      const counted = {
+        ...storage,
+        scan: (prefix: string) => Effect.suspend(() => (scans += 100, storage.scan(prefix))),
+        scanText: (prefix: string) => Effect.suspend(() => (scans++, storage.scanText!(prefix)))
+      }
       const ledger = yield* StepLedger.makeWith(yield* CheckpointStore.makeWith(counted))
       const writing = yield* ledger.open("exec")
       for (let i = 0; i < 25; i++) yield* writing.record(`/root#0/step#${i}`, { stepId: "step", kind: "runCode" }, i)

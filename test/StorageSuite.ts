@@ -111,6 +111,26 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    it.effect("scanText, where offered, is scan with each value as its JSON text", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          if (storage.scanText === undefined) return
+          const values: Record<string, unknown> = { "a:2": { b: [1, "two", null], a: false }, "a:10": "ten", "a:1": 0, "ab": 1, "a": 2 }
+          for (const [key, value] of Object.entries(values)) yield* storage.set(key, value)
+          for (const key of ["y".repeat(1000) + ":tail", "x\u{1F600}:é"]) yield* storage.set(key, key)
+          for (const prefix of ["a:", "", "c", "y".repeat(1000), "x\u{1F600}"]) {
+            const texts = yield* storage.scanText(prefix)
+            const scanned = yield* storage.scan(prefix)
+            assert.deepStrictEqual(texts.map(([key]) => key), scanned.map(([key]) => key), prefix.slice(0, 10))
+            assert.deepStrictEqual(texts.map(([, text]) => JSON.parse(text)), scanned.map(([, value]) => value))
+          }
+          assert.deepStrictEqual(yield* storage.scanText("a:"), [["a:1", "0"], ["a:10", "\"ten\""], [
+            "a:2",
+            "{\"b\":[1,\"two\",null],\"a\":false}"
+          ]])
+        })
+      ))
+
     it.effect("awkward keys round-trip through set, get, list and getMany", () =>
       withStorage((storage) =>
         Effect.gen(function*() {

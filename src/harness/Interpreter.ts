@@ -327,6 +327,18 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             // An intent of a step now at-least-once is only a record of an earlier policy.
             mark(span, "miss")
             return atMostOnce ? reconcile() : runAndRecord
+          case "Unreadable":
+            // The step completed, but its recorded output is damaged. As for a corrupt
+            // row skipped at load, it runs again (its new record supersedes the row),
+            // or, at most once, its intent is what is left: it is reconciled.
+            mark(span, "miss")
+            return Effect.logWarning(
+              `step ledger: the output recorded at ${path} cannot be read from the corrupt row ${found.key} ` +
+                `(${found.message}); ${atMostOnce ? "reconciling the step" : "running the step again"}`
+            ).pipe(
+              Effect.annotateLogs({ executionId: ctx.id, path, harness: deps.harness }),
+              Effect.andThen(atMostOnce ? reconcile() : runAndRecord)
+            )
           case "Diverged":
             mark(span, "diverged")
             return diverged(frame, path, found.recorded, identity, ledger, runAndRecord)

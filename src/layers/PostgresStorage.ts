@@ -213,14 +213,18 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   })
 
   // The same range as list, with the values: a ledger load is this one query.
-  const scan = Effect.fnUntraced(function*(prefix: string) {
+  const scanRows = (prefix: string) => {
     const lower = encodeStoredKey(wellFormedHead(prefix))
     const upper = prefixUpperBound(lower)
-    const rows = yield* (upper === undefined
+    return (upper === undefined
       ? sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table} WHERE key COLLATE "C" >= ${lower}`
       : sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table}
           WHERE key COLLATE "C" >= ${lower} AND key COLLATE "C" < ${upper}`)
       .pipe(Effect.mapError(fromSqlError("scan", prefix)))
+  }
+
+  const scan = Effect.fnUntraced(function*(prefix: string) {
+    const rows = yield* scanRows(prefix)
     const values = new Map<string, unknown>()
     for (const row of rows) {
       const key = decodeStoredKey(row.key)
@@ -228,6 +232,22 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
       if (key.startsWith(prefix)) values.set(key, yield* decodeValue("scan", key, row.value))
     }
     return sortKeys([...values.keys()]).map((key) => [key, values.get(key)] as const)
+  })
+
+  // scan's rows with each value the JSON text as stored, unparsed.
+  const scanText = Effect.fnUntraced(function*(prefix: string) {
+    const rows = yield* scanRows(prefix)
+    const texts = new Map<string, string>()
+    for (const row of rows) {
+      const key = decodeStoredKey(row.key)
+      if (key === undefined) return yield* corrupt("scan", row.key, "the stored key has a malformed escape")
+      if (!key.startsWith(prefix)) continue
+      if (typeof row.value !== "string") {
+        return yield* corrupt("scan", key, `the stored value is a ${typeof row.value}, not JSON text`)
+      }
+      texts.set(key, row.value)
+    }
+    return sortKeys([...texts.keys()]).map((key) => [key, texts.get(key)!] as const)
   })
 
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
@@ -291,7 +311,7 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     if (rows.length !== 1) return yield* fenceRefused("deleteFenced", key, fence)
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, scan, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+  return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
     StorageAdapterShape
 })
 

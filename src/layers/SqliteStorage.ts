@@ -540,6 +540,24 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       return entries as ReadonlyArray<readonly [string, unknown]>
     })
 
+    // The rows as scan reads them, each value the JSON text as stored (unparsed). The
+    // driver's rows are fresh arrays of (key, value): each becomes its pair in place.
+    const scanText = Effect.fnUntraced(function*(prefix: string) {
+      const rows = (yield* range("scan", prefix, scanAll, scanFrom, scanRange)) as unknown as ReadonlyArray<Array<unknown>>
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!
+        const stored = row[0]
+        const key = decodeStoredKey(stored, prefix)
+        if (key === undefined) return yield* corrupt("scan", describeStoredKey(stored), "the stored key is not UTF-16 text")
+        const value = row[1]
+        if (typeof value !== "string") {
+          return yield* corrupt("scan", key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`)
+        }
+        row[0] = key
+      }
+      return rows as ReadonlyArray<unknown> as ReadonlyArray<readonly [string, string]>
+    })
+
     const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
       if (keys.length === 0) return new Map() as ReadonlyMap<string, unknown>
       for (const key of keys) yield* validateKey("getMany", key)
@@ -607,7 +625,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       })
     })
 
-    return StorageAdapter.of({ get, set, delete: remove, list, scan, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+    return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
       StorageAdapterShape
   })
 

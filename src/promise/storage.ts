@@ -73,7 +73,7 @@ const scopedStorage = (
         : effect
     )
   const guarded = (storage: StorageAdapterShape): StorageAdapterShape => {
-    const { compareAndSet, deleteFenced, setFenced } = storage
+    const { compareAndSet, deleteFenced, scanText, setFenced } = storage
     return {
       get: (key) => guard("get", key, storage.get(key)),
       set: (key, value) => guard("set", key, storage.set(key, value)),
@@ -81,6 +81,9 @@ const scopedStorage = (
       list: (prefix) => guard("list", prefix, storage.list(prefix)),
       getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
       scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
+      ...(scanText === undefined ? {} : {
+        scanText: (prefix: string) => guard("scan", prefix, scanText(prefix))
+      }),
       ...(compareAndSet === undefined ? {} : {
         compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
           guard("compareAndSet", key, compareAndSet(key, expected, next))

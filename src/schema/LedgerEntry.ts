@@ -116,6 +116,101 @@ export const asWrittenLedgerEntry = (value: unknown): LedgerEntry | undefined =>
   }
 }
 
+/**
+ * What a restore reads of a `StepRecorded` record from its JSON text before its output
+ * is parsed: its identity, and where the output's value is in the text.
+ */
+export interface StepRecordedHead {
+  readonly path: string
+  readonly stepId: string
+  readonly kind: string
+  readonly position: number | undefined
+  /**
+   * Where the JSON of the output's `value` starts in the text (it ends two characters
+   * before the text does), or -1 when the output is `Undefined`.
+   */
+  readonly valueAt: number
+}
+
+/** A JSON string that needs no escape, as `JSON.stringify` writes it; captures its body. */
+const PLAIN_STRING = String.raw`"([^"\\\u0000-\u001f]*)"`
+/** A JSON integer of at most 16 digits: finite, and `Number` reads it as `JSON.parse` does. */
+const SHORT_INTEGER = String.raw`-?(?:0|[1-9]\d{0,15})`
+
+/**
+ * A `StepRecorded` record's text up to its output's value, exactly as the ledger
+ * writes it: fields in the writer's order, no whitespace, strings without escapes.
+ * Anything else (records written before this order, records from elsewhere, a path
+ * that needs an escape) does not match and is parsed whole.
+ */
+const STEP_RECORDED_HEAD = new RegExp(
+  String.raw`^\{"_tag":"StepRecorded","version":${LEDGER_ENTRY_VERSION},"path":${PLAIN_STRING},` +
+    String.raw`"stepId":${PLAIN_STRING},"kind":${PLAIN_STRING}(?:,"at":${SHORT_INTEGER})?` +
+    String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:Json","value":|Undefined"\}\}$)`
+)
+
+/**
+ * The identity of a `StepRecorded` record and where its output's value is, read from
+ * the record's JSON text without parsing the output; undefined when the text is not
+ * such a record as the ledger writes it (it is then for `JSON.parse` and the schema to
+ * judge). A restore reads thousands of records and replays few of them, so an output
+ * is parsed when it replays ({@link recordedValueOf}). When the value is JSON, the
+ * schema decodes the whole text to this identity and that value (a test checks it).
+ */
+export const readStepRecordedHead = (text: string): StepRecordedHead | undefined => {
+  const match = STEP_RECORDED_HEAD.exec(text)
+  if (match === null) return undefined
+  const position = match[4] === undefined ? undefined : Number(match[4])
+  const valueAt = match[0].length
+  // Only the `Undefined` output matches to the end of the text.
+  if (valueAt === text.length) return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt: -1 }
+  // At least one character of value, then the closing braces of the output and of the record.
+  if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
+  return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt }
+}
+
+/** The output of a record read by {@link readStepRecordedHead}, or why it cannot be replayed. */
+export type RecordedValue =
+  | { readonly _tag: "Read"; readonly value: unknown }
+  | { readonly _tag: "Unreadable"; readonly message: string }
+
+const decodeLedgerEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+/**
+ * The output of the `StepRecorded` record `text` whose head is `head`: its value
+ * parsed on its own, or, when that is not one JSON value, the whole record parsed and
+ * decoded by the schema, which must find the same identity. `Unreadable` whenever the
+ * schema would not accept the record, so such an output is never replayed.
+ */
+export const recordedValueOf = (text: string, head: StepRecordedHead): RecordedValue => {
+  if (head.valueAt === -1) return { _tag: "Read", value: undefined }
+  try {
+    return { _tag: "Read", value: JSON.parse(text.slice(head.valueAt, text.length - 2)) }
+  } catch {
+    // Not one JSON value: the record may still be JSON the schema accepts (a member
+    // of the output after `value`), or not JSON at all.
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (cause) {
+    return { _tag: "Unreadable", message: `not valid JSON: ${cause instanceof Error ? cause.message : String(cause)}` }
+  }
+  let entry = asWrittenLedgerEntry(parsed)
+  if (entry === undefined) {
+    const decoded = decodeLedgerEntry(parsed)
+    if (decoded._tag === "Failure") return { _tag: "Unreadable", message: "not a ledger record the schema accepts" }
+    entry = decoded.value
+  }
+  if (
+    entry._tag !== "StepRecorded" || entry.path !== head.path || entry.stepId !== head.stepId ||
+    entry.kind !== head.kind || entry.position !== head.position
+  ) {
+    return { _tag: "Unreadable", message: "its fields, read whole, disagree with the record's identity as first read" }
+  }
+  return { _tag: "Read", value: entry.output._tag === "Json" ? entry.output.value : undefined }
+}
+
 /** The prefix every ledger key of an execution starts with (keys of other executions may too). */
 export const ledgerPrefix = (executionId: string): string => `execution:${executionId}:ledger:`
 

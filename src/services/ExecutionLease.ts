@@ -155,6 +155,7 @@ export const fencedStorage = (
     // Reads need no fence; keeping scan keeps a leased ledger load one query on Postgres.
     getMany: storage.getMany,
     scan: storage.scan,
+    ...(storage.scanText === undefined ? {} : { scanText: storage.scanText }),
     set: (key, value) => storage.setFenced(key, value, fence),
     delete: (key) => storage.deleteFenced(key, fence)
   })

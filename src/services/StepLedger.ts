@@ -32,7 +32,10 @@ import {
   LedgerEntry,
   ledgerKey,
   ledgerPrefix,
-  parseLedgerSeq
+  parseLedgerSeq,
+  readStepRecordedHead,
+  type RecordedValue,
+  recordedValueOf
 } from "../schema/LedgerEntry.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
 import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
@@ -81,12 +84,16 @@ export interface LedgerEntryView {
  * - `Miss`: nothing; `evicted` when this ledger evicted a record there (retention).
  * - `Diverged`: a record of another identity (`recorded`): the workflow changed.
  * - `Pending`: an at-most-once step's intent with no completion after it.
+ * - `Unreadable`: a completed record of the same identity whose output cannot be read
+ *   (its row at `key` is damaged, found when the output is first parsed): the step
+ *   runs again, like after a corrupt row skipped at load, and the caller says so.
  */
 export type ReplayLookup =
   | { readonly _tag: "Hit"; readonly output: unknown }
   | { readonly _tag: "Miss"; readonly evicted: boolean }
   | { readonly _tag: "Diverged"; readonly recorded: StepIdentity }
   | { readonly _tag: "Pending" }
+  | { readonly _tag: "Unreadable"; readonly key: string; readonly message: string }
 
 /** The ledger of one execution, loaded from storage. */
 export interface ExecutionLedger {
@@ -114,7 +121,8 @@ export interface ExecutionLedger {
   /**
    * The outputs this ledger would replay, one per path, in seq order. An entry loaded
    * when the ledger was opened stays here (and replays) for the ledger's life even
-   * after retention evicted its key from storage.
+   * after retention evicted its key from storage. An output that cannot be read (see
+   * `ReplayLookup`'s `Unreadable`) is left out, with a warning.
    */
   readonly entries: Effect.Effect<ReadonlyArray<LedgerEntryView>>
   /** What is recorded at `path` for a step of `identity`, without discarding anything. */
@@ -212,9 +220,14 @@ export const utf8Length = (text: string): number => {
   return bytes
 }
 
-/** How a recorded output is held in memory: loaded values as they are, fresh ones as their JSON. */
+/**
+ * How a recorded output is held in memory: loaded values as they are, loaded records
+ * read from their text as that text (the output parsed when it replays, see
+ * `readStepRecordedHead`), fresh ones as their JSON.
+ */
 type HeldOutput =
   | { readonly _tag: "Value"; readonly value: unknown }
+  | { readonly _tag: "Stored"; readonly record: string; readonly valueAt: number }
   | { readonly _tag: "Text"; readonly text: string }
   | { readonly _tag: "Undefined" }
   // An at-most-once step's intent: no output yet.
@@ -241,10 +254,36 @@ interface HeldEntry {
  */
 type KeyInfo = string | { readonly discarded: string } | null
 
-const outputOf = (held: HeldOutput): unknown =>
-  held._tag === "Value" ? held.value : held._tag === "Text" ? JSON.parse(held.text) : undefined
+const UNDEFINED_OUTPUT: HeldOutput = { _tag: "Undefined" }
+
+/** The output `held` replays (an intent has none: undefined). */
+const outputOf = (path: string, held: HeldEntry): RecordedValue => {
+  const output = held.output
+  switch (output._tag) {
+    case "Value":
+      return { _tag: "Read", value: output.value }
+    case "Stored":
+      return recordedValueOf(output.record, {
+        path,
+        stepId: held.stepId,
+        kind: held.kind,
+        position: held.position,
+        valueAt: output.valueAt
+      })
+    case "Text":
+      return { _tag: "Read", value: JSON.parse(output.text) }
+    default:
+      return { _tag: "Read", value: undefined }
+  }
+}
 
 const decodeEntry = Schema.decodeUnknownExit(LedgerEntry)
+
+/** The rows under a ledger prefix; `text`: each value is the row's JSON text, unparsed. */
+interface LedgerRows {
+  readonly rows: ReadonlyArray<readonly [string, unknown]>
+  readonly text: boolean
+}
 
 /** The value of a listed ledger key that could not be read (skipped with a warning) or is gone. */
 const UNREAD: unique symbol = Symbol("noetic-effect/StepLedger/unread")
@@ -321,6 +360,9 @@ export const makeWith = (
     // execution in this process still never hand out the same seq.
     const nextSeqs = new Map<string, { next: number }>()
 
+    const warnCorruptRow = (executionId: string, key: string, why: string): Effect.Effect<void> =>
+      Effect.logWarning(`step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key} (${why})`)
+
     const warnOnce = (kind: keyof typeof warned, message: string): Effect.Effect<void> => {
       if (warned[kind]) return Effect.void
       warned[kind] = true
@@ -355,24 +397,29 @@ export const makeWith = (
     })
 
     /**
-     * Every row under the ledger prefix: one `scan` (one query on Postgres), or, when a
-     * row cannot be decoded and the backend fails the whole scan, a listing read key
-     * by key so only the bad row is lost (its value then {@link UNREAD}).
+     * Every row under the ledger prefix: one `scanText` when the backend has it (the
+     * values then JSON text, `text` true), else one `scan` (one query on Postgres), or,
+     * when a row cannot be read and the backend fails the whole scan, a listing read
+     * key by key so only the bad row is lost (its value then {@link UNREAD}).
      */
     const readLedger = (
       executionId: string,
       prefix: string
-    ): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> =>
-      scan(storage, prefix).pipe(
-        Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
-          Effect.flatMap(storage.list(prefix), (listed) =>
-            Effect.map(readAll(executionId, listed), (values) =>
-              listed.map((key) => [key, values.has(key) ? values.get(key) : UNREAD] as const))))
-      )
+    ): Effect.Effect<LedgerRows, StorageError> => {
+      const keyByKey = Effect.flatMap(storage.list(prefix), (listed) =>
+        Effect.map(readAll(executionId, listed), (values): LedgerRows => ({
+          rows: listed.map((key) => [key, values.has(key) ? values.get(key) : UNREAD] as const),
+          text: false
+        })))
+      const read: Effect.Effect<LedgerRows, StorageError> = storage.scanText === undefined
+        ? Effect.map(scan(storage, prefix), (rows) => ({ rows, text: false }))
+        : Effect.map(storage.scanText(prefix), (rows) => ({ rows, text: true }))
+      return Effect.catchIf(read, (error) => error.reason._tag === "Corrupt", () => keyByKey)
+    }
 
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
-      const rows = yield* readLedger(executionId, prefix)
+      const { rows, text } = yield* readLedger(executionId, prefix)
       // The seq of each row (-1: not a ledger key of this execution).
       const rowSeqs = new Array<number>(rows.length)
       let highest = -1
@@ -392,31 +439,57 @@ export const makeWith = (
         highest = rowSeqs[order.at(-1)!]!
       }
 
+      // Records are applied in ascending seq order (see `LedgerState.loadStep`).
       const state = new LedgerState()
       const count = order === undefined ? rows.length : order.length
       for (let n = 0; n < count; n++) {
         const i = order === undefined ? n : order[n]!
         const seq = rowSeqs[i]!
         if (seq === -1) continue
-        const [key, value] = rows[i]!
+        const [key, stored] = rows[i]!
         // Its seq still counts (above), so it is never reused.
-        if (value === UNREAD) continue
+        if (stored === UNREAD) continue
+        let value = stored
+        if (text) {
+          // A completed step as this library writes it: its identity now, its output
+          // when it replays (most of a long ledger never does).
+          const head = readStepRecordedHead(stored as string)
+          if (head !== undefined) {
+            state.keep(seq, head.path)
+            state.loadStep(head.path, {
+              seq,
+              stepId: head.stepId,
+              kind: head.kind,
+              output: head.valueAt === -1
+                ? UNDEFINED_OUTPUT
+                : { _tag: "Stored", record: stored as string, valueAt: head.valueAt },
+              position: head.position,
+              loaded: true
+            })
+            continue
+          }
+          try {
+            value = JSON.parse(stored as string)
+          } catch {
+            state.keep(seq, null)
+            yield* warnCorruptRow(executionId, key, "not valid JSON")
+            continue
+          }
+        }
         // Records as this library writes them need no decoding; anything else is the schema's to judge.
         let entry = asWrittenLedgerEntry(value)
         if (entry === undefined) {
           const decoded = decodeEntry(value)
           if (Exit.isFailure(decoded)) {
             state.keep(seq, null)
-            yield* Effect.logWarning(
-              `step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key}`
-            )
+            yield* warnCorruptRow(executionId, key, "not a ledger record")
             continue
           }
           entry = decoded.value
         }
         if (entry._tag === "StepRecorded") {
           state.keep(seq, entry.path)
-          state.applyStep(entry.path, {
+          state.loadStep(entry.path, {
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
@@ -426,7 +499,7 @@ export const makeWith = (
           })
         } else if (entry._tag === "IntentRecorded") {
           state.keep(seq, entry.path)
-          state.applyStep(entry.path, {
+          state.loadStep(entry.path, {
             seq,
             stepId: entry.stepId,
             kind: entry.kind,
@@ -438,6 +511,7 @@ export const makeWith = (
           state.applyDiscard(seq, entry.path)
         }
       }
+      state.finishLoad()
 
       let counter = nextSeqs.get(executionId)
       if (counter === undefined) {
@@ -516,10 +590,12 @@ export const makeWith = (
             path,
             stepId: identity.stepId,
             kind: identity.kind,
-            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output },
             // For operators (`executions show`): when the step completed.
             at,
-            ...(position === undefined ? {} : { position })
+            ...(position === undefined ? {} : { position }),
+            // Last, so a restore reads the identity before it and parses the output
+            // only when it replays (`readStepRecordedHead`).
+            output: held._tag === "Undefined" ? { _tag: "Undefined" } : { _tag: "Json", value: output }
           }
           return append(entry, path, (seq) => {
             counters.recorded++
@@ -549,8 +625,19 @@ export const makeWith = (
         if (held.stepId !== identity.stepId || held.kind !== identity.kind) {
           return { _tag: "Diverged", recorded: { stepId: held.stepId, kind: held.kind } }
         }
-        return held.output._tag === "Intent" ? PENDING : { _tag: "Hit", output: outputOf(held.output) }
+        if (held.output._tag === "Intent") return PENDING
+        const output = outputOf(path, held)
+        return output._tag === "Read"
+          ? { _tag: "Hit", output: output.value }
+          : { _tag: "Unreadable", key: ledgerKey(executionId, held.seq), message: output.message }
       }
+
+      const warnUnreadable = (path: string, found: { readonly key: string; readonly message: string }) =>
+        Effect.logWarning(
+          `step ledger of execution ${
+            JSON.stringify(executionId)
+          }: the output recorded at ${path} cannot be read from the corrupt row ${found.key} (${found.message}); the step runs again`
+        )
 
       const inspect = (path: string, identity: StepIdentity): Effect.Effect<ReplayLookup> =>
         Effect.sync(() => replayAt(path, identity))
@@ -559,6 +646,7 @@ export const makeWith = (
         const found = yield* inspect(path, identity)
         if (found._tag === "Hit") return Option.some(found.output)
         if (found._tag === "Diverged") yield* discard(path)
+        if (found._tag === "Unreadable") yield* warnUnreadable(path, found)
         return Option.none<unknown>()
       })
 
@@ -586,15 +674,19 @@ export const makeWith = (
         }
       )
 
-      const entries = Effect.sync(() =>
-        [...state.entries].filter(([, held]) => held.output._tag !== "Intent").map(([path, held]): LedgerEntryView => ({
-          seq: held.seq,
-          path,
-          stepId: held.stepId,
-          kind: held.kind,
-          output: outputOf(held.output)
-        })).sort((a, b) => a.seq - b.seq)
-      )
+      const entries = Effect.suspend(() => {
+        const views: Array<LedgerEntryView> = []
+        const unreadable: Array<Effect.Effect<void>> = []
+        for (const [path, held] of state.entries) {
+          if (held.output._tag === "Intent") continue
+          const output = outputOf(path, held)
+          if (output._tag === "Unreadable") {
+            unreadable.push(warnUnreadable(path, { key: ledgerKey(executionId, held.seq), message: output.message }))
+          } else views.push({ seq: held.seq, path, stepId: held.stepId, kind: held.kind, output: output.value })
+        }
+        views.sort((a, b) => a.seq - b.seq)
+        return unreadable.length === 0 ? Effect.succeed(views) : Effect.as(Effect.all(unreadable, { discard: true }), views)
+      })
 
       const childOf = (path: string, held: HeldEntry): RecordedChild => ({
         path,
@@ -723,6 +815,20 @@ class LedgerState {
   childrenAt(parent: string, position: number): ReadonlyArray<string> {
     const at = this.byPosition.get(parent)?.get(position)
     return at === undefined ? [] : typeof at === "string" ? [at] : [...at]
+  }
+
+  /**
+   * Applies a loaded record of a step. Records load in ascending seq order, so a
+   * later one at a path always wins and no discard is newer than it: one map write,
+   * and the position index is built once, by `finishLoad`.
+   */
+  loadStep(path: string, held: HeldEntry): void {
+    this.entries.set(path, held)
+  }
+
+  /** Indexes what the load left (see `loadStep`). */
+  finishLoad(): void {
+    for (const [path, held] of this.entries) this.index(path, held)
   }
 
   applyStep(path: string, held: HeldEntry): void {

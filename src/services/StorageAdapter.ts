@@ -56,6 +56,13 @@ export interface StoragePrimitives {
    */
   readonly scan?: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError>
   /**
+   * `scan` with each value as the JSON text stored, unparsed: for a reader that parses
+   * only what it uses (a ledger restore reads every record and replays few outputs).
+   * Optional, never derived: a backend offers it when it holds values as text. The
+   * text is not checked: a value that is not JSON is the reader's to report.
+   */
+  readonly scanText?: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, string]>, StorageError>
+  /**
    * Atomically stores `next` at `key` if the key holds `expected` (none: the key is
    * absent); succeeds with whether it did. Values match when their JSON texts are
    * equal. Optional: only what needs compare-and-set (execution leases) requires it.
@@ -299,6 +306,12 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
         const keys: Array<string> = []
         for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
         return Effect.forEach(sortKeys(keys), (key) => Effect.map(decodeJson("scan", key, entries.get(key)!), (value) => [key, value] as const))
+      }),
+    scanText: (prefix) =>
+      Effect.sync(() => {
+        const keys: Array<string> = []
+        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
+        return sortKeys(keys).map((key) => [key, entries.get(key)!] as const)
       }),
     getMany: (keys) =>
       Effect.suspend(() => {

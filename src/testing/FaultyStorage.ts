@@ -210,6 +210,9 @@ export const make = (storage: StorageAdapterShape, plan: FaultPlan = {}): Faulty
     list: (prefix) => guard("list", prefix, storage.list(prefix)),
     getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
     scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
+    ...(storage.scanText === undefined ? {} : {
+      scanText: (prefix: string) => guard("scan", prefix, storage.scanText!(prefix))
+    }),
     ...(storage.compareAndSet === undefined ? {} : {
       compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
         guard("compareAndSet", key, storage.compareAndSet!(key, expected, next), tornFor(key, next))

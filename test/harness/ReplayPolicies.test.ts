@@ -429,3 +429,80 @@ describe("at-most-once steps", () => {
       assert.strictEqual(bodies, 1)
     }))
 })
+
+describe("a recorded output found damaged on resume", () => {
+  /**
+   * `storage` whose `scanText` hands out the completion record of the step at `path`
+   * with its output's value cut short: the record still reads as that step's, its
+   * output is not JSON (a torn or bit-flipped row).
+   */
+  const damagedAt = (storage: StorageAdapterShape, path: string): StorageAdapterShape => ({
+    ...storage,
+    scanText: (prefix) =>
+      Effect.map(storage.scanText!(prefix), (rows) =>
+        rows.map(([key, text]) =>
+          [
+            key,
+            text.startsWith("{\"_tag\":\"StepRecorded\"") && text.includes(`"path":${JSON.stringify(path)}`)
+              ? text.slice(0, -4) + "}}"
+              : text
+          ] as const
+        ))
+  })
+
+  /** Root runs `first` (counted), then `then`, which dies on the first host. */
+  const graph = (counts: { first: number; reconcile: number }, crash: { then: boolean }, effects?: "at-most-once") =>
+    runCode("root", (_: void, ctx) =>
+      Effect.gen(function*() {
+        const first = yield* ctx.run(
+          runCode({
+            id: "first",
+            ...(effects === undefined ? {} : {
+              effects,
+              reconcile: () => Effect.sync(() => (counts.reconcile++, Reconciled.completed({ done: "reconciled first" })))
+            }),
+            execute: () => Effect.sync(() => (counts.first++, { done: "first output" }))
+          }),
+          undefined
+        )
+        const then = yield* ctx.run(runCode("then", () => crash.then ? Effect.die("host crashed") : Effect.succeed("then")), undefined)
+        return [first, then]
+      }))
+
+  it.effect("the step runs again, with a warning naming the path, and the run goes on", () => {
+    const warnings: Array<string> = []
+    return Effect.gen(function*() {
+      const storage = yield* makeMemory
+      const counts = { first: 0, reconcile: 0 }
+      const crash = { then: true }
+      yield* crashedRun(storage, { agentGraph: graph(counts, crash) }, "damaged-1")
+      crash.then = false
+      const resumed = yield* resumedOn(damagedAt(storage, "/root#0/first#0"), { agentGraph: graph(counts, crash) }, "damaged-1")
+      assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some([{ done: "first output" }, "then"]))
+      assert.deepStrictEqual(counts, { first: 2, reconcile: 0 })
+      assert.strictEqual(warnings.length, 1)
+      assert.include(warnings[0]!, "/root#0/first#0")
+      assert.include(warnings[0]!, "running the step again")
+    }).pipe(capturingWarnings(warnings))
+  })
+
+  it.effect("an at-most-once step is reconciled, as if its completion were lost; its body does not run twice", () => {
+    const warnings: Array<string> = []
+    return Effect.gen(function*() {
+      const storage = yield* makeMemory
+      const counts = { first: 0, reconcile: 0 }
+      const crash = { then: true }
+      yield* crashedRun(storage, { agentGraph: graph(counts, crash, "at-most-once") }, "damaged-2")
+      crash.then = false
+      const resumed = yield* resumedOn(
+        damagedAt(storage, "/root#0/first#0"),
+        { agentGraph: graph(counts, crash, "at-most-once") },
+        "damaged-2"
+      )
+      assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some([{ done: "reconciled first" }, "then"]))
+      assert.deepStrictEqual(counts, { first: 1, reconcile: 1 })
+      assert.strictEqual(warnings.length, 1)
+      assert.include(warnings[0]!, "reconciling the step")
+    }).pipe(capturingWarnings(warnings))
+  })
+})

@@ -5,7 +5,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Exit, Schema } from "effect"
 import fc from "fast-check"
-import { asWrittenLedgerEntry, LEDGER_ENTRY_VERSION, LedgerEntry } from "../../src/schema/LedgerEntry.ts"
+import {
+  asWrittenLedgerEntry,
+  LEDGER_ENTRY_VERSION,
+  LedgerEntry,
+  readStepRecordedHead,
+  recordedValueOf
+} from "../../src/schema/LedgerEntry.ts"
 
 const decode = Schema.decodeUnknownExit(LedgerEntry)
 
@@ -127,3 +133,119 @@ const sample = {
   kind: "runCode",
   output: { _tag: "Json", value: 1 }
 }
+
+/** The identity and output the schema decodes from a record's whole text, or undefined when it rejects it. */
+const decodedWhole = (text: string) => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  const decoded = decode(parsed)
+  if (Exit.isFailure(decoded) || decoded.value._tag !== "StepRecorded") return undefined
+  const entry = decoded.value
+  return {
+    identity: [entry.path, entry.stepId, entry.kind, entry.position],
+    value: entry.output._tag === "Json" ? entry.output.value : undefined
+  }
+}
+
+/** Strings the ledger writes without an escape: the head of their records is read without parsing them. */
+const plain = fc.string({ unit: fc.constantFrom("a", "/", "#", "[", "]", "0", "9", "é", " ", "\u{1F600}", "'") })
+
+/** A completed step's record as the ledger writes it, its output last, as text. */
+const writtenText = (text: fc.Arbitrary<string>) =>
+  fc.record({
+    _tag: fc.constant("StepRecorded"),
+    version: fc.constant(LEDGER_ENTRY_VERSION),
+    path: text,
+    stepId: text,
+    kind: text,
+    at: fc.nat(),
+    position: fc.nat(),
+    output: fc.oneof(
+      fc.record({ _tag: fc.constant("Json"), value: fc.jsonValue({ maxDepth: 2 }) }),
+      fc.constant({ _tag: "Undefined" })
+    )
+  }, { requiredKeys: ["_tag", "version", "path", "stepId", "kind", "output"] }).map((record) => JSON.stringify(record))
+
+/** One change to a record's text: characters inserted, deleted or replaced at a place. */
+const TextEdit = fc.record({
+  at: fc.nat(),
+  remove: fc.nat({ max: 3 }),
+  insert: fc.oneof(
+    fc.constantFrom("", "}", "}}", "\"", "\\", ",", ":", "{", "]", "\n", "\u0001", " ", "1", "-", ".5", "e9", "null"),
+    fc.string({ maxLength: 3 })
+  )
+})
+
+const edit = (text: string, edits: ReadonlyArray<typeof TextEdit extends fc.Arbitrary<infer E> ? E : never>) =>
+  edits.reduce((current, e) => {
+    const at = e.at % (current.length + 1)
+    return current.slice(0, at) + e.insert + current.slice(at + e.remove)
+  }, text)
+
+describe("readStepRecordedHead and recordedValueOf", () => {
+  it("read every record as the ledger writes it, as the schema decodes the whole text", () =>
+    fc.assert(
+      fc.property(writtenText(plain), (text) => {
+        const head = readStepRecordedHead(text)
+        assert.isDefined(head, text)
+        const whole = decodedWhole(text)!
+        assert.deepStrictEqual([head!.path, head!.stepId, head!.kind, head!.position], whole.identity)
+        assert.deepStrictEqual(recordedValueOf(text, head!), { _tag: "Read", value: whole.value })
+      }),
+      { numRuns: 1000 }
+    ))
+
+  it("replay nothing the schema rejects, and read the identity the schema decodes, edited texts and others alike", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.tuple(writtenText(plain), fc.array(TextEdit, { minLength: 1, maxLength: 3 })).map(([text, es]) => edit(text, es)),
+          fc.tuple(writtenText(fc.string()), fc.array(TextEdit, { maxLength: 2 })).map(([text, es]) => edit(text, es)),
+          // Records mutated as values, written back in the ledger's order.
+          fc.tuple(written, fc.array(Mutation, { minLength: 1, maxLength: 3 })).map(([record, ms]) => {
+            const { output, ...rest } = mutate(record, ms)
+            return JSON.stringify({ ...rest, output })
+          })
+        ),
+        (text) => {
+          const head = readStepRecordedHead(text)
+          if (head === undefined) return
+          const whole = decodedWhole(text)
+          const read = recordedValueOf(text, head)
+          if (whole === undefined) {
+            assert.strictEqual(read._tag, "Unreadable", text)
+            return
+          }
+          assert.deepStrictEqual([head.path, head.stepId, head.kind, head.position], whole.identity, text)
+          assert.deepStrictEqual(read, { _tag: "Read", value: whole.value }, text)
+        }
+      ),
+      { numRuns: 5000 }
+    )
+    // Texts in any other form are not read here: JSON.parse and the schema judge them.
+    const text = JSON.stringify({ ...sample, at: 1 })
+    for (
+      const other of [
+        text,
+        text.replace("\"/a#0\"", "\"/a\\u0023\""),
+        JSON.stringify({ ...sample, at: 1.5, output: undefined, position: undefined }),
+        JSON.stringify({ ...sample, version: 2, output: undefined, at: 1, position: 1 }),
+        `${JSON.stringify({ ...sample, output: undefined })} `
+      ]
+    ) assert.isUndefined(readStepRecordedHead(other), other)
+  })
+
+  it("an output that is not JSON is Unreadable, with the parser's reason", () => {
+    const text = JSON.stringify({ ...sample, output: undefined, at: 1, position: 0 }).slice(0, -1) +
+      ",\"output\":{\"_tag\":\"Json\",\"value\":{\"x\":}}"
+    const head = readStepRecordedHead(text)
+    assert.deepStrictEqual(head && [head.path, head.stepId, head.kind, head.position], ["/a#0", "a", "runCode", 0])
+    const read = recordedValueOf(text, head!)
+    assert.strictEqual(read._tag, "Unreadable")
+    if (read._tag === "Unreadable") assert.include(read.message, "not valid JSON")
+  })
+})
