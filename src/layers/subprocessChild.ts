@@ -2,9 +2,10 @@
  * The bootstrap of a local-adapter child process, run as
  * `node [execArgv] subprocessChild.js --noetic-subprocess-child --root <dir> --handle <id>`.
  *
- * It reads its manifest from the subprocess storage at `root`, serves its unix socket
- * over a `DurableOutboundQueue` in that storage, loads the step (the adapter's `entry`
- * module, else the module that defined the step), and runs it under a durable harness
+ * It reads its manifest from the subprocess storage at `root`, loads the step (the
+ * adapter's `entry` module, else the module that defined the step), serves its unix
+ * socket over a `DurableOutboundQueue` in that storage (once the step's body has
+ * started: frames wait in the queue until then), and runs the step under a durable harness
  * keyed by the manifest's execution id, with checkpoints under the manifest's
  * checkpoint root, with the services the module exports as `subprocessLayer`. Items
  * and ask-user prompts stream as durable frames as they are
