@@ -210,6 +210,12 @@ const textOf = (output: unknown): string => {
   }
 }
 
+/**
+ * The name of the span each dispatch of `step` runs in, opened just before its body
+ * starts (a replayed step's body never starts).
+ */
+export const stepSpanName = (step: Pick<AnyStep, "kind" | "id">): string => `${step.kind} ${step.id}`
+
 /** The frame a run starts from: the root of `ctx`, a fresh run state. */
 export const rootFrame = (
   ctx: AgentContext,
@@ -254,7 +260,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       }
       const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
         Effect.useSpan(
-          `${step.kind} ${step.id}`,
+          stepSpanName(step),
           spanOptions,
           (span) => Effect.withParentSpan(Effect.ensuring(Effect.suspend(() => run(span)), settle), span, spanOptions)
         )

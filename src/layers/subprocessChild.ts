@@ -2,9 +2,10 @@
  * The bootstrap of a local-adapter child process, run as
  * `node [execArgv] subprocessChild.js --noetic-subprocess-child --root <dir> --handle <id>`.
  *
- * It reads its manifest from the subprocess storage at `root`, serves its unix socket
- * over a `DurableOutboundQueue` in that storage, loads the step (the adapter's `entry`
- * module, else the module that defined the step), and runs it under a durable harness
+ * It reads its manifest from the subprocess storage at `root`, loads the step (the
+ * adapter's `entry` module, else the module that defined the step), serves its unix
+ * socket over a `DurableOutboundQueue` in that storage (once the step's body has
+ * started: frames wait in the queue until then), and runs the step under a durable harness
  * keyed by the manifest's execution id, with checkpoints under the manifest's
  * checkpoint root, with the services the module exports as `subprocessLayer`. Items
  * and ask-user prompts stream as durable frames as they are
@@ -18,6 +19,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,7 +30,7 @@ import type * as Scope from "effect/Scope"
 import * as NodeModule from "node:module"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
-import { loadStep, runManifestStep } from "../harness/StepLoader.ts"
+import { type LoadedStep, loadStep, runManifestStep } from "../harness/StepLoader.ts"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
 import { readStat } from "../internal/procStat.ts"
 import { DURABLE_ENVELOPE_BYTES, encodeFrameText, MaxFrameBytes, toWireForm, type V1ServerFrame } from "../schema/IpcFrame.ts"
@@ -107,16 +109,35 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
 }
 
 /**
- * Runs the step of `manifest` under a durable harness; `onHarness` receives the harness
- * once built, just before the step starts.
+ * How long the IPC server waits for the step's dispatch before it starts anyway (tracing
+ * turned off, a step that never reaches its body): the parent retries its connection
+ * until then, and frames wait in the durable queue.
+ */
+const SERVE_AFTER_MS = 200
+
+/**
+ * Waits for the event loop's next turn: the microtasks queued before, a step body's
+ * start among them, run first.
+ */
+const nextMacrotask = Effect.callback<void>((resume) => {
+  const timer = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(timer))
+})
+
+/**
+ * Runs the step of `manifest` (`loading`: its module being imported) under a durable
+ * harness; `onHarness` receives the harness once built, just before the step starts,
+ * and `onDispatch` is called once the step is dispatched, just before its body starts.
  */
 const runStep = (
   manifest: SubprocessManifest,
+  loading: Effect.Effect<LoadedStep, SubprocessError>,
   emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<unknown, unknown>,
-  onHarness: (harness: AgentHarness<any>) => Effect.Effect<void, never, Scope.Scope>
+  onHarness: (harness: AgentHarness<any>) => Effect.Effect<void, never, Scope.Scope>,
+  onDispatch: () => void
 ) =>
   Effect.gen(function*() {
-    const { layer, step } = yield* loadStep(manifest.handleId, manifest.stepId, manifest.module, manifest.entry)
+    const { layer, step } = yield* loading
     const input: unknown = JSON.parse(manifest.serializedInput)
     const checkpointStorage = yield* makeStorageAt(manifest.checkpointRoot ?? ".")
     const store = streamingStore(yield* makeCheckpointStore(checkpointStorage), emitAll)
@@ -128,7 +149,7 @@ const runStep = (
     // even while this one runs for long.
     NodeModule.flushCompileCache?.()
     yield* onHarness(harness)
-    return yield* runManifestStep(harness, manifest, input, layer)
+    return yield* runManifestStep(harness, manifest, input, layer, { step, signal: onDispatch })
   })
 
 /** Removes the child's IPC queue once its last frame is acknowledged. */
@@ -141,6 +162,8 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   const storage = yield* makeStorageAt(root)
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
+  // The step module is imported while the rest is set up, its file reads beside the storage's.
+  const loading = yield* Effect.forkScoped(loadStep(handleId, found.value.stepId, found.value.module, found.value.entry))
   // The child records its own pid too: a host killed between starting this process and
   // recording the pid would otherwise leave a manifest that looks dead, and the child
   // would run on with no host able to reattach it.
@@ -153,10 +176,10 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   const pidRecorded = yield* Effect.forkScoped(manifest === found.value ? Effect.void : saveManifest(storage, manifest))
   const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
   let harness: AgentHarness<any> | undefined
-  // The socket comes up beside the step, not ahead of it: frames are durable in the
-  // queue from the first one, and the server delivers them from there once it listens
-  // (a parent connecting before then retries). So the step's start waits neither for
-  // the socket stack's modules nor for the bind.
+  // The socket comes up once the step's body has started, not ahead of it: frames are
+  // durable in the queue from the first one, and the server delivers them from there
+  // once it listens (a parent connecting before then retries). So the step's start
+  // waits neither for the socket stack's modules nor for the bind.
   const socketPath = manifest.socketPath ?? `${root}/${handleId}.sock`
   let server: IpcServerShape | undefined
   const serve = Effect.gen(function*() {
@@ -177,6 +200,8 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         }
       }
     })
+    // The socket stack's modules go to the compile cache too (see runStep).
+    NodeModule.flushCompileCache?.()
     return server
   })
   const maxFrameBytes = yield* MaxFrameBytes
@@ -199,11 +224,24 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   )
   if (typeof started === "string") yield* queue.offerAll([started])
   let serving: Fiber.Fiber<IpcServerShape, IpcError> | undefined
-  const exit = yield* Effect.exit(runStep(manifest, emitAll, (built) =>
-    Effect.gen(function*() {
-      harness = built
-      serving = yield* Effect.forkScoped(serve)
-    })))
+  const dispatched = yield* Deferred.make<void>()
+  const exit = yield* Effect.exit(runStep(
+    manifest,
+    Fiber.join(loading),
+    emitAll,
+    (built) =>
+      Effect.gen(function*() {
+        harness = built
+        serving = yield* Effect.forkScoped(
+          Effect.timeoutOption(Deferred.await(dispatched), Duration.millis(SERVE_AFTER_MS)).pipe(
+            Effect.andThen(nextMacrotask),
+            Effect.andThen(serve)
+          )
+        )
+      }),
+    () => Deferred.doneUnsafe(dispatched, Effect.void)
+  ))
+  Deferred.doneUnsafe(dispatched, Effect.void)
   const outcome = toOutcome(handleId, exit)
   // Persisted before it is sent: a parent that misses the frame reads the record. A
   // server that could not listen fails the child after this, its result kept.
