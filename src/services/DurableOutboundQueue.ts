@@ -3,7 +3,9 @@
  * number that is never issued twice, survives a crash, and stays until a client
  * acknowledges it. Written on any `StorageAdapter`.
  *
- * Layout: frames are stored in batch records, one storage write per batch.
+ * Layout: frames are stored in batch records, written together per batch (a batch
+ * of more than ~96K characters of frames is cut into several records, so no record's
+ * JSON is a large object for V8).
  * `durableOutboundQueue:<socketId>:batch:<first>-<last>` (seqs zero-padded to 16
  * digits) holds the frames `first..last`, written once and deleted once a client has
  * acknowledged all of them. `durableOutboundQueue:<socketId>:meta` holds the acked
@@ -201,6 +203,13 @@ const SEQ_DIGITS = 16
 const DEFAULT_WINDOW_FRAMES = 65_536
 const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
 const DEFAULT_BATCH_FRAMES = 4096
+/**
+ * The most UTF-16 code units of frames one batch record holds (a longer frame gets a
+ * record of its own): the record's JSON then stays under V8's large-object size
+ * (128 KiB), whose allocation costs several times the same text in smaller strings.
+ * A batch larger than this is written as several records in one group.
+ */
+const RECORD_CHARS = 96 * 1024
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -271,6 +280,16 @@ interface IndexEntry {
 /** A record read and checked: its frames and the range of the record written before it. */
 interface DecodedRecord {
   readonly frames: ReadonlyArray<string>
+  readonly prev: readonly [number, number] | null
+}
+
+/** One record of a batch about to be written. */
+interface BatchRecordPlan {
+  readonly first: number
+  readonly last: number
+  readonly key: string
+  readonly frames: ReadonlyArray<string>
+  readonly bytes: number
   readonly prev: readonly [number, number] | null
 }
 
@@ -394,28 +413,71 @@ export const makeWith = Effect.fnUntraced(function*(
     }
   }
 
-  /** Writes one batch: the high-water mark first when the batch goes past it, then the record. */
+  /**
+   * The records of a batch: its frames cut into runs of at most `RECORD_CHARS`, each
+   * naming the one before it (the first names the last record written).
+   */
+  const recordsOf = (batch: PendingBatch): Array<BatchRecordPlan> => {
+    const records: Array<BatchRecordPlan> = []
+    const frames = batch.frames
+    let prev = previous
+    let start = 0
+    while (start < frames.length) {
+      let end = start
+      let chars = 0
+      while (end < frames.length && (end === start || chars + frames[end]!.length <= RECORD_CHARS)) chars += frames[end++]!.length
+      const first = batch.first + start
+      const last = batch.first + end - 1
+      const slice = start === 0 && end === frames.length ? frames : frames.slice(start, end)
+      records.push({ first, last, key: batchKey(socketId, first, last), frames: slice, bytes: chars, prev })
+      prev = [first, last]
+      start = end
+    }
+    return records
+  }
+
+  /**
+   * Writes one batch: the high-water mark first when the batch goes past it, then its
+   * records, together (one group commit where the storage has one). The batch is
+   * durable when all of them are; when one fails, the batch fails whole.
+   */
   const writeBatch = (batch: PendingBatch): Effect.Effect<void, StorageError> => {
     const last = batch.first + batch.frames.length - 1
-    const key = batchKey(socketId, batch.first, last)
-    const record = { version: 2, first: batch.first, frames: batch.frames, prev: previous }
+    const records = recordsOf(batch)
     const reserve = last > high
       ? Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
         high = written.high
       })
       : Effect.void
+    const writeRecord = (record: BatchRecordPlan) =>
+      storage.set(record.key, { version: 2, first: record.first, frames: record.frames, prev: record.prev })
+    // Every write is waited for, failed or not, so none lands after the clean-up below.
+    const writeAll: Effect.Effect<void, StorageError> = records.length === 1
+      ? writeRecord(records[0]!)
+      : Effect.flatMap(
+        Effect.forEach(records, (record) => Effect.exit(writeRecord(record)), { concurrency: "unbounded" }),
+        (exits) => {
+          const failed = exits.find(Exit.isFailure)
+          return failed === undefined ? Effect.void : failed
+        }
+      )
     return reserve.pipe(
-      Effect.andThen(storage.set(key, record)),
+      Effect.andThen(writeAll),
       Effect.tapError(() =>
         // These seqs are burnt (the high-water mark covers them); removing what may have
         // landed keeps a failed append from being delivered after a restart.
-        Effect.ignore(storage.delete(key))
+        Effect.forEach(records, (record) => Effect.ignore(storage.delete(record.key)), {
+          concurrency: DELETE_CONCURRENCY,
+          discard: true
+        })
       ),
       Effect.onExit((exit) =>
         Effect.sync(() => {
           if (Exit.isSuccess(exit)) {
-            index.push({ first: batch.first, last, key, legacy: false, bytes: batch.bytes })
-            previous = [batch.first, last]
+            for (const record of records) {
+              index.push({ first: record.first, last: record.last, key: record.key, legacy: false, bytes: record.bytes })
+            }
+            previous = [records[records.length - 1]!.first, last]
             remember(batch.first, batch.frames)
           } else {
             // A burnt batch leaves the window at once: nothing will ever ack it.
@@ -436,31 +498,37 @@ export const makeWith = Effect.fnUntraced(function*(
     )
   }
 
-  /** The one writer: drains pending batches in order, each written once. */
-  const writer: Effect.Effect<void> = Effect.suspend(() => {
+  /**
+   * Writes the next pending batch and settles it; false when none is pending, and then
+   * the queue is idle (decided in the same step as the look, so no frame is left behind).
+   */
+  const writeNext: Effect.Effect<boolean> = Effect.suspend(() => {
     const batch = pending.shift()
     inFlight = batch
     if (batch === undefined) {
       writing = false
       wake(idle)
-      return Effect.void
+      return Effect.succeed(false)
     }
     return writeBatch(batch).pipe(
       Effect.exit,
-      Effect.tap((exit) =>
-        Effect.sync(() => {
-          if (Exit.isFailure(exit)) {
-            const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
-            if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
-          }
-        })
-      ),
-      Effect.flatMap((exit) => Deferred.done(batch.done, exit)),
-      // Let offers made meanwhile join the next batch even on a storage that never yields.
-      Effect.andThen(Effect.yieldNow),
-      Effect.andThen(writer)
+      Effect.flatMap((exit) => {
+        if (Exit.isFailure(exit)) {
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+          if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
+        }
+        return Deferred.done(batch.done, exit)
+      }),
+      Effect.as(true)
     )
   })
+
+  /** The one writer: drains pending batches in order, each written once. */
+  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
+    wrote
+      // Let offers made meanwhile join the next batch even on a storage that never yields.
+      ? Effect.andThen(Effect.yieldNow, writer)
+      : Effect.void)
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
@@ -507,11 +575,8 @@ export const makeWith = Effect.fnUntraced(function*(
       Effect.suspend((): Effect.Effect<Offered> => {
         if (closed) return useAfterClose("append")
         if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
-        const bytes = sizeOf(frames)
         // An empty window takes any offer, so one offer larger than the window still goes.
-        const fits = windowUsedFrames === 0 ||
-          (windowUsedFrames + frames.length <= windowFrames && windowUsedBytes + bytes <= windowBytes)
-        if (!fits) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
+        if (!fits(frames.length, sizeOf(frames))) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
         const { offered, startWriter } = enqueue(frames)
         // The writer outlives the offering fiber: it drains every pending batch.
         return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
@@ -532,8 +597,36 @@ export const makeWith = Effect.fnUntraced(function*(
     return last === undefined ? Effect.void : Effect.ignore(Deferred.await(last.done))
   })
 
+  /** Whether an offer of `frames` frames of `bytes` fits the window now. An empty window takes any offer. */
+  const fits = (frames: number, bytes: number) =>
+    windowUsedFrames === 0 || (windowUsedFrames + frames <= windowFrames && windowUsedBytes + bytes <= windowBytes)
+
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        if (closed || frames.length === 0 || writing || pending.length > 0 || !fits(frames.length, sizeOf(frames))) {
+          return restore(Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs)))
+        }
+        // The queue is idle: this fiber writes its own frames, rather than forking a
+        // writer and waiting to be woken by it (a producer that awaits each append
+        // pays those hand-offs on every frame). Like the writer's, the write runs to
+        // its end once begun; offers made meanwhile queue behind it. One yield first, as
+        // the writer's: appends made in the same turn join this batch.
+        const { offered } = enqueue(frames)
+        const last = pending[pending.length - 1]!
+        const writeOwn: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => (!wrote || inFlight === last ? Effect.void : writeOwn))
+        return Effect.andThen(Effect.yieldNow, writeOwn).pipe(
+          Effect.andThen(Effect.suspend(() => {
+            if (pending.length > 0) return Effect.asVoid(Effect.forkDetach(writer))
+            inFlight = undefined
+            writing = false
+            wake(idle)
+            return Effect.void
+          })),
+          Effect.andThen(Effect.as(offered.durable, offered.seqs))
+        )
+      })
+    )
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
