@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Scheduler } from "effect"
-import type { StorageError } from "../src/Errors.ts"
+import { Io, StorageError as StorageErrorClass, type StorageError } from "../src/Errors.ts"
 import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import { make, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 
@@ -224,6 +224,45 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         // 200 appends, far fewer writes: they were grouped.
         assert.isAtMost(calls.set, 3)
         assert.strictEqual(new Set(written).size, written.length)
+      }))
+
+    it.effect("a batch of more than ~96K characters is cut into chained records; a lost one is Corrupt, a failed one fails the batch whole", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        // 40,000 characters each: two frames to a record.
+        const big = Array.from({ length: 5 }, (_, i) => String(i + 1).repeat(40_000))
+        assert.deepStrictEqual(yield* queue.appendAll(big), [1, 2, 3, 4, 5])
+        const batchPrefix = `${keyPrefix("q")}batch:`
+        assert.deepStrictEqual(yield* storage.list(batchPrefix), [batchKey("q", 1, 2), batchKey("q", 3, 4), batchKey("q", 5, 5)])
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual(yield* reopened.frameRange(1), big.map((frame, i) => ({ seq: i + 1, frame })))
+        // The records name each other: one lost from the middle is reported by name.
+        yield* storage.delete(batchKey("q", 3, 4))
+        const damaged = yield* makeWith(storage, { socketId: "q" })
+        const read = yield* damaged.readRange(1)
+        assert.deepStrictEqual(read.entries.map((e) => e.seq), [1, 2])
+        assert.strictEqual(read.damage?.error.reason.key, batchKey("q", 3, 4))
+
+        // One record of a batch failing fails the batch, and none of its records stays.
+        const other = yield* makeStorage
+        const failing: StorageAdapterShape = make({
+          get: other.get,
+          set: (key, value) =>
+            key === batchKey("f", 3, 4)
+              ? Effect.fail(new StorageErrorClass({ operation: "set", reason: new Io({ key, message: "disk full", cause: null }) }))
+              : other.set(key, value),
+          delete: other.delete,
+          list: other.list,
+          getMany: other.getMany
+        })
+        const fq = yield* makeWith(failing, { socketId: "f" })
+        const error = yield* Effect.flip(fq.appendAll(big))
+        assert.strictEqual(error.reason._tag, "Io")
+        assert.deepStrictEqual(yield* other.list(`${keyPrefix("f")}batch:`), [])
+        const next = yield* fq.append("after")
+        assert.isAbove(next, 5)
+        assert.deepStrictEqual((yield* fq.frameRange(1)).map((e) => e.frame), ["after"])
       }))
 
     it.live("the window holds a producer back until an ack makes room", () =>
