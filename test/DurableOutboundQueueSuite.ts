@@ -265,6 +265,30 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.deepStrictEqual((yield* fq.frameRange(1)).map((e) => e.frame), ["after"])
       }))
 
+    it.effect("a small cache serves the newest frames and storage the rest: every range reads the same frames", () =>
+      Effect.gen(function*() {
+        for (const cachedFrames of [1, 3, 5, 8]) {
+          const queue = yield* makeWith(yield* makeStorage, { socketId: "q", cachedFrames })
+          const all: Array<string> = []
+          // Batches of 1, 4, 2, 6 and 3 frames, and an ack part-way through a batch.
+          for (const size of [1, 4, 2, 6, 3]) {
+            const batch = frames(size, all.length + 1)
+            yield* queue.appendAll(batch)
+            all.push(...batch)
+          }
+          yield* queue.ackUpTo(4)
+          for (let from = 1; from <= all.length + 1; from++) {
+            for (const limit of [1, 2, 7, undefined]) {
+              const read = yield* queue.frameRange(from, { limit })
+              const start = Math.max(from, 5)
+              const end = limit === undefined ? all.length : Math.min(all.length, start + limit - 1)
+              const expected = Array.from({ length: Math.max(0, end - start + 1) }, (_, i) => ({ seq: start + i, frame: all[start + i - 1]! }))
+              assert.deepStrictEqual(read, expected, `cachedFrames ${cachedFrames}, from ${from}, limit ${limit}`)
+            }
+          }
+        }
+      }))
+
     it.live("the window holds a producer back until an ack makes room", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q", windowFrames: 10 })

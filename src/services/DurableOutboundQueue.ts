@@ -293,6 +293,12 @@ interface BatchRecordPlan {
   readonly prev: readonly [number, number] | null
 }
 
+/** The frames of one written batch, kept for live delivery. */
+interface CacheSegment {
+  readonly first: number
+  readonly frames: ReadonlyArray<string>
+}
+
 /** Frames numbered and waiting for the writer. */
 interface PendingBatch {
   readonly first: number
@@ -364,9 +370,23 @@ export const makeWith = Effect.fnUntraced(function*(
     ? null
     : [index[index.length - 1]!.first, index[index.length - 1]!.last]
 
-  // Committed frames above the watermark, newest last; holds the stored seqs of [cacheLow, committed].
-  const cache = new Map<number, string>()
+  // Committed frames above the watermark, one segment per written batch, oldest first;
+  // holds the stored seqs of [cacheLow, committed] (a segment's frames below cacheLow
+  // are no longer served). Whole batches, not a map entry per frame: a stream commits
+  // and evicts hundreds of thousands of frames a second.
+  const cache: Array<CacheSegment> = []
   let cacheLow = committed + 1
+  /** How many frames the cache serves: those of its segments at or above cacheLow. */
+  const cachedCount = () => {
+    let count = 0
+    for (const segment of cache) count += Math.max(0, segment.first + segment.frames.length - Math.max(segment.first, cacheLow))
+    return count
+  }
+  /** Serves nothing below `low` any more; drops the segments wholly below it. */
+  const evictBelow = (low: number) => {
+    if (low > cacheLow) cacheLow = low
+    while (cache.length > 0 && cache[0]!.first + cache[0]!.frames.length <= cacheLow) cache.shift()
+  }
   let headSignal = Deferred.makeUnsafe<void>()
   let ackSignal = Deferred.makeUnsafe<void>()
   // Woken whenever the window shrinks (an ack, a failed batch).
@@ -405,11 +425,21 @@ export const makeWith = Effect.fnUntraced(function*(
       cacheLow = first + frames.length
       return
     }
-    if (cache.size === 0) cacheLow = first
-    for (let i = 0; i < frames.length; i++) cache.set(first + i, frames[i]!)
-    while (cache.size > cachedFrames) {
-      cache.delete(cacheLow)
-      cacheLow++
+    if (cache.length === 0) cacheLow = first
+    cache.push({ first, frames })
+    const excess = cachedCount() - cachedFrames
+    if (excess > 0) {
+      // The oldest frames go, whole segments at a time, then the excess of the oldest left.
+      let dropped = 0
+      while (cache.length > 1) {
+        const oldest = cache[0]!
+        const held = oldest.first + oldest.frames.length - Math.max(oldest.first, cacheLow)
+        if (dropped + held > excess) break
+        dropped += held
+        cache.shift()
+        cacheLow = cache[0]!.first
+      }
+      evictBelow(Math.max(cacheLow, cache[0]!.first) + (excess - dropped))
     }
   }
 
@@ -486,7 +516,7 @@ export const makeWith = Effect.fnUntraced(function*(
             const room = roomSignal
             roomSignal = Deferred.makeUnsafe<void>()
             wake(room)
-            if (cachedFrames > 0 && cache.size === 0) cacheLow = last + 1
+            if (cachedFrames > 0 && cache.length === 0) cacheLow = last + 1
             else if (cachedFrames === 0) cacheLow = last + 1
           }
           committed = last
@@ -726,9 +756,13 @@ export const makeWith = Effect.fnUntraced(function*(
         if (from > to) return Effect.succeed({ entries: [], through: Math.max(to, fromSeq - 1), damage: undefined })
         const fromCache = (start: number): Array<QueueEntry> => {
           const entries: Array<QueueEntry> = []
-          for (let seq = start; seq <= to; seq++) {
-            const frame = cache.get(seq)
-            if (frame !== undefined) entries.push({ seq, frame })
+          const low = Math.max(start, cacheLow)
+          for (const segment of cache) {
+            const end = Math.min(to, segment.first + segment.frames.length - 1)
+            for (let seq = Math.max(low, segment.first); seq <= end; seq++) {
+              entries.push({ seq, frame: segment.frames[seq - segment.first]! })
+            }
+            if (end >= to) break
           }
           return entries
         }
@@ -760,8 +794,7 @@ export const makeWith = Effect.fnUntraced(function*(
         return writeMeta(target, high).pipe(
           Effect.andThen(Effect.sync(() => {
             acked = target
-            for (let s = cacheLow; s <= target; s++) cache.delete(s)
-            if (cacheLow <= target) cacheLow = target + 1
+            evictBelow(target + 1)
             while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
             // The window: every numbered frame at or below the watermark leaves it.
             let frames = 0
@@ -822,7 +855,7 @@ export const makeWith = Effect.fnUntraced(function*(
           ? Effect.ignore(metaLock.withPermit(storage.set(meta, { version: 2, acked, high: committed })))
           : Effect.void
       ))),
-      Effect.andThen(Effect.sync(() => cache.clear()))
+      Effect.andThen(Effect.sync(() => void cache.splice(0)))
     )
   })
 
