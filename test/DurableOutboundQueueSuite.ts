@@ -289,6 +289,48 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         }
       }))
 
+    it.live("batches that pile up behind a slow write go in the next write together, in records of batchFrames", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const gate = yield* Deferred.make<void>()
+        let inFlight = 0
+        let mostInFlight = 0
+        const slow: StorageAdapterShape = make({
+          get: storage.get,
+          set: (key, value) =>
+            Effect.suspend(() => {
+              inFlight++
+              mostInFlight = Math.max(mostInFlight, inFlight)
+              return Deferred.await(gate).pipe(
+                Effect.andThen(Effect.sleep("1 millis")),
+                Effect.andThen(storage.set(key, value)),
+                Effect.ensuring(Effect.sync(() => void inFlight--))
+              )
+            }),
+          delete: storage.delete,
+          list: storage.list,
+          getMany: storage.getMany
+        })
+        const queue = yield* makeWith(slow, { socketId: "q", batchFrames: 2 })
+        const first = yield* queue.offerAll(["a"])
+        for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+        // Three batches of two pile up while the first write waits.
+        const rest = yield* queue.offerAll(frames(6, 2))
+        assert.deepStrictEqual(rest.seqs, [2, 3, 4, 5, 6, 7])
+        yield* Deferred.succeed(gate, undefined)
+        yield* first.durable
+        yield* rest.durable
+        // They were written at once, not one after another.
+        assert.strictEqual(mostInFlight, 3)
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [
+          batchKey("q", 1, 1),
+          batchKey("q", 2, 3),
+          batchKey("q", 4, 5),
+          batchKey("q", 6, 7)
+        ])
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.frame), ["a", ...frames(6, 2)])
+      }))
+
     it.live("the window holds a producer back until an ack makes room", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q", windowFrames: 10 })

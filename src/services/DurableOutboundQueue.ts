@@ -3,9 +3,8 @@
  * number that is never issued twice, survives a crash, and stays until a client
  * acknowledges it. Written on any `StorageAdapter`.
  *
- * Layout: frames are stored in batch records, written together per batch (a batch
- * of more than ~96K characters of frames is cut into several records, so no record's
- * JSON is a large object for V8).
+ * Layout: frames are stored in batch records of at most `batchFrames` frames and
+ * ~96K characters (so no record's JSON is a large object for V8).
  * `durableOutboundQueue:<socketId>:batch:<first>-<last>` (seqs zero-padded to 16
  * digits) holds the frames `first..last`, written once and deleted once a client has
  * acknowledged all of them. `durableOutboundQueue:<socketId>:meta` holds the acked
@@ -21,8 +20,9 @@
  * it, like a damaged one, while the frames around it stay readable.
  *
  * Appends are pipelined and group-committed: `offerAll` numbers frames and hands
- * them to one writer fiber without waiting for the disk; frames offered while a batch
- * is being written form the next batch. Readers only ever see committed frames (the
+ * them to one writer fiber without waiting for the disk; frames offered while a write
+ * runs go in the next one, its records written together (one transaction on SQLite).
+ * An `append` to an idle queue writes its frames itself, without the hand-off. Readers only ever see committed frames (the
  * head advances once a batch is durable, in seq order). A window bounds the frames
  * (and bytes) that are unpersisted or unacknowledged: an offer beyond it waits for an
  * ack, so a producer that outruns the disk or the client is held back.
@@ -210,6 +210,8 @@ const DEFAULT_BATCH_FRAMES = 4096
  * A batch larger than this is written as several records in one group.
  */
 const RECORD_CHARS = 96 * 1024
+/** The most frames one write of the writer takes (whole batches, at least one). */
+const GROUP_FRAMES = 4 * DEFAULT_BATCH_FRAMES
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -444,36 +446,46 @@ export const makeWith = Effect.fnUntraced(function*(
   }
 
   /**
-   * The records of a batch: its frames cut into runs of at most `RECORD_CHARS`, each
-   * naming the one before it (the first names the last record written).
+   * The records of a group of consecutive batches: their frames in runs of at most
+   * `batchFrames` frames and `RECORD_CHARS` code units (a longer frame gets a record of
+   * its own), each record naming the one before it (the first names the last record
+   * written).
    */
-  const recordsOf = (batch: PendingBatch): Array<BatchRecordPlan> => {
+  const recordsOf = (group: ReadonlyArray<PendingBatch>): Array<BatchRecordPlan> => {
     const records: Array<BatchRecordPlan> = []
-    const frames = batch.frames
     let prev = previous
-    let start = 0
-    while (start < frames.length) {
-      let end = start
-      let chars = 0
-      while (end < frames.length && (end === start || chars + frames[end]!.length <= RECORD_CHARS)) chars += frames[end++]!.length
-      const first = batch.first + start
-      const last = batch.first + end - 1
-      const slice = start === 0 && end === frames.length ? frames : frames.slice(start, end)
-      records.push({ first, last, key: batchKey(socketId, first, last), frames: slice, bytes: chars, prev })
+    let frames: Array<string> = []
+    let first = group[0]!.first
+    let chars = 0
+    const cut = () => {
+      const last = first + frames.length - 1
+      records.push({ first, last, key: batchKey(socketId, first, last), frames, bytes: chars, prev })
       prev = [first, last]
-      start = end
+      first = last + 1
+      frames = []
+      chars = 0
     }
+    for (const batch of group) {
+      for (const frame of batch.frames) {
+        if (frames.length > 0 && (frames.length >= batchFrames || chars + frame.length > RECORD_CHARS)) cut()
+        frames.push(frame)
+        chars += frame.length
+      }
+    }
+    cut()
     return records
   }
 
   /**
-   * Writes one batch: the high-water mark first when the batch goes past it, then its
-   * records, together (one group commit where the storage has one). The batch is
-   * durable when all of them are; when one fails, the batch fails whole.
+   * Writes a group of consecutive batches: the high-water mark first when the group
+   * goes past it, then every record, together (one group commit where the storage has
+   * one). The group is durable when all its records are; when one fails, it fails
+   * whole and none of its records is left.
    */
-  const writeBatch = (batch: PendingBatch): Effect.Effect<void, StorageError> => {
-    const last = batch.first + batch.frames.length - 1
-    const records = recordsOf(batch)
+  const writeGroup = (group: ReadonlyArray<PendingBatch>): Effect.Effect<void, StorageError> => {
+    const lastBatch = group[group.length - 1]!
+    const last = lastBatch.first + lastBatch.frames.length - 1
+    const records = recordsOf(group)
     const reserve = last > high
       ? Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
         high = written.high
@@ -508,11 +520,13 @@ export const makeWith = Effect.fnUntraced(function*(
               index.push({ first: record.first, last: record.last, key: record.key, legacy: false, bytes: record.bytes })
             }
             previous = [records[records.length - 1]!.first, last]
-            remember(batch.first, batch.frames)
+            for (const batch of group) remember(batch.first, batch.frames)
           } else {
-            // A burnt batch leaves the window at once: nothing will ever ack it.
-            windowUsedFrames -= batch.frames.length
-            windowUsedBytes -= batch.bytes
+            // A burnt group leaves the window at once: nothing will ever ack it.
+            for (const batch of group) {
+              windowUsedFrames -= batch.frames.length
+              windowUsedBytes -= batch.bytes
+            }
             const room = roomSignal
             roomSignal = Deferred.makeUnsafe<void>()
             wake(room)
@@ -529,25 +543,31 @@ export const makeWith = Effect.fnUntraced(function*(
   }
 
   /**
-   * Writes the next pending batch and settles it; false when none is pending, and then
-   * the queue is idle (decided in the same step as the look, so no frame is left behind).
+   * Writes what is pending, up to `GROUP_FRAMES` frames of whole batches, and settles
+   * it; false when nothing is pending, and then the queue is idle (decided in the same
+   * step as the look, so no frame is left behind). Batches that piled up while the last
+   * write ran go in one write, so a slow disk costs fewer round trips, not more.
    */
   const writeNext: Effect.Effect<boolean> = Effect.suspend(() => {
-    const batch = pending.shift()
-    inFlight = batch
-    if (batch === undefined) {
+    if (pending.length === 0) {
+      inFlight = undefined
       writing = false
       wake(idle)
       return Effect.succeed(false)
     }
-    return writeBatch(batch).pipe(
+    let take = 1
+    let frames = pending[0]!.frames.length
+    while (take < pending.length && frames + pending[take]!.frames.length <= GROUP_FRAMES) frames += pending[take++]!.frames.length
+    const group = pending.splice(0, take)
+    inFlight = group[group.length - 1]
+    return writeGroup(group).pipe(
       Effect.exit,
       Effect.flatMap((exit) => {
         if (Exit.isFailure(exit)) {
           const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
           if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
         }
-        return Deferred.done(batch.done, exit)
+        return Effect.forEach(group, (batch) => Deferred.done(batch.done, exit), { discard: true })
       }),
       Effect.as(true)
     )
@@ -643,8 +663,8 @@ export const makeWith = Effect.fnUntraced(function*(
         // its end once begun; offers made meanwhile queue behind it. One yield first, as
         // the writer's: appends made in the same turn join this batch.
         const { offered } = enqueue(frames)
-        const last = pending[pending.length - 1]!
-        const writeOwn: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => (!wrote || inFlight === last ? Effect.void : writeOwn))
+        const ownLast = assigned
+        const writeOwn: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => (!wrote || committed >= ownLast ? Effect.void : writeOwn))
         return Effect.andThen(Effect.yieldNow, writeOwn).pipe(
           Effect.andThen(Effect.suspend(() => {
             if (pending.length > 0) return Effect.asVoid(Effect.forkDetach(writer))
