@@ -378,16 +378,25 @@ export const makeWith = Effect.fnUntraced(function*(
   // and evicts hundreds of thousands of frames a second.
   const cache: Array<CacheSegment> = []
   let cacheLow = committed + 1
-  /** How many frames the cache serves: those of its segments at or above cacheLow. */
-  const cachedCount = () => {
-    let count = 0
-    for (const segment of cache) count += Math.max(0, segment.first + segment.frames.length - Math.max(segment.first, cacheLow))
-    return count
-  }
+  /** The frames of every segment, served or not. */
+  let segmentFrames = 0
+  /** How many frames the cache serves: only the oldest segment may start below cacheLow. */
+  const cachedCount = () => (cache.length === 0 ? 0 : segmentFrames - Math.max(0, cacheLow - cache[0]!.first))
   /** Serves nothing below `low` any more; drops the segments wholly below it. */
   const evictBelow = (low: number) => {
     if (low > cacheLow) cacheLow = low
-    while (cache.length > 0 && cache[0]!.first + cache[0]!.frames.length <= cacheLow) cache.shift()
+    while (cache.length > 0 && cache[0]!.first + cache[0]!.frames.length <= cacheLow) segmentFrames -= cache.shift()!.frames.length
+  }
+  /** The position of the first segment that ends at or after `seq`. */
+  const segmentFrom = (seq: number) => {
+    let low = 0
+    let highIndex = cache.length
+    while (low < highIndex) {
+      const mid = (low + highIndex) >> 1
+      if (cache[mid]!.first + cache[mid]!.frames.length - 1 < seq) low = mid + 1
+      else highIndex = mid
+    }
+    return low
   }
   let headSignal = Deferred.makeUnsafe<void>()
   let ackSignal = Deferred.makeUnsafe<void>()
@@ -429,6 +438,7 @@ export const makeWith = Effect.fnUntraced(function*(
     }
     if (cache.length === 0) cacheLow = first
     cache.push({ first, frames })
+    segmentFrames += frames.length
     const excess = cachedCount() - cachedFrames
     if (excess > 0) {
       // The oldest frames go, whole segments at a time, then the excess of the oldest left.
@@ -438,7 +448,7 @@ export const makeWith = Effect.fnUntraced(function*(
         const held = oldest.first + oldest.frames.length - Math.max(oldest.first, cacheLow)
         if (dropped + held > excess) break
         dropped += held
-        cache.shift()
+        segmentFrames -= cache.shift()!.frames.length
         cacheLow = cache[0]!.first
       }
       evictBelow(Math.max(cacheLow, cache[0]!.first) + (excess - dropped))
@@ -777,7 +787,8 @@ export const makeWith = Effect.fnUntraced(function*(
         const fromCache = (start: number): Array<QueueEntry> => {
           const entries: Array<QueueEntry> = []
           const low = Math.max(start, cacheLow)
-          for (const segment of cache) {
+          for (let i = segmentFrom(low); i < cache.length; i++) {
+            const segment = cache[i]!
             const end = Math.min(to, segment.first + segment.frames.length - 1)
             for (let seq = Math.max(low, segment.first); seq <= end; seq++) {
               entries.push({ seq, frame: segment.frames[seq - segment.first]! })
@@ -875,7 +886,10 @@ export const makeWith = Effect.fnUntraced(function*(
           ? Effect.ignore(metaLock.withPermit(storage.set(meta, { version: 2, acked, high: committed })))
           : Effect.void
       ))),
-      Effect.andThen(Effect.sync(() => void cache.splice(0)))
+      Effect.andThen(Effect.sync(() => {
+        cache.splice(0)
+        segmentFrames = 0
+      }))
     )
   })
 
