@@ -163,8 +163,8 @@ export interface DurableOutboundQueueOptions {
   readonly socketId: string
   /**
    * How many recent frames stay in memory so live delivery reads no storage. Default
-   * twice `batchFrames`, so a batch committed while the previous one is still being
-   * sent is delivered from memory too.
+   * four times `batchFrames`: twice the most one write takes, so frames committed
+   * while the previous write's are still being sent are delivered from memory too.
    */
   readonly cachedFrames?: number | undefined
   /**
@@ -210,8 +210,8 @@ const DEFAULT_BATCH_FRAMES = 4096
  * A batch larger than this is written as several records in one group.
  */
 const RECORD_CHARS = 96 * 1024
-/** The most frames one write of the writer takes (whole batches, at least one). */
-const GROUP_FRAMES = 4 * DEFAULT_BATCH_FRAMES
+/** The most frames one write of the writer takes, in batches (whole batches, at least one). */
+const GROUP_BATCHES = 2
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -320,7 +320,8 @@ export const makeWith = Effect.fnUntraced(function*(
   const windowFrames = Math.max(1, options.windowFrames ?? DEFAULT_WINDOW_FRAMES)
   const windowBytes = Math.max(1, options.windowBytes ?? DEFAULT_WINDOW_BYTES)
   const batchFrames = Math.max(1, options.batchFrames ?? DEFAULT_BATCH_FRAMES)
-  const cachedFrames = Math.max(0, options.cachedFrames ?? 2 * batchFrames)
+  const groupFrames = GROUP_BATCHES * batchFrames
+  const cachedFrames = Math.max(0, options.cachedFrames ?? 2 * groupFrames)
   const meta = metaKey(socketId)
   const prefix = keyPrefix(socketId)
   const batchPrefix = `${prefix}batch:`
@@ -553,7 +554,7 @@ export const makeWith = Effect.fnUntraced(function*(
   }
 
   /**
-   * Writes what is pending, up to `GROUP_FRAMES` frames of whole batches, and settles
+   * Writes what is pending, up to two batches' worth of whole batches, and settles
    * it; false when nothing is pending, and then the queue is idle (decided in the same
    * step as the look, so no frame is left behind). Batches that piled up while the last
    * write ran go in one write, so a slow disk costs fewer round trips, not more.
@@ -567,7 +568,7 @@ export const makeWith = Effect.fnUntraced(function*(
     }
     let take = 1
     let frames = pending[0]!.frames.length
-    while (take < pending.length && frames + pending[take]!.frames.length <= GROUP_FRAMES) frames += pending[take++]!.frames.length
+    while (take < pending.length && frames + pending[take]!.frames.length <= groupFrames) frames += pending[take++]!.frames.length
     const group = pending.splice(0, take)
     inFlight = group[group.length - 1]
     return writeGroup(group).pipe(
