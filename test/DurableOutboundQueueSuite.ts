@@ -331,6 +331,36 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.frame), ["a", ...frames(6, 2)])
       }))
 
+    it.live("a record may run across two batches of one write; every frame reads back at its seq", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const gate = yield* Deferred.make<void>()
+        const gated: StorageAdapterShape = make({
+          get: storage.get,
+          set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
+          delete: storage.delete,
+          list: storage.list,
+          getMany: storage.getMany
+        })
+        const queue = yield* makeWith(gated, { socketId: "q", batchFrames: 3, cachedFrames: 0 })
+        const first = yield* queue.offerAll(["a"])
+        for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+        // Two batches of three 40,000-character frames: records of two frames, by size.
+        const big = Array.from({ length: 6 }, (_, i) => String.fromCharCode(98 + i).repeat(40_000))
+        const rest = yield* queue.offerAll(big)
+        yield* Deferred.succeed(gate, undefined)
+        yield* first.durable
+        yield* rest.durable
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [
+          batchKey("q", 1, 1),
+          batchKey("q", 2, 3),
+          batchKey("q", 4, 5),
+          batchKey("q", 6, 7)
+        ])
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual(yield* reopened.frameRange(1), ["a", ...big].map((frame, i) => ({ seq: i + 1, frame })))
+      }))
+
     it.live("the window holds a producer back until an ack makes room", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q", windowFrames: 10 })

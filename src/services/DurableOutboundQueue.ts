@@ -465,23 +465,35 @@ export const makeWith = Effect.fnUntraced(function*(
   const recordsOf = (group: ReadonlyArray<PendingBatch>): Array<BatchRecordPlan> => {
     const records: Array<BatchRecordPlan> = []
     let prev = previous
-    let frames: Array<string> = []
+    // The record being cut: whole slices of batches, its first seq, its size so far.
+    let parts: Array<ReadonlyArray<string>> = []
+    let count = 0
     let first = group[0]!.first
     let chars = 0
     const cut = () => {
-      const last = first + frames.length - 1
+      const last = first + count - 1
+      const frames = parts.length === 1 ? parts[0]! : parts.flat()
       records.push({ first, last, key: batchKey(socketId, first, last), frames, bytes: chars, prev })
       prev = [first, last]
       first = last + 1
-      frames = []
+      parts = []
+      count = 0
       chars = 0
     }
     for (const batch of group) {
-      for (const frame of batch.frames) {
-        if (frames.length > 0 && (frames.length >= batchFrames || chars + frame.length > RECORD_CHARS)) cut()
-        frames.push(frame)
-        chars += frame.length
+      const frames = batch.frames
+      let start = 0
+      for (let i = 0; i < frames.length; i++) {
+        const size = frames[i]!.length
+        if (count > 0 && (count >= batchFrames || chars + size > RECORD_CHARS)) {
+          if (i > start) parts.push(frames.slice(start, i))
+          start = i
+          cut()
+        }
+        count++
+        chars += size
       }
+      if (frames.length > start) parts.push(start === 0 ? frames : frames.slice(start))
     }
     cut()
     return records
