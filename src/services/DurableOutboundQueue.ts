@@ -22,10 +22,11 @@
  * Appends are pipelined and group-committed: `offerAll` numbers frames and hands
  * them to one writer fiber without waiting for the disk; frames offered while a write
  * runs go in the next one, its records written together (one transaction on SQLite).
- * An `append` to an idle queue writes its frames itself, without the hand-off. Readers only ever see committed frames (the
- * head advances once a batch is durable, in seq order). A window bounds the frames
- * (and bytes) that are unpersisted or unacknowledged: an offer beyond it waits for an
- * ack, so a producer that outruns the disk or the client is held back.
+ * An `append` to an idle queue writes its frames itself, without the hand-off. Readers
+ * only ever see committed frames (the head advances once a batch is durable, in seq
+ * order). A window bounds the frames (and bytes) that are unpersisted or
+ * unacknowledged: an offer beyond it waits for an ack, so a producer that outruns the
+ * disk or the client is held back.
  *
  * Legacy one-frame records (`:frame:<seq>`, the layout before batches) are read as
  * one-frame batches.
