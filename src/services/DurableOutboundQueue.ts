@@ -22,9 +22,8 @@
  * Appends are pipelined and group-committed: `offerAll` numbers frames and hands
  * them to one writer fiber without waiting for the disk; frames offered while a write
  * runs go in the next one, its records written together (one transaction on SQLite).
- * An `append` to an idle queue writes its frames itself, without the hand-off. Readers
- * only ever see committed frames (the head advances once a batch is durable, in seq
- * order). A window bounds the frames (and bytes) that are unpersisted or
+ * Readers only ever see committed frames (the head advances once a batch is durable,
+ * in seq order). A window bounds the frames (and bytes) that are unpersisted or
  * unacknowledged: an offer beyond it waits for an ack, so a producer that outruns the
  * disk or the client is held back.
  *
@@ -676,31 +675,7 @@ export const makeWith = Effect.fnUntraced(function*(
     windowUsedFrames === 0 || (windowUsedFrames + frames <= windowFrames && windowUsedBytes + bytes <= windowBytes)
 
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.suspend(() => {
-        if (closed || frames.length === 0 || writing || pending.length > 0 || !fits(frames.length, sizeOf(frames))) {
-          return restore(Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs)))
-        }
-        // The queue is idle: this fiber writes its own frames, rather than forking a
-        // writer and waiting to be woken by it (a producer that awaits each append
-        // pays those hand-offs on every frame). Like the writer's, the write runs to
-        // its end once begun; offers made meanwhile queue behind it. One yield first, as
-        // the writer's: appends made in the same turn join this batch.
-        const { offered } = enqueue(frames)
-        const ownLast = assigned
-        const writeOwn: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => (!wrote || committed >= ownLast ? Effect.void : writeOwn))
-        return Effect.andThen(Effect.yieldNow, writeOwn).pipe(
-          Effect.andThen(Effect.suspend(() => {
-            if (pending.length > 0) return Effect.asVoid(Effect.forkDetach(writer))
-            inFlight = undefined
-            writing = false
-            wake(idle)
-            return Effect.void
-          })),
-          Effect.andThen(Effect.as(offered.durable, offered.seqs))
-        )
-      })
-    )
+    Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
