@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Scheduler } from "effect"
-import type { StorageError } from "../src/Errors.ts"
+import { Io, StorageError as StorageErrorClass, type StorageError } from "../src/Errors.ts"
 import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import { make, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 
@@ -224,6 +224,141 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         // 200 appends, far fewer writes: they were grouped.
         assert.isAtMost(calls.set, 3)
         assert.strictEqual(new Set(written).size, written.length)
+      }))
+
+    it.effect("a batch of more than ~96K characters is cut into chained records; a lost one is Corrupt, a failed one fails the batch whole", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        // 40,000 characters each: two frames to a record.
+        const big = Array.from({ length: 5 }, (_, i) => String(i + 1).repeat(40_000))
+        assert.deepStrictEqual(yield* queue.appendAll(big), [1, 2, 3, 4, 5])
+        const batchPrefix = `${keyPrefix("q")}batch:`
+        assert.deepStrictEqual(yield* storage.list(batchPrefix), [batchKey("q", 1, 2), batchKey("q", 3, 4), batchKey("q", 5, 5)])
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual(yield* reopened.frameRange(1), big.map((frame, i) => ({ seq: i + 1, frame })))
+        // The records name each other: one lost from the middle is reported by name.
+        yield* storage.delete(batchKey("q", 3, 4))
+        const damaged = yield* makeWith(storage, { socketId: "q" })
+        const read = yield* damaged.readRange(1)
+        assert.deepStrictEqual(read.entries.map((e) => e.seq), [1, 2])
+        assert.strictEqual(read.damage?.error.reason.key, batchKey("q", 3, 4))
+
+        // One record of a batch failing fails the batch, and none of its records stays.
+        const other = yield* makeStorage
+        const failing: StorageAdapterShape = make({
+          get: other.get,
+          set: (key, value) =>
+            key === batchKey("f", 3, 4)
+              ? Effect.fail(new StorageErrorClass({ operation: "set", reason: new Io({ key, message: "disk full", cause: null }) }))
+              : other.set(key, value),
+          delete: other.delete,
+          list: other.list,
+          getMany: other.getMany
+        })
+        const fq = yield* makeWith(failing, { socketId: "f" })
+        const error = yield* Effect.flip(fq.appendAll(big))
+        assert.strictEqual(error.reason._tag, "Io")
+        assert.deepStrictEqual(yield* other.list(`${keyPrefix("f")}batch:`), [])
+        const next = yield* fq.append("after")
+        assert.isAbove(next, 5)
+        assert.deepStrictEqual((yield* fq.frameRange(1)).map((e) => e.frame), ["after"])
+      }))
+
+    it.effect("a small cache serves the newest frames and storage the rest: every range reads the same frames", () =>
+      Effect.gen(function*() {
+        for (const cachedFrames of [1, 3, 5, 8]) {
+          const queue = yield* makeWith(yield* makeStorage, { socketId: "q", cachedFrames })
+          const all: Array<string> = []
+          // Batches of 1, 4, 2, 6 and 3 frames, and an ack part-way through a batch.
+          for (const size of [1, 4, 2, 6, 3]) {
+            const batch = frames(size, all.length + 1)
+            yield* queue.appendAll(batch)
+            all.push(...batch)
+          }
+          yield* queue.ackUpTo(4)
+          for (let from = 1; from <= all.length + 1; from++) {
+            for (const limit of [1, 2, 7, undefined]) {
+              const read = yield* queue.frameRange(from, { limit })
+              const start = Math.max(from, 5)
+              const end = limit === undefined ? all.length : Math.min(all.length, start + limit - 1)
+              const expected = Array.from({ length: Math.max(0, end - start + 1) }, (_, i) => ({ seq: start + i, frame: all[start + i - 1]! }))
+              assert.deepStrictEqual(read, expected, `cachedFrames ${cachedFrames}, from ${from}, limit ${limit}`)
+            }
+          }
+        }
+      }))
+
+    it.live("batches that pile up behind a slow write go in the next writes two at a time, in records of batchFrames", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const gate = yield* Deferred.make<void>()
+        let inFlight = 0
+        let mostInFlight = 0
+        const slow: StorageAdapterShape = make({
+          get: storage.get,
+          set: (key, value) =>
+            Effect.suspend(() => {
+              inFlight++
+              mostInFlight = Math.max(mostInFlight, inFlight)
+              return Deferred.await(gate).pipe(
+                Effect.andThen(Effect.sleep("1 millis")),
+                Effect.andThen(storage.set(key, value)),
+                Effect.ensuring(Effect.sync(() => void inFlight--))
+              )
+            }),
+          delete: storage.delete,
+          list: storage.list,
+          getMany: storage.getMany
+        })
+        const queue = yield* makeWith(slow, { socketId: "q", batchFrames: 2 })
+        const first = yield* queue.offerAll(["a"])
+        for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+        // Three batches of two pile up while the first write waits.
+        const rest = yield* queue.offerAll(frames(6, 2))
+        assert.deepStrictEqual(rest.seqs, [2, 3, 4, 5, 6, 7])
+        yield* Deferred.succeed(gate, undefined)
+        yield* first.durable
+        yield* rest.durable
+        // Two batches a write, their records written at once: 2-5 together, then 6-7.
+        assert.strictEqual(mostInFlight, 2)
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [
+          batchKey("q", 1, 1),
+          batchKey("q", 2, 3),
+          batchKey("q", 4, 5),
+          batchKey("q", 6, 7)
+        ])
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.frame), ["a", ...frames(6, 2)])
+      }))
+
+    it.live("a record may run across two batches of one write; every frame reads back at its seq", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const gate = yield* Deferred.make<void>()
+        const gated: StorageAdapterShape = make({
+          get: storage.get,
+          set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
+          delete: storage.delete,
+          list: storage.list,
+          getMany: storage.getMany
+        })
+        const queue = yield* makeWith(gated, { socketId: "q", batchFrames: 3, cachedFrames: 0 })
+        const first = yield* queue.offerAll(["a"])
+        for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+        // Two batches of three 40,000-character frames: records of two frames, by size.
+        const big = Array.from({ length: 6 }, (_, i) => String.fromCharCode(98 + i).repeat(40_000))
+        const rest = yield* queue.offerAll(big)
+        yield* Deferred.succeed(gate, undefined)
+        yield* first.durable
+        yield* rest.durable
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [
+          batchKey("q", 1, 1),
+          batchKey("q", 2, 3),
+          batchKey("q", 4, 5),
+          batchKey("q", 6, 7)
+        ])
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual(yield* reopened.frameRange(1), ["a", ...big].map((frame, i) => ({ seq: i + 1, frame })))
       }))
 
     it.live("the window holds a producer back until an ack makes room", () =>

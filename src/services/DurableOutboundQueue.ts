@@ -3,7 +3,8 @@
  * number that is never issued twice, survives a crash, and stays until a client
  * acknowledges it. Written on any `StorageAdapter`.
  *
- * Layout: frames are stored in batch records, one storage write per batch.
+ * Layout: frames are stored in batch records of at most `batchFrames` frames and
+ * ~96K characters (so no record's JSON is a large object for V8).
  * `durableOutboundQueue:<socketId>:batch:<first>-<last>` (seqs zero-padded to 16
  * digits) holds the frames `first..last`, written once and deleted once a client has
  * acknowledged all of them. `durableOutboundQueue:<socketId>:meta` holds the acked
@@ -19,11 +20,12 @@
  * it, like a damaged one, while the frames around it stay readable.
  *
  * Appends are pipelined and group-committed: `offerAll` numbers frames and hands
- * them to one writer fiber without waiting for the disk; frames offered while a batch
- * is being written form the next batch. Readers only ever see committed frames (the
- * head advances once a batch is durable, in seq order). A window bounds the frames
- * (and bytes) that are unpersisted or unacknowledged: an offer beyond it waits for an
- * ack, so a producer that outruns the disk or the client is held back.
+ * them to one writer fiber without waiting for the disk; frames offered while a write
+ * runs go in the next one, its records written together (one transaction on SQLite).
+ * Readers only ever see committed frames (the head advances once a batch is durable,
+ * in seq order). A window bounds the frames (and bytes) that are unpersisted or
+ * unacknowledged: an offer beyond it waits for an ack, so a producer that outruns the
+ * disk or the client is held back.
  *
  * Legacy one-frame records (`:frame:<seq>`, the layout before batches) are read as
  * one-frame batches.
@@ -161,8 +163,8 @@ export interface DurableOutboundQueueOptions {
   readonly socketId: string
   /**
    * How many recent frames stay in memory so live delivery reads no storage. Default
-   * twice `batchFrames`, so a batch committed while the previous one is still being
-   * sent is delivered from memory too.
+   * four times `batchFrames`: twice the most one write takes, so frames committed
+   * while the previous write's are still being sent are delivered from memory too.
    */
   readonly cachedFrames?: number | undefined
   /**
@@ -212,6 +214,15 @@ const SEQ_DIGITS = 16
 const DEFAULT_WINDOW_FRAMES = 65_536
 const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
 const DEFAULT_BATCH_FRAMES = 4096
+/**
+ * The most UTF-16 code units of frames one batch record holds (a longer frame gets a
+ * record of its own): the record's JSON then stays under V8's large-object size
+ * (128 KiB), whose allocation costs several times the same text in smaller strings.
+ * A batch larger than this is written as several records in one group.
+ */
+const RECORD_CHARS = 96 * 1024
+/** The most frames one write of the writer takes, in batches (whole batches, at least one). */
+const GROUP_BATCHES = 2
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -285,6 +296,22 @@ interface DecodedRecord {
   readonly prev: readonly [number, number] | null
 }
 
+/** One record of a batch about to be written. */
+interface BatchRecordPlan {
+  readonly first: number
+  readonly last: number
+  readonly key: string
+  readonly frames: ReadonlyArray<string>
+  readonly bytes: number
+  readonly prev: readonly [number, number] | null
+}
+
+/** The frames of one written batch, kept for live delivery. */
+interface CacheSegment {
+  readonly first: number
+  readonly frames: ReadonlyArray<string>
+}
+
 /** Frames numbered and waiting for the writer. */
 interface PendingBatch {
   readonly first: number
@@ -304,7 +331,8 @@ export const makeWith = Effect.fnUntraced(function*(
   const windowFrames = Math.max(1, options.windowFrames ?? DEFAULT_WINDOW_FRAMES)
   const windowBytes = Math.max(1, options.windowBytes ?? DEFAULT_WINDOW_BYTES)
   const batchFrames = Math.max(1, options.batchFrames ?? DEFAULT_BATCH_FRAMES)
-  const cachedFrames = Math.max(0, options.cachedFrames ?? 2 * batchFrames)
+  const groupFrames = GROUP_BATCHES * batchFrames
+  const cachedFrames = Math.max(0, options.cachedFrames ?? 2 * groupFrames)
   const meta = metaKey(socketId)
   const prefix = keyPrefix(socketId)
   const batchPrefix = `${prefix}batch:`
@@ -356,9 +384,32 @@ export const makeWith = Effect.fnUntraced(function*(
     ? null
     : [index[index.length - 1]!.first, index[index.length - 1]!.last]
 
-  // Committed frames above the watermark, newest last; holds the stored seqs of [cacheLow, committed].
-  const cache = new Map<number, string>()
+  // Committed frames above the watermark, one segment per written batch, oldest first;
+  // holds the stored seqs of [cacheLow, committed] (a segment's frames below cacheLow
+  // are no longer served). Whole batches, not a map entry per frame: a stream commits
+  // and evicts hundreds of thousands of frames a second.
+  const cache: Array<CacheSegment> = []
   let cacheLow = committed + 1
+  /** The frames of every segment, served or not. */
+  let segmentFrames = 0
+  /** How many frames the cache serves: only the oldest segment may start below cacheLow. */
+  const cachedCount = () => (cache.length === 0 ? 0 : segmentFrames - Math.max(0, cacheLow - cache[0]!.first))
+  /** Serves nothing below `low` any more; drops the segments wholly below it. */
+  const evictBelow = (low: number) => {
+    if (low > cacheLow) cacheLow = low
+    while (cache.length > 0 && cache[0]!.first + cache[0]!.frames.length <= cacheLow) segmentFrames -= cache.shift()!.frames.length
+  }
+  /** The position of the first segment that ends at or after `seq`. */
+  const segmentFrom = (seq: number) => {
+    let low = 0
+    let highIndex = cache.length
+    while (low < highIndex) {
+      const mid = (low + highIndex) >> 1
+      if (cache[mid]!.first + cache[mid]!.frames.length - 1 < seq) low = mid + 1
+      else highIndex = mid
+    }
+    return low
+  }
   let headSignal = Deferred.makeUnsafe<void>()
   let ackSignal = Deferred.makeUnsafe<void>()
   // Woken whenever the window shrinks (an ack, a failed batch).
@@ -397,45 +448,123 @@ export const makeWith = Effect.fnUntraced(function*(
       cacheLow = first + frames.length
       return
     }
-    if (cache.size === 0) cacheLow = first
-    for (let i = 0; i < frames.length; i++) cache.set(first + i, frames[i]!)
-    while (cache.size > cachedFrames) {
-      cache.delete(cacheLow)
-      cacheLow++
+    if (cache.length === 0) cacheLow = first
+    cache.push({ first, frames })
+    segmentFrames += frames.length
+    const excess = cachedCount() - cachedFrames
+    if (excess > 0) {
+      // The oldest frames go, whole segments at a time, then the excess of the oldest left.
+      let dropped = 0
+      while (cache.length > 1) {
+        const oldest = cache[0]!
+        const held = oldest.first + oldest.frames.length - Math.max(oldest.first, cacheLow)
+        if (dropped + held > excess) break
+        dropped += held
+        segmentFrames -= cache.shift()!.frames.length
+        cacheLow = cache[0]!.first
+      }
+      evictBelow(Math.max(cacheLow, cache[0]!.first) + (excess - dropped))
     }
   }
 
-  /** Writes one batch: the high-water mark first when the batch goes past it, then the record. */
-  const writeBatch = (batch: PendingBatch): Effect.Effect<void, StorageError> => {
-    const last = batch.first + batch.frames.length - 1
-    const key = batchKey(socketId, batch.first, last)
-    const record = { version: 2, first: batch.first, frames: batch.frames, prev: previous }
+  /**
+   * The records of a group of consecutive batches: their frames in runs of at most
+   * `batchFrames` frames and `RECORD_CHARS` code units (a longer frame gets a record of
+   * its own), each record naming the one before it (the first names the last record
+   * written).
+   */
+  const recordsOf = (group: ReadonlyArray<PendingBatch>): Array<BatchRecordPlan> => {
+    const records: Array<BatchRecordPlan> = []
+    let prev = previous
+    // The record being cut: whole slices of batches, its first seq, its size so far.
+    let parts: Array<ReadonlyArray<string>> = []
+    let count = 0
+    let first = group[0]!.first
+    let chars = 0
+    const cut = () => {
+      const last = first + count - 1
+      const frames = parts.length === 1 ? parts[0]! : parts.flat()
+      records.push({ first, last, key: batchKey(socketId, first, last), frames, bytes: chars, prev })
+      prev = [first, last]
+      first = last + 1
+      parts = []
+      count = 0
+      chars = 0
+    }
+    for (const batch of group) {
+      const frames = batch.frames
+      let start = 0
+      for (let i = 0; i < frames.length; i++) {
+        const size = frames[i]!.length
+        if (count > 0 && (count >= batchFrames || chars + size > RECORD_CHARS)) {
+          if (i > start) parts.push(frames.slice(start, i))
+          start = i
+          cut()
+        }
+        count++
+        chars += size
+      }
+      if (frames.length > start) parts.push(start === 0 ? frames : frames.slice(start))
+    }
+    cut()
+    return records
+  }
+
+  /**
+   * Writes a group of consecutive batches: the high-water mark first when the group
+   * goes past it, then every record, together (one group commit where the storage has
+   * one). The group is durable when all its records are; when one fails, it fails
+   * whole and none of its records is left.
+   */
+  const writeGroup = (group: ReadonlyArray<PendingBatch>): Effect.Effect<void, StorageError> => {
+    const lastBatch = group[group.length - 1]!
+    const last = lastBatch.first + lastBatch.frames.length - 1
+    const records = recordsOf(group)
     const reserve = last > high
       ? Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
         high = written.high
       })
       : Effect.void
+    const writeRecord = (record: BatchRecordPlan) =>
+      storage.set(record.key, { version: 2, first: record.first, frames: record.frames, prev: record.prev })
+    // Every write is waited for, failed or not, so none lands after the clean-up below.
+    const writeAll: Effect.Effect<void, StorageError> = records.length === 1
+      ? writeRecord(records[0]!)
+      : Effect.flatMap(
+        Effect.forEach(records, (record) => Effect.exit(writeRecord(record)), { concurrency: "unbounded" }),
+        (exits) => {
+          const failed = exits.find(Exit.isFailure)
+          return failed === undefined ? Effect.void : failed
+        }
+      )
     return reserve.pipe(
-      Effect.andThen(storage.set(key, record)),
+      Effect.andThen(writeAll),
       Effect.tapError(() =>
         // These seqs are burnt (the high-water mark covers them); removing what may have
         // landed keeps a failed append from being delivered after a restart.
-        Effect.ignore(storage.delete(key))
+        Effect.forEach(records, (record) => Effect.ignore(storage.delete(record.key)), {
+          concurrency: DELETE_CONCURRENCY,
+          discard: true
+        })
       ),
       Effect.onExit((exit) =>
         Effect.sync(() => {
           if (Exit.isSuccess(exit)) {
-            index.push({ first: batch.first, last, key, legacy: false, bytes: batch.bytes })
-            previous = [batch.first, last]
-            remember(batch.first, batch.frames)
+            for (const record of records) {
+              index.push({ first: record.first, last: record.last, key: record.key, legacy: false, bytes: record.bytes })
+            }
+            previous = [records[records.length - 1]!.first, last]
+            for (const batch of group) remember(batch.first, batch.frames)
           } else {
-            // A burnt batch leaves the window at once: nothing will ever ack it.
-            windowUsedFrames -= batch.frames.length
-            windowUsedBytes -= batch.bytes
+            // A burnt group leaves the window at once: nothing will ever ack it.
+            for (const batch of group) {
+              windowUsedFrames -= batch.frames.length
+              windowUsedBytes -= batch.bytes
+            }
             const room = roomSignal
             roomSignal = Deferred.makeUnsafe<void>()
             wake(room)
-            if (cachedFrames > 0 && cache.size === 0) cacheLow = last + 1
+            if (cachedFrames > 0 && cache.length === 0) cacheLow = last + 1
             else if (cachedFrames === 0) cacheLow = last + 1
           }
           committed = last
@@ -447,31 +576,43 @@ export const makeWith = Effect.fnUntraced(function*(
     )
   }
 
-  /** The one writer: drains pending batches in order, each written once. */
-  const writer: Effect.Effect<void> = Effect.suspend(() => {
-    const batch = pending.shift()
-    inFlight = batch
-    if (batch === undefined) {
+  /**
+   * Writes what is pending, up to two batches' worth of whole batches, and settles
+   * it; false when nothing is pending, and then the queue is idle (decided in the same
+   * step as the look, so no frame is left behind). Batches that piled up while the last
+   * write ran go in one write, so a slow disk costs fewer round trips, not more.
+   */
+  const writeNext: Effect.Effect<boolean> = Effect.suspend(() => {
+    if (pending.length === 0) {
+      inFlight = undefined
       writing = false
       wake(idle)
-      return Effect.void
+      return Effect.succeed(false)
     }
-    return writeBatch(batch).pipe(
+    let take = 1
+    let frames = pending[0]!.frames.length
+    while (take < pending.length && frames + pending[take]!.frames.length <= groupFrames) frames += pending[take++]!.frames.length
+    const group = pending.splice(0, take)
+    inFlight = group[group.length - 1]
+    return writeGroup(group).pipe(
       Effect.exit,
-      Effect.tap((exit) =>
-        Effect.sync(() => {
-          if (Exit.isFailure(exit)) {
-            const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
-            if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
-          }
-        })
-      ),
-      Effect.flatMap((exit) => Deferred.done(batch.done, exit)),
-      // Let offers made meanwhile join the next batch even on a storage that never yields.
-      Effect.andThen(Effect.yieldNow),
-      Effect.andThen(writer)
+      Effect.flatMap((exit) => {
+        if (Exit.isFailure(exit)) {
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+          if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
+        }
+        return Effect.forEach(group, (batch) => Deferred.done(batch.done, exit), { discard: true })
+      }),
+      Effect.as(true)
     )
   })
+
+  /** The one writer: drains pending batches in order, each written once. */
+  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
+    wrote
+      // Let offers made meanwhile join the next batch even on a storage that never yields.
+      ? Effect.andThen(Effect.yieldNow, writer)
+      : Effect.void)
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
@@ -518,11 +659,8 @@ export const makeWith = Effect.fnUntraced(function*(
       Effect.suspend((): Effect.Effect<Offered> => {
         if (closed) return useAfterClose("append")
         if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
-        const bytes = sizeOf(frames)
         // An empty window takes any offer, so one offer larger than the window still goes.
-        const fits = windowUsedFrames === 0 ||
-          (windowUsedFrames + frames.length <= windowFrames && windowUsedBytes + bytes <= windowBytes)
-        if (!fits) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
+        if (!fits(frames.length, sizeOf(frames))) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
         const { offered, startWriter } = enqueue(frames)
         // The writer outlives the offering fiber: it drains every pending batch.
         return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
@@ -542,6 +680,10 @@ export const makeWith = Effect.fnUntraced(function*(
     const last = pending.length > 0 ? pending[pending.length - 1] : inFlight
     return last === undefined ? Effect.void : Effect.ignore(Deferred.await(last.done))
   })
+
+  /** Whether an offer of `frames` frames of `bytes` fits the window now. An empty window takes any offer. */
+  const fits = (frames: number, bytes: number) =>
+    windowUsedFrames === 0 || (windowUsedFrames + frames <= windowFrames && windowUsedBytes + bytes <= windowBytes)
 
   const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
     Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
@@ -644,9 +786,14 @@ export const makeWith = Effect.fnUntraced(function*(
         if (from > to) return Effect.succeed({ entries: [], through: Math.max(to, fromSeq - 1), damage: undefined })
         const fromCache = (start: number): Array<QueueEntry> => {
           const entries: Array<QueueEntry> = []
-          for (let seq = start; seq <= to; seq++) {
-            const frame = cache.get(seq)
-            if (frame !== undefined) entries.push({ seq, frame })
+          const low = Math.max(start, cacheLow)
+          for (let i = segmentFrom(low); i < cache.length; i++) {
+            const segment = cache[i]!
+            const end = Math.min(to, segment.first + segment.frames.length - 1)
+            for (let seq = Math.max(low, segment.first); seq <= end; seq++) {
+              entries.push({ seq, frame: segment.frames[seq - segment.first]! })
+            }
+            if (end >= to) break
           }
           return entries
         }
@@ -678,8 +825,7 @@ export const makeWith = Effect.fnUntraced(function*(
         return writeMeta(target, high).pipe(
           Effect.andThen(Effect.sync(() => {
             acked = target
-            for (let s = cacheLow; s <= target; s++) cache.delete(s)
-            if (cacheLow <= target) cacheLow = target + 1
+            evictBelow(target + 1)
             while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
             // The window: every numbered frame at or below the watermark leaves it.
             let frames = 0
@@ -740,7 +886,10 @@ export const makeWith = Effect.fnUntraced(function*(
           ? Effect.ignore(metaLock.withPermit(storage.set(meta, { version: 2, acked, high: committed })))
           : Effect.void
       ))),
-      Effect.andThen(Effect.sync(() => cache.clear()))
+      Effect.andThen(Effect.sync(() => {
+        cache.splice(0)
+        segmentFrames = 0
+      }))
     )
   })
 
