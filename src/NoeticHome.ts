@@ -13,10 +13,11 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import * as Fs from "node:fs"
+import type { Stats } from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { StorageError } from "./Errors.ts"
+import { nodeFs as Fs } from "./internal/builtins.ts"
 import * as FileStorage from "./layers/FileStorage.ts"
 import * as SqliteStorage from "./layers/SqliteStorage.ts"
 import { StorageAdapter, type StorageAdapterShape } from "./services/StorageAdapter.ts"
@@ -71,7 +72,7 @@ export const storageLocation = (
   database?: string
 ): { readonly kind: StorageKind; readonly path: string } => {
   const resolved = Path.resolve(location)
-  let stat: Fs.Stats | undefined
+  let stat: Stats | undefined
   try {
     stat = Fs.statSync(resolved)
   } catch {

@@ -11,7 +11,7 @@
  * always followed by hex), so the two forms cannot meet. The full key of a long name
  * is read back from the record, which always carries its key.
  */
-import { createHash } from "node:crypto"
+import { sha256Hex } from "./builtins.ts"
 
 /** Longest encoded key kept as the file name itself (file systems allow 255 bytes). */
 export const MAX_PLAIN_NAME = 200
@@ -35,7 +35,7 @@ const escapeBytes = (bytes: Uint8Array): string => {
 export const encodeKey = (key: string): string => {
   const plain = escapeBytes(Buffer.from(key, "utf8"))
   if (plain.length <= MAX_PLAIN_NAME) return plain
-  const digest = createHash("sha256").update(key, "utf8").digest("hex")
+  const digest = sha256Hex(key)
   return plain.slice(0, LONG_NAME_PREFIX) + LONG_NAME_MARK + digest
 }
 

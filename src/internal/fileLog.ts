@@ -24,9 +24,8 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as NodePath from "node:path"
-import { crc32 } from "node:zlib"
+import { nodeZlib, nodeFs as Fs } from "./builtins.ts"
 
 /** The prefix of a log directory's name inside the storage root. */
 export const LOG_DIR_PREFIX = ".log-"
@@ -53,6 +52,9 @@ export interface LogSettings {
   /** fsyncs a directory. */
   readonly syncDirectory: (path: string) => void
 }
+
+/** CRC-32 of `bytes`, continuing from `value`. */
+const crc32 = (bytes: Uint8Array, value?: number): number => nodeZlib().crc32(bytes, value)
 
 const MAGIC = 0x4e454c31 // "NEL1": the record format's version is in its magic.
 const HEADER_BYTES = 21

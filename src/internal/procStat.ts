@@ -7,7 +7,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Fs from "node:fs/promises"
+import { fsPromises } from "./builtins.ts"
 
 /** What `/proc/<pid>/stat` says about a process. */
 export interface ProcStat {
@@ -30,12 +30,12 @@ export const parseStat = (text: string): ProcStat | undefined => {
 
 /** Whether this machine has `/proc` stat files. */
 export const hasProc: Effect.Effect<boolean> = Effect.promise(() =>
-  Fs.access("/proc/self/stat").then(() => true, () => false)
+  fsPromises().access("/proc/self/stat").then(() => true, () => false)
 )
 
 /** The stat of `pid`, or undefined when there is no such process (or no `/proc`). */
 export const readStat = (pid: number): Effect.Effect<ProcStat | undefined> =>
-  Effect.promise(() => Fs.readFile(`/proc/${pid}/stat`, "utf8").then(parseStat, () => undefined))
+  Effect.promise(() => fsPromises().readFile(`/proc/${pid}/stat`, "utf8").then(parseStat, () => undefined))
 
 const signalZero = (pid: number): boolean => {
   try {

@@ -16,9 +16,6 @@
  *
  * @since 0.1.0
  */
-import { createHash } from "node:crypto"
-import * as FsSync from "node:fs"
-import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -27,6 +24,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
+import { fsPromises, sha256Hex, nodeFs as FsSync } from "../internal/builtins.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import { encodeRecord, type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
 import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
@@ -125,11 +123,11 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   const pathOf = (name: string) => NodePath.join(root, name)
 
   yield* Effect.tryPromise({
-    try: () => Fs.mkdir(root, { recursive: true, mode: DIR_MODE }),
+    try: () => fsPromises().mkdir(root, { recursive: true, mode: DIR_MODE }),
     catch: (cause) => ioError("open", root, cause)
   })
   const names = yield* Effect.tryPromise({
-    try: () => Fs.readdir(root),
+    try: () => fsPromises().readdir(root),
     catch: (cause) => ioError("open", root, cause)
   })
   // Temp names carry the writer's pid: another live process sharing this root may be
@@ -139,7 +137,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     if (!name.startsWith(TEMP_PREFIX)) return Effect.void
     const pid = Number.parseInt(name.slice(TEMP_PREFIX.length), 10)
     if (Number.isInteger(pid) && (pid === process.pid || isProcessAlive(pid))) return Effect.void
-    return Effect.tryPromise({ try: () => Fs.rm(pathOf(name), { force: true }), catch: (cause) => ioError("open", name, cause) })
+    return Effect.tryPromise({ try: () => fsPromises().rm(pathOf(name), { force: true }), catch: (cause) => ioError("open", name, cause) })
   }, { discard: true })
 
   let tempCounter = 0
@@ -152,7 +150,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   let queued: Deferred.Deferred<void, StorageError> | undefined
   const fsyncRoot = Effect.tryPromise({
     try: async () => {
-      const handle = await Fs.open(root, "r")
+      const handle = await fsPromises().open(root, "r")
       try {
         await handle.sync()
       } finally {
@@ -231,7 +229,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const readRecord = Effect.fnUntraced(function*(operation: string, name: string, expectedKey: string | undefined) {
     const text = yield* Effect.tryPromise({
-      try: () => Fs.readFile(pathOf(name), "utf8").catch(ifMissing(undefined)),
+      try: () => fsPromises().readFile(pathOf(name), "utf8").catch(ifMissing(undefined)),
       catch: (cause) => ioError(operation, expectedKey ?? name, cause)
     })
     if (text === undefined) return Option.none<{ key: string; value: unknown }>()
@@ -264,17 +262,17 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     const temp = pathOf(tempName())
     yield* Effect.tryPromise({
       try: async () => {
-        const handle = await Fs.open(temp, "wx", FILE_MODE)
+        const handle = await fsPromises().open(temp, "wx", FILE_MODE)
         try {
           await handle.writeFile(text, "utf8")
           await handle.sync()
         } finally {
           await handle.close()
         }
-        await Fs.rename(temp, pathOf(encodeKey(key)))
+        await fsPromises().rename(temp, pathOf(encodeKey(key)))
       },
       catch: (cause) => ioError("set", key, cause)
-    }).pipe(Effect.tapError(() => Effect.promise(() => Fs.rm(temp, { force: true }))))
+    }).pipe(Effect.tapError(() => Effect.promise(() => fsPromises().rm(temp, { force: true }))))
     yield* syncDirectory
   })
 
@@ -286,7 +284,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       if (holds) yield* appendTo(name, "delete", key, undefined)
     }
     const removed = yield* Effect.tryPromise({
-      try: () => Fs.unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
+      try: () => fsPromises().unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
       catch: (cause) => ioError("delete", key, cause)
     })
     if (removed) yield* syncDirectory
@@ -294,7 +292,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const list = Effect.fnUntraced(function*(prefix: string) {
     const names = yield* Effect.tryPromise({
-      try: () => Fs.readdir(root),
+      try: () => fsPromises().readdir(root),
       catch: (cause) => ioError("list", prefix, cause)
     })
     const keys: Array<string> = []
@@ -348,11 +346,11 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   // plain set, which takes no lock. A fenced write takes the lock of its fence key, so
   // it and a compareAndSet of the lease exclude each other across processes.
   const keyLocks = new Map<string, { readonly semaphore: Semaphore.Semaphore; users: number }>()
-  const lockPath = (key: string) => pathOf(`${LOCK_PREFIX}${createHash("sha256").update(key).digest("hex")}`)
+  const lockPath = (key: string) => pathOf(`${LOCK_PREFIX}${sha256Hex(key)}`)
 
   const readLock = (path: string) =>
-    Fs.readFile(path, "utf8").then(
-      (text) => Fs.stat(path).then((stat) => ({ text, mtimeMs: stat.mtimeMs }), ifMissing(undefined)),
+    fsPromises().readFile(path, "utf8").then(
+      (text) => fsPromises().stat(path).then((stat) => ({ text, mtimeMs: stat.mtimeMs }), ifMissing(undefined)),
       ifMissing(undefined)
     )
 
@@ -366,11 +364,11 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     const holderAlive = !Number.isInteger(pid) || pid === process.pid || isProcessAlive(pid)
     if (holderAlive && Date.now() - lock.mtimeMs < LOCK_STALE_MS) return
     const aside = pathOf(tempName())
-    const moved = await Fs.rename(path, aside).then(() => true, ifMissing(false))
+    const moved = await fsPromises().rename(path, aside).then(() => true, ifMissing(false))
     if (!moved) return
-    const text = await Fs.readFile(aside, "utf8")
-    if (text !== lock.text) await Fs.link(aside, path).catch(() => undefined)
-    await Fs.rm(aside, { force: true })
+    const text = await fsPromises().readFile(aside, "utf8")
+    if (text !== lock.text) await fsPromises().link(aside, path).catch(() => undefined)
+    await fsPromises().rm(aside, { force: true })
   }
 
   const acquireLock = (operation: string, key: string) =>
@@ -383,14 +381,14 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
           // The lock appears with its token already in it (written aside, then linked,
           // and link never overwrites): a lock seen empty would look abandoned.
           const aside = pathOf(tempName())
-          await Fs.writeFile(aside, token, { flag: "wx", mode: FILE_MODE })
-          const created = await Fs.link(aside, path).then(
+          await fsPromises().writeFile(aside, token, { flag: "wx", mode: FILE_MODE })
+          const created = await fsPromises().link(aside, path).then(
             () => true,
             (cause: unknown) => {
               if (errorCode(cause) === "EEXIST") return false
               throw cause
             }
-          ).finally(() => Fs.rm(aside, { force: true }))
+          ).finally(() => fsPromises().rm(aside, { force: true }))
           if (created) return { path, token }
           await breakIfStale(path)
           await new Promise((resolve) => setTimeout(resolve, delay))
@@ -401,8 +399,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const releaseLock = (lock: { readonly path: string; readonly token: string }) =>
     Effect.promise(() =>
-      Fs.readFile(lock.path, "utf8").then(
-        (text) => (text === lock.token ? Fs.rm(lock.path, { force: true }) : undefined),
+      fsPromises().readFile(lock.path, "utf8").then(
+        (text) => (text === lock.token ? fsPromises().rm(lock.path, { force: true }) : undefined),
         () => undefined
       )
     )

@@ -31,11 +31,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import * as Socket from "effect/socket/Socket"
-import * as Fs from "node:fs/promises"
 import type * as Net from "node:net"
-import * as NodeNet from "node:net"
 import * as NodePath from "node:path"
 import { StorageError } from "../Errors.ts"
+import { fsPromises, nodeNet } from "../internal/builtins.ts"
 import { makeLineSplitter } from "../internal/lineSplitter.ts"
 import { AddressInUse, FrameTooLarge, IpcError, type IpcErrorReason, ListenFailed, SocketClosed } from "../IpcError.ts"
 import {
@@ -161,7 +160,7 @@ const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message
 /** Whether a live server accepts connections at `path`. */
 const probe = (path: string): Effect.Effect<boolean> =>
   Effect.callback<boolean>((resume) => {
-    const conn = NodeNet.connect({ path })
+    const conn = nodeNet().connect({ path })
     conn.once("connect", () => {
       conn.destroy()
       resume(Effect.succeed(true))
@@ -235,7 +234,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const services = yield* Effect.context<R>()
 
   // Refuse to take the path from a live server or from a file that is not a socket.
-  const existing = yield* Effect.promise(() => Fs.lstat(socketPath).catch(() => undefined))
+  const existing = yield* Effect.promise(() => fsPromises().lstat(socketPath).catch(() => undefined))
   if (existing !== undefined) {
     if (!existing.isSocket()) {
       return yield* fail(new AddressInUse({ message: "a file that is not a socket is in the way" }))
@@ -248,7 +247,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const listenFailed = (message: string) => (cause: unknown) => fail(new ListenFailed({ message: `${message}: ${causeMessage(cause)}`, cause }))
   const dir = NodePath.dirname(socketPath)
   const privateDir = yield* Effect.tryPromise({
-    try: () => Fs.mkdtemp(NodePath.join(dir, ".ipc-")),
+    try: () => fsPromises().mkdtemp(NodePath.join(dir, ".ipc-")),
     catch: listenFailed("cannot create a private directory beside the socket")
   })
   const bindPath = Buffer.byteLength(NodePath.join(privateDir, "s")) <= MAX_SOCKET_PATH_BYTES
@@ -257,15 +256,15 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   let boundInode: number | undefined
   yield* Effect.addFinalizer(() =>
     Effect.promise(async () => {
-      await Fs.rm(privateDir, { recursive: true, force: true })
-      const stat = await Fs.stat(socketPath).catch(() => undefined)
-      if (stat !== undefined && stat.ino === boundInode) await Fs.unlink(socketPath).catch(() => undefined)
+      await fsPromises().rm(privateDir, { recursive: true, force: true })
+      const stat = await fsPromises().stat(socketPath).catch(() => undefined)
+      if (stat !== undefined && stat.ino === boundInode) await fsPromises().unlink(socketPath).catch(() => undefined)
     })
   )
   if (bindPath === undefined) {
     // No room for the private directory in the path: bind in place, protected until
     // the chmod only by the umask. A stale socket has to go first.
-    yield* Effect.promise(() => Fs.unlink(socketPath).catch(() => undefined))
+    yield* Effect.promise(() => fsPromises().unlink(socketPath).catch(() => undefined))
   }
   const server = yield* NodeSocketServer.make({ path: bindPath ?? socketPath }).pipe(
     Effect.mapError(listenFailed("cannot listen"))
@@ -273,12 +272,12 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   boundInode = yield* Effect.tryPromise({
     try: async () => {
       const at = bindPath ?? socketPath
-      await Fs.chmod(at, 0o600)
+      await fsPromises().chmod(at, 0o600)
       if (bindPath !== undefined) {
-        await Fs.rename(bindPath, socketPath)
-        await Fs.rmdir(privateDir)
+        await fsPromises().rename(bindPath, socketPath)
+        await fsPromises().rmdir(privateDir)
       }
-      return (await Fs.stat(socketPath)).ino
+      return (await fsPromises().stat(socketPath)).ino
     },
     catch: listenFailed("cannot secure the socket file")
   })

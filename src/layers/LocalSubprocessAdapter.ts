@@ -42,14 +42,13 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import * as NodeChildProcess from "node:child_process"
-import { createHash } from "node:crypto"
-import * as Fs from "node:fs"
+import type * as NodeChildProcess from "node:child_process"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
+import { childProcess, sha256Hex, nodeFs as Fs } from "../internal/builtins.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { CHILD_FLAG } from "../internal/childFlag.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
@@ -198,7 +197,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const preferredRunDir = NodePath.resolve(options.runDir ?? NodePath.join(beside, "run"))
   const runDir = Buffer.byteLength(NodePath.join(preferredRunDir, "0123456789abcdef.sock")) <= MAX_SOCKET_PATH_BYTES
     ? preferredRunDir
-    : NodePath.join(Os.tmpdir(), `noetic-run-${createHash("sha256").update(preferredRunDir).digest("hex").slice(0, 12)}`)
+    : NodePath.join(Os.tmpdir(), `noetic-run-${sha256Hex(preferredRunDir).slice(0, 12)}`)
   const stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS
   const lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS
@@ -222,7 +221,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const forgetSettled = settledRetention(children)
 
   const socketPathFor = (handleId: string) =>
-    NodePath.join(runDir, `${createHash("sha256").update(handleId).digest("hex").slice(0, 16)}.sock`)
+    NodePath.join(runDir, `${sha256Hex(handleId).slice(0, 16)}.sock`)
 
   const execArgvFor = (handleId: string, module: string | null): Effect.Effect<ReadonlyArray<string>, SubprocessError> =>
     Effect.suspend(() => {
@@ -384,7 +383,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
         // own process group, unreferenced, with no pipe to the host, so the host's death
         // (even SIGKILL) neither kills it nor breaks its output.
-        const proc = NodeChildProcess.spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId], {
+        const proc = childProcess().spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId], {
           detached: true,
           stdio: ["ignore", log, log],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
@@ -473,7 +472,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       let log: number | undefined
       try {
         log = Fs.openSync(logPath, "a", 0o600)
-        const started = NodeChildProcess.spawn(request.command, [...request.args], {
+        const started = childProcess().spawn(request.command, [...request.args], {
           detached: request.detached,
           stdio: [request.stdin === undefined ? "ignore" : "pipe", log, log],
           ...(request.cwd === undefined ? {} : { cwd: request.cwd }),

@@ -21,7 +21,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import type * as NodeSqlite from "node:sqlite"
 import * as Effect from "effect/Effect"
@@ -29,6 +28,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
+import { nodeFs as Fs } from "../internal/builtins.ts"
 import {
   decodeJson,
   encodeExpected,

@@ -14,7 +14,6 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { randomUUID } from "node:crypto"
 import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import type { StorageError } from "../Errors.ts"
@@ -30,6 +29,7 @@ import {
 import * as EngineHarness from "../harness/AgentHarness.ts"
 import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
 import * as Step from "../harness/Step.ts"
+import { nodeCrypto } from "../internal/builtins.ts"
 import type * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore as CheckpointStoreTag, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
@@ -1588,10 +1588,10 @@ export class AgentHarness<I = any, O = any> {
     const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
     const extra = this.#toEngineLayers(options.extraContextLayers)
     const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
-    const threadId = options.threadId ?? parent?.threadId ?? randomUUID()
+    const threadId = options.threadId ?? parent?.threadId ?? nodeCrypto().randomUUID()
     const resourceId = options.resourceId ?? parent?.resourceId
     const engine = new EngineContext({
-      id: options.id ?? randomUUID(),
+      id: options.id ?? nodeCrypto().randomUUID(),
       threadId,
       resourceId,
       parent,
@@ -1638,8 +1638,8 @@ export class AgentHarness<I = any, O = any> {
       ? undefined
       : toEngineSubprocessShape(chosen, subprocess === undefined ? `step ${step.id}: subprocess` : "detachedSpawn options.subprocess")
     // The documented API hands the handle back at once, so its ids are made here.
-    const handleId = randomUUID()
-    const executionId = randomUUID()
+    const handleId = nodeCrypto().randomUUID()
+    const executionId = nodeCrypto().randomUUID()
     const started = this.#use((engine) =>
       Effect.gen(function*() {
         const engineOptions: EngineHarness.DetachedSpawnOptions = {

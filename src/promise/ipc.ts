@@ -11,10 +11,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
-import { createHash } from "node:crypto"
-import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import { IpcError } from "../IpcError.ts"
+import { fsPromises, sha256Hex } from "../internal/builtins.ts"
 import type * as IpcClient from "../layers/IpcClient.ts"
 import type * as IpcServer from "../layers/IpcServer.ts"
 import {
@@ -63,7 +62,7 @@ export interface DurableOutboundQueue extends AsyncDisposable {
 
 /** The queue id a socket path gets when none is given: short, so file keys stay short. */
 export const socketIdOf = (socketPath: string): string =>
-  createHash("sha256").update(NodePath.resolve(socketPath)).digest("hex").slice(0, 20)
+  sha256Hex(NodePath.resolve(socketPath)).slice(0, 20)
 
 /** Options of {@link createDurableOutboundQueue}. */
 export interface CreateDurableOutboundQueueOptions {
@@ -712,18 +711,18 @@ const toFsStats = (stats: { size: number; isDirectory(): boolean; isSymbolicLink
 
 /** A filesystem adapter on the local disk (`node:fs/promises`), as noetic's `createLocalFsAdapter`. */
 export const createLocalFsAdapter = (): FsAdapter => ({
-  readFile: (path) => Fs.readFile(path),
-  readFileText: (path) => Fs.readFile(path, "utf-8"),
-  writeFile: (path, content) => Fs.writeFile(path, content, "utf-8"),
-  writeFileBytes: (path, content) => Fs.writeFile(path, content),
-  appendFile: (path, content) => Fs.appendFile(path, content, "utf-8"),
+  readFile: (path) => fsPromises().readFile(path),
+  readFileText: (path) => fsPromises().readFile(path, "utf-8"),
+  writeFile: (path, content) => fsPromises().writeFile(path, content, "utf-8"),
+  writeFileBytes: (path, content) => fsPromises().writeFile(path, content),
+  appendFile: (path, content) => fsPromises().appendFile(path, content, "utf-8"),
   mkdir: async (dir) => {
-    await Fs.mkdir(dir, { recursive: true })
+    await fsPromises().mkdir(dir, { recursive: true })
   },
-  rename: (from, to) => Fs.rename(from, to),
-  rm: (path, options) => Fs.rm(path, options),
-  access: (path, mode) => Fs.access(path, mode ?? Fs.constants.R_OK),
-  stat: async (path) => toFsStats(await Fs.stat(path)),
-  lstat: async (path) => toFsStats(await Fs.lstat(path)),
-  readdir: (path) => Fs.readdir(path)
+  rename: (from, to) => fsPromises().rename(from, to),
+  rm: (path, options) => fsPromises().rm(path, options),
+  access: (path, mode) => fsPromises().access(path, mode ?? fsPromises().constants.R_OK),
+  stat: async (path) => toFsStats(await fsPromises().stat(path)),
+  lstat: async (path) => toFsStats(await fsPromises().lstat(path)),
+  readdir: (path) => fsPromises().readdir(path)
 })

@@ -8,7 +8,6 @@
  * @since 0.1.0
  */
 import { spawnSync } from "node:child_process"
-import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -16,6 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { Io, StorageError } from "../Errors.ts"
+import { nodeFs as Fs } from "../internal/builtins.ts"
 import { type Fence, make as makeStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 
 /** The defect a simulated crash dies with: the host is gone. */
