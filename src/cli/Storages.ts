@@ -16,6 +16,7 @@ import type * as Scope from "effect/Scope"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Fs from "node:fs"
+import { errorCode } from "../internal/processes.ts"
 import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import * as SqliteStorage from "../layers/SqliteStorage.ts"
@@ -50,11 +51,6 @@ export interface SourceFlags {
 
 /** The file a root's SQLite storage lives in, by root (see NoeticHome). */
 export const SQLITE_FILES = { checkpoints: CHECKPOINTS_DATABASE, subprocess: SUBPROCESS_DATABASE } as const
-
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
 
 const describeFsError = (path: string, cause: unknown): string => {
   switch (errorCode(cause)) {

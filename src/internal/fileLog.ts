@@ -26,6 +26,7 @@
  */
 import * as NodePath from "node:path"
 import { nodeZlib, nodeFs as Fs } from "./builtins.ts"
+import { errorCode, isProcessAlive } from "./processes.ts"
 
 /** The prefix of a log directory's name inside the storage root. */
 export const LOG_DIR_PREFIX = ".log-"
@@ -70,20 +71,6 @@ const LEASE_RETRY_MS = 2
  */
 const ASYNC_SYNC_BYTES = 64 * 1024
 const LEASE_RETRY_MAX_MS = 50
-
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
-
-const isProcessAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (cause) {
-    return errorCode(cause) === "EPERM"
-  }
-}
 
 /** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
 export const encodeRecord = (key: string, text: string | undefined): Buffer => {

@@ -27,6 +27,7 @@ import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { fsPromises, sha256Hex, nodeFs as FsSync } from "../internal/builtins.ts"
 import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import { encodeRecord, type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
+import { errorCode, isProcessAlive } from "../internal/processes.ts"
 import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
 import {
   decodeJson,
@@ -78,11 +79,6 @@ const SEGMENT_BYTES = 8 * 1024 * 1024
 /** A fully acknowledged log keeps its current segment until it is this long. */
 const RECLAIM_BYTES = 1024 * 1024
 
-const errorCode = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
-
 const ioError = (operation: string, key: string, cause: unknown): StorageError => {
   if (cause instanceof LogProblem) {
     return new StorageError({
@@ -106,15 +102,6 @@ const ioError = (operation: string, key: string, cause: unknown): StorageError =
 const ifMissing = <A>(value: A) => (cause: unknown): A => {
   if (errorCode(cause) === "ENOENT") return value
   throw cause
-}
-
-const isProcessAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (cause) {
-    return errorCode(cause) === "EPERM"
-  }
 }
 
 /** Builds a file storage over `root`, removing temp files left by dead writers. */
