@@ -24,6 +24,16 @@ const counting = (storage: StorageAdapterShape) => {
 
 const frames = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `{"n":${from + i}}`)
 
+/** `storage` whose writes each wait for `gate`: batches pile up in the queue meanwhile. */
+const gatedWrites = (storage: StorageAdapterShape, gate: Deferred.Deferred<void>): StorageAdapterShape =>
+  make({
+    get: storage.get,
+    set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
+    delete: storage.delete,
+    list: storage.list,
+    getMany: storage.getMany
+  })
+
 /** Runs the queue suite against a backend. */
 export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterShape, StorageError>) =>
   describe(`DurableOutboundQueue: ${name}`, () => {
@@ -335,13 +345,7 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
       Effect.gen(function*() {
         const storage = yield* makeStorage
         const gate = yield* Deferred.make<void>()
-        const gated: StorageAdapterShape = make({
-          get: storage.get,
-          set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
-          delete: storage.delete,
-          list: storage.list,
-          getMany: storage.getMany
-        })
+        const gated = gatedWrites(storage, gate)
         const queue = yield* makeWith(gated, { socketId: "q", batchFrames: 3, cachedFrames: 0 })
         const first = yield* queue.offerAll(["a"])
         for (let i = 0; i < 5; i++) yield* Effect.yieldNow
@@ -380,13 +384,7 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
       Effect.gen(function*() {
         const storage = yield* makeStorage
         const gate = yield* Deferred.make<void>()
-        const gated: StorageAdapterShape = make({
-          get: storage.get,
-          set: (key, value) => Effect.andThen(Deferred.await(gate), storage.set(key, value)),
-          delete: storage.delete,
-          list: storage.list,
-          getMany: storage.getMany
-        })
+        const gated = gatedWrites(storage, gate)
         const queue = yield* makeWith(gated, { socketId: "q", windowFrames: 3 })
         // No writer running: nothing is numbered, the caller goes through offerAll.
         assert.isUndefined(queue.offerUnsafe("a"))
