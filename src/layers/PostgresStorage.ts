@@ -161,10 +161,14 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     )
   }
 
-  const decodeValue = (operation: string, key: string, value: unknown) =>
+  // The stored JSON text of a row (the column is text; anything else is damage).
+  const storedText = (operation: string, key: string, value: unknown): Effect.Effect<string, StorageError> =>
     typeof value === "string"
-      ? decodeJson(operation, key, value)
+      ? Effect.succeed(value)
       : Effect.fail(corrupt(operation, key, `the stored value is a ${typeof value}, not JSON text`))
+
+  const decodeValue = (operation: string, key: string, value: unknown) =>
+    Effect.flatMap(storedText(operation, key, value), (text) => decodeJson(operation, key, text))
 
   const get = Effect.fnUntraced(function*(key: string) {
     yield* checkKey("get", key)
@@ -223,32 +227,23 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
       .pipe(Effect.mapError(fromSqlError("scan", prefix)))
   }
 
-  const scan = Effect.fnUntraced(function*(prefix: string) {
-    const rows = yield* scanRows(prefix)
-    const values = new Map<string, unknown>()
-    for (const row of rows) {
-      const key = decodeStoredKey(row.key)
-      if (key === undefined) return yield* corrupt("scan", row.key, "the stored key has a malformed escape")
-      if (key.startsWith(prefix)) values.set(key, yield* decodeValue("scan", key, row.value))
-    }
-    return sortKeys([...values.keys()]).map((key) => [key, values.get(key)] as const)
-  })
+  // The rows under `prefix` (their keys decoded, sorted) with each value read by `read`.
+  const scanWith = <A>(prefix: string, read: (key: string, value: unknown) => Effect.Effect<A, StorageError>) =>
+    Effect.gen(function*() {
+      const rows = yield* scanRows(prefix)
+      const values = new Map<string, A>()
+      for (const row of rows) {
+        const key = decodeStoredKey(row.key)
+        if (key === undefined) return yield* corrupt("scan", row.key, "the stored key has a malformed escape")
+        if (key.startsWith(prefix)) values.set(key, yield* read(key, row.value))
+      }
+      return sortKeys([...values.keys()]).map((key) => [key, values.get(key) as A] as const)
+    })
+
+  const scan = (prefix: string) => scanWith(prefix, (key, value) => decodeValue("scan", key, value))
 
   // scan's rows with each value the JSON text as stored, unparsed.
-  const scanText = Effect.fnUntraced(function*(prefix: string) {
-    const rows = yield* scanRows(prefix)
-    const texts = new Map<string, string>()
-    for (const row of rows) {
-      const key = decodeStoredKey(row.key)
-      if (key === undefined) return yield* corrupt("scan", row.key, "the stored key has a malformed escape")
-      if (!key.startsWith(prefix)) continue
-      if (typeof row.value !== "string") {
-        return yield* corrupt("scan", key, `the stored value is a ${typeof row.value}, not JSON text`)
-      }
-      texts.set(key, row.value)
-    }
-    return sortKeys([...texts.keys()]).map((key) => [key, texts.get(key)!] as const)
-  })
+  const scanText = (prefix: string) => scanWith(prefix, (key, value) => storedText("scan", key, value))
 
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
     const found = new Map<string, unknown>()
