@@ -187,6 +187,35 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(1))
     }))
 
+  it.effect("a reader sees the records written into a segment's zeros after it read it, once a newer segment seals it", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const dir = logDir(root, "s")
+      const keys = [1, 2, 3].map((seq) => batchKey("s", seq, seq))
+      const record = (key: string) => encodeRecord(key, "1")
+      // Two records fill a segment: the third starts the next.
+      const settings = (name: string) => ({
+        segmentBytes: 2 * record(keys[0]!).length,
+        reclaimBytes: 1024 * 1024,
+        leaseWaitMs: 0,
+        tempPath: () => Path.join(root, `.tmp-${name}-${Math.random().toString(36).slice(2)}`),
+        syncDirectory: () => undefined
+      })
+      const writer = new Log(keyPrefix("s"), dir, root, settings("writer"))
+      const reader = new Log(keyPrefix("s"), dir, root, settings("reader"))
+      const append = (key: string) =>
+        Effect.callback<void, unknown>((resume) => {
+          writer.append(key, record(key), (cause) => resume(cause === undefined ? Effect.void : Effect.fail(cause)))
+        })
+      yield* append(keys[0]!)
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(0, 1))
+      yield* append(keys[1]!)
+      yield* append(keys[2]!)
+      assert.deepStrictEqual(segments(root, "s"), ["0000000000000001.seg", "0000000000000002.seg"])
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys)
+      assert.strictEqual(reader.read(keys[1]!), "1")
+    }))
+
   it.effect("a torn final record is a write that never completed: dropped, not Corrupt", () =>
     Effect.gen(function*() {
       const root = freshRoot()

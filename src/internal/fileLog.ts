@@ -180,6 +180,8 @@ interface Segment {
   parsedTo: number
   /** The file's size when it was last parsed: past `parsedTo` it held nothing intact then. */
   parsedSize: number
+  /** Whether a newer segment existed when it was last read: only the newest segment is ever appended to. */
+  sealed: boolean
   /** How many index entries point into this segment. */
   live: number
 }
@@ -279,11 +281,18 @@ export class Log {
   }
 
   /** Parses what `segment` holds past what was parsed. */
-  private parseTail(segment: Segment, size: number): void {
+  private parseTail(segment: Segment, size: number, newest: boolean): void {
     if (size <= segment.parsedTo) return
-    // A writer's segment ends in zeros it allocated ahead: when the file has not grown
-    // and no record starts where parsing stopped, nothing was appended since.
-    if (size === segment.parsedSize && !startsRecord(segment.path, segment.parsedTo)) return
+    // A writer's segment ends in zeros it allocated ahead. When the file has not grown,
+    // nothing was appended since if it was sealed then, or if no record starts where
+    // parsing stopped (a newer segment then seals it: a writer never goes back).
+    if (size === segment.parsedSize) {
+      if (segment.sealed) return
+      if (!startsRecord(segment.path, segment.parsedTo)) {
+        segment.sealed = !newest
+        return
+      }
+    }
     const bytes = Buffer.allocUnsafe(size - segment.parsedTo)
     const read = readAt(segment.path, bytes, segment.parsedTo)
     const parsed = parse(bytes.subarray(0, read), segment.parsedTo)
@@ -291,6 +300,7 @@ export class Log {
     for (const offset of parsed.unknown) this.unknown.push({ segment, offset })
     segment.parsedTo = parsed.end
     segment.parsedSize = size
+    segment.sealed = !newest
   }
 
   /**
@@ -344,11 +354,12 @@ export class Log {
           ino: stat.ino,
           parsedTo: 0,
           parsedSize: 0,
+          sealed: false,
           live: 0
         }
         this.segments.push(segment)
       }
-      this.parseTail(segment, stat.size)
+      this.parseTail(segment, stat.size, i === numbers.length - 1)
     }
   }
 
@@ -608,7 +619,7 @@ export class Log {
     const fd = Fs.openSync(path, "wx", 0o600)
     try {
       this.settings.syncDirectory(this.dir)
-      const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, parsedSize: 0, live: 0 }
+      const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, parsedSize: 0, sealed: false, live: 0 }
       this.segments.push(segment)
       this.writer = { fd, segment, size: 0, allocated: 0 }
       return this.writer
