@@ -80,8 +80,10 @@ const ASYNC_SYNC_BYTES = 64 * 1024
  * so the size changes once per this many bytes, not on every append.
  */
 const PREALLOCATE_BYTES = 64 * 1024
-let zeros: Buffer | undefined
 const LEASE_RETRY_MAX_MS = 50
+
+/** `PREALLOCATE_BYTES` of zeros, made once a writer first allocates. */
+let zeros: Buffer | undefined
 
 /** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
 export const encodeRecord = (key: string, text: string | undefined): Buffer => {
