@@ -5,7 +5,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { encodeKey } from "../src/internal/fileKey.ts"
-import { encodeRecord, LOG_DIR_PREFIX } from "../src/internal/fileLog.ts"
+import { encodeRecord, Log, LOG_DIR_PREFIX } from "../src/internal/fileLog.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
 import { appendOnlyLog, batchKey, keyPrefix, metaKey } from "../src/services/DurableOutboundQueue.ts"
 import { suite } from "./StorageSuite.ts"
@@ -156,6 +156,65 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [1, 2, 3].map((seq) => batchKey("q", seq, seq)))
       assert.deepStrictEqual(yield* storage.get(batchKey("q", 3, 3)), Option.some(3))
     }), { timeout: 60_000 })
+
+  it.effect("a writer allocates its segment ahead in zeros; a reader sees the records written into them", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      const keys = [1, 2, 3].map((seq) => batchKey("s", seq, seq))
+      yield* storage.set(keys[0]!, 1)
+      yield* storage.set(keys[1]!, 2)
+      const path = Path.join(logDir(root, "s"), "0000000000000001.seg")
+      const allocated = Fs.statSync(path).size
+      const written = [keys[0]!, keys[1]!].reduce((sum, key, i) => sum + encodeRecord(key, String(i + 1)).length, 0)
+      assert.isAbove(allocated, 64 * 1024)
+      assert.isTrue(Fs.readFileSync(path).subarray(written).every((byte) => byte === 0))
+      // A reader that does not hold the lease reads the segment from disk, as another process does.
+      const reader = new Log(keyPrefix("s"), logDir(root, "s"), root, {
+        segmentBytes: 8 * 1024 * 1024,
+        reclaimBytes: 1024 * 1024,
+        leaseWaitMs: 0,
+        tempPath: () => Path.join(root, ".tmp-reader"),
+        syncDirectory: () => undefined
+      })
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(0, 2))
+      // Written into the zeros: the file does not grow, and the reader still sees it.
+      yield* storage.set(keys[2]!, 3)
+      yield* storage.delete(keys[0]!)
+      assert.strictEqual(Fs.statSync(path).size, allocated)
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(1))
+      assert.strictEqual(reader.read(keys[2]!), "3")
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(1))
+    }))
+
+  it.effect("a reader sees the records written into a segment's zeros after it read it, once a newer segment seals it", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const dir = logDir(root, "s")
+      const keys = [1, 2, 3].map((seq) => batchKey("s", seq, seq))
+      const record = (key: string) => encodeRecord(key, "1")
+      // Two records fill a segment: the third starts the next.
+      const settings = (name: string) => ({
+        segmentBytes: 2 * record(keys[0]!).length,
+        reclaimBytes: 1024 * 1024,
+        leaseWaitMs: 0,
+        tempPath: () => Path.join(root, `.tmp-${name}-${Math.random().toString(36).slice(2)}`),
+        syncDirectory: () => undefined
+      })
+      const writer = new Log(keyPrefix("s"), dir, root, settings("writer"))
+      const reader = new Log(keyPrefix("s"), dir, root, settings("reader"))
+      const append = (key: string) =>
+        Effect.callback<void, unknown>((resume) => {
+          writer.append(key, record(key), (cause) => resume(cause === undefined ? Effect.void : Effect.fail(cause)))
+        })
+      yield* append(keys[0]!)
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(0, 1))
+      yield* append(keys[1]!)
+      yield* append(keys[2]!)
+      assert.deepStrictEqual(segments(root, "s"), ["0000000000000001.seg", "0000000000000002.seg"])
+      assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys)
+      assert.strictEqual(reader.read(keys[1]!), "1")
+    }))
 
   it.effect("a torn final record is a write that never completed: dropped, not Corrupt", () =>
     Effect.gen(function*() {

@@ -15,7 +15,10 @@
  * write that never completed and is dropped; damage before an intact record is
  * `Corrupt`, naming the key when its header is intact and the log otherwise. Appends
  * made in one turn of the event loop share one write and one fdatasync (group
- * commit); a new segment costs one fsync of the directory. Once every record of the oldest segments is deleted or replaced, they are
+ * commit); a new segment costs one fsync of the directory. A writer fills its segment
+ * with zeros ahead of its records, so most fdatasyncs have no new file size to commit;
+ * zeros after the last record are an end nothing was written to yet, read like a torn
+ * tail. Once every record of the oldest segments is deleted or replaced, they are
  * removed (oldest first, so no tombstone outlives the record it hides).
  *
  * Readers in other processes read the segments from disk: the index is checked against
@@ -70,7 +73,17 @@ const LEASE_RETRY_MS = 2
  * where a thread-pool round trip would cost about as much as its fdatasync.
  */
 const ASYNC_SYNC_BYTES = 64 * 1024
+/**
+ * How far past its end a writer fills its segment with zeros. An fdatasync that finds
+ * the file's size changed also commits that size (a journal commit on ext4), which
+ * costs a small append about a third more than overwriting bytes already allocated;
+ * so the size changes once per this many bytes, not on every append.
+ */
+const PREALLOCATE_BYTES = 64 * 1024
 const LEASE_RETRY_MAX_MS = 50
+
+/** `PREALLOCATE_BYTES` of zeros, made once a writer first allocates. */
+let zeros: Buffer | undefined
 
 /** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
 export const encodeRecord = (key: string, text: string | undefined): Buffer => {
@@ -167,6 +180,10 @@ interface Segment {
   readonly path: string
   ino: number
   parsedTo: number
+  /** The file's size when it was last parsed: past `parsedTo` it held nothing intact then. */
+  parsedSize: number
+  /** Whether a newer segment existed when it was last read: only the newest segment is ever appended to. */
+  sealed: boolean
   /** How many index entries point into this segment. */
   live: number
 }
@@ -197,6 +214,16 @@ const ifMissing = <A>(run: () => A, otherwise: A): A => {
   }
 }
 
+const writeFully = (fd: number, bytes: Buffer, position: number): void => {
+  for (let done = 0; done < bytes.length;) done += Fs.writeSync(fd, bytes, done, bytes.length - done, position + done)
+}
+
+/** Whether a record's magic starts at `at` in the file. */
+const startsRecord = (path: string, at: number): boolean => {
+  const bytes = Buffer.alloc(4)
+  return readAt(path, bytes, at) === 4 && bytes.readUInt32BE(0) === MAGIC
+}
+
 const readAt = (path: string, bytes: Buffer, position: number): number => {
   const fd = Fs.openSync(path, "r")
   try {
@@ -222,7 +249,8 @@ export class Log {
   private readonly segments: Array<Segment> = []
   private readonly index = new Map<string, Entry>()
   private unknown: Array<{ readonly segment: Segment; readonly offset: number }> = []
-  private writer: { readonly fd: number; readonly segment: Segment; size: number } | undefined
+  /** The segment this process appends to: `size` bytes of records, zeros up to `allocated`. */
+  private writer: { readonly fd: number; readonly segment: Segment; size: number; allocated: number } | undefined
   private lease: { readonly path: string; readonly token: string } | undefined
   private pending: Array<Append> = []
   private scheduled = false
@@ -255,14 +283,26 @@ export class Log {
   }
 
   /** Parses what `segment` holds past what was parsed. */
-  private parseTail(segment: Segment, size: number): void {
+  private parseTail(segment: Segment, size: number, newest: boolean): void {
     if (size <= segment.parsedTo) return
+    // A writer's segment ends in zeros it allocated ahead. When the file has not grown,
+    // nothing was appended since if it was sealed then, or if no record starts where
+    // parsing stopped (a newer segment then seals it: a writer never goes back).
+    if (size === segment.parsedSize) {
+      if (segment.sealed) return
+      if (!startsRecord(segment.path, segment.parsedTo)) {
+        segment.sealed = !newest
+        return
+      }
+    }
     const bytes = Buffer.allocUnsafe(size - segment.parsedTo)
     const read = readAt(segment.path, bytes, segment.parsedTo)
     const parsed = parse(bytes.subarray(0, read), segment.parsedTo)
     for (const record of parsed.records) this.apply(segment, record.offset, record.header, record.damaged)
     for (const offset of parsed.unknown) this.unknown.push({ segment, offset })
     segment.parsedTo = parsed.end
+    segment.parsedSize = size
+    segment.sealed = !newest
   }
 
   /**
@@ -310,10 +350,18 @@ export class Log {
       const stat = stats[i]!
       let segment = known.get(numbers[i]!)
       if (segment === undefined) {
-        segment = { number: numbers[i]!, path: NodePath.join(this.dir, segmentName(numbers[i]!)), ino: stat.ino, parsedTo: 0, live: 0 }
+        segment = {
+          number: numbers[i]!,
+          path: NodePath.join(this.dir, segmentName(numbers[i]!)),
+          ino: stat.ino,
+          parsedTo: 0,
+          parsedSize: 0,
+          sealed: false,
+          live: 0
+        }
         this.segments.push(segment)
       }
-      this.parseTail(segment, stat.size)
+      this.parseTail(segment, stat.size, i === numbers.length - 1)
     }
   }
 
@@ -479,8 +527,12 @@ export class Log {
       Fs.close(writer.fd, () => undefined)
     }
     try {
-      for (let done = 0; done < bytes.length;) {
-        done += Fs.writeSync(writer.fd, bytes, done, bytes.length - done, writer.size + done)
+      writeFully(writer.fd, bytes, writer.size)
+      const end = writer.size + bytes.length
+      if (end > writer.allocated) {
+        zeros ??= Buffer.alloc(PREALLOCATE_BYTES)
+        writeFully(writer.fd, zeros, end)
+        writer.allocated = end + PREALLOCATE_BYTES
       }
       if (bytes.length < ASYNC_SYNC_BYTES) Fs.fdatasyncSync(writer.fd)
     } catch (cause) {
@@ -512,10 +564,16 @@ export class Log {
   }
 
   /** Records a durable batch in the index, then compacts. */
-  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<{ readonly bytes: Buffer }>): void {
+  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<{ readonly key: string; readonly bytes: Buffer }>): void {
     let offset = writer.size
     for (const record of records) {
-      const header = readHeader(record.bytes, 0) as Header
+      // This process framed the record: its header needs no check.
+      const header: Header = {
+        key: record.key,
+        kind: record.bytes.readUInt8(12),
+        keyBytes: record.bytes.readUInt32BE(4),
+        length: record.bytes.length
+      }
       this.apply(writer.segment, offset, header, false)
       offset += record.bytes.length
     }
@@ -563,9 +621,9 @@ export class Log {
     const fd = Fs.openSync(path, "wx", 0o600)
     try {
       this.settings.syncDirectory(this.dir)
-      const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, live: 0 }
+      const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, parsedSize: 0, sealed: false, live: 0 }
       this.segments.push(segment)
-      this.writer = { fd, segment, size: 0 }
+      this.writer = { fd, segment, size: 0, allocated: 0 }
       return this.writer
     } catch (cause) {
       Fs.closeSync(fd)

@@ -36,6 +36,8 @@ import {
   type Fence,
   fenceHolds,
   fenceRefused,
+  jsonText,
+  keyError,
   make as makeStorage,
   sortKeys,
   StorageAdapter,
@@ -180,8 +182,14 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       }
     }
   }
-  const logNamed = (name: string, dir = LOG_DIR_PREFIX + encodeKey(name)): Log =>
-    logAt(name, pathOf(dir), root, logSettings)
+  // The directory of the log used last: a queue's writer appends to one log batch after batch.
+  let lastLog = { name: "", path: "" }
+  const logPath = (name: string): string => {
+    if (lastLog.name !== name) lastLog = { name, path: pathOf(LOG_DIR_PREFIX + encodeKey(name)) }
+    return lastLog.path
+  }
+  const logNamed = (name: string, dir?: string): Log =>
+    logAt(name, dir === undefined ? logPath(name) : pathOf(dir), root, logSettings)
   /** The name of the log `key` is kept in, or undefined for a key kept in a file of its own. */
   const logNameOf = (key: string): string | undefined => {
     const name = logName(key)
@@ -238,13 +246,18 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   const get = (key: string) => checkKey("get", key).pipe(Effect.andThen(readValue("get", key)))
 
-  const set = Effect.fnUntraced(function*(key: string, value: unknown) {
-    yield* checkKey("set", key)
-    const name = logNameOf(key)
-    if (name !== undefined) {
-      const valueText = yield* encodeJson("set", key, value)
-      return yield* appendTo(name, "set", key, encodeRecord(key, valueText))
-    }
+  const set = (key: string, value: unknown): Effect.Effect<void, StorageError> =>
+    Effect.suspend(() => {
+      const refused = keyError("set", key)
+      if (refused !== undefined) return Effect.fail(refused)
+      const name = logNameOf(key)
+      if (name === undefined) return setFile(key, value)
+      // A log append is one step: a queue's writer awaits one per batch.
+      const text = jsonText("set", key, value)
+      return typeof text === "string" ? appendTo(name, "set", key, encodeRecord(key, text)) : Effect.fail(text)
+    })
+
+  const setFile = Effect.fnUntraced(function*(key: string, value: unknown) {
     const text = yield* encodeJson("set", key, { version: 1, key, value })
     const temp = pathOf(tempName())
     yield* Effect.tryPromise({

@@ -484,7 +484,7 @@ export const makeWith = Effect.fnUntraced(function*(
     const cut = () => {
       const last = first + count - 1
       const frames = parts.length === 1 ? parts[0]! : parts.flat()
-      records.push({ first, last, key: batchKey(socketId, first, last), frames, bytes: chars, prev })
+      records.push({ first, last, key: `${batchPrefix}${pad(first)}-${pad(last)}`, frames, bytes: chars, prev })
       prev = [first, last]
       first = last + 1
       parts = []
@@ -595,24 +595,29 @@ export const makeWith = Effect.fnUntraced(function*(
     const group = pending.splice(0, take)
     inFlight = group[group.length - 1]
     return writeGroup(group).pipe(
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          if (Exit.isFailure(exit)) {
+            const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+            if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
+          }
+          for (const batch of group) Deferred.doneUnsafe(batch.done, exit)
+        })
+      ),
       Effect.exit,
-      Effect.flatMap((exit) => {
-        if (Exit.isFailure(exit)) {
-          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
-          if (error !== undefined && error._tag === "Fail" && writeFailures.length < 64) writeFailures.push(error.error)
-        }
-        return Effect.forEach(group, (batch) => Deferred.done(batch.done, exit), { discard: true })
-      }),
       Effect.as(true)
     )
   })
 
-  /** The one writer: drains pending batches in order, each written once. */
+  /**
+   * The one writer: drains pending batches in order, each written once. Frames pending
+   * after a write were offered while it ran and form the next batch at once (a producer
+   * awaiting each append offers its next frame as the last write settles, and waits no
+   * extra turn of the event loop); with none pending, it yields first, so offers made
+   * meanwhile join the next batch even on a storage that never yields.
+   */
   const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
-    wrote
-      // Let offers made meanwhile join the next batch even on a storage that never yields.
-      ? Effect.andThen(Effect.yieldNow, writer)
-      : Effect.void)
+    !wrote ? Effect.void : pending.length > 0 ? writer : Effect.andThen(Effect.yieldNow, writer))
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
@@ -646,7 +651,12 @@ export const makeWith = Effect.fnUntraced(function*(
       idle = Deferred.makeUnsafe<void>()
     }
     return {
-      offered: { seqs, durable: Effect.forEach(touched, (batch) => Deferred.await(batch.done), { discard: true }) },
+      offered: {
+        seqs,
+        durable: touched.length === 1
+          ? Deferred.await(touched[0]!.done)
+          : Effect.forEach(touched, (batch) => Deferred.await(batch.done), { discard: true })
+      },
       startWriter
     }
   }
