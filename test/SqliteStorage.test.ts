@@ -214,7 +214,8 @@ describe("SqliteStorage", () => {
   it.effect("concurrent writes share one transaction: a burst of 64 sets appends a few log pages, not 64 commits", () =>
     Effect.gen(function*() {
       const path = freshPath()
-      const storage = yield* SqliteStorage.make({ path })
+      // Pages are counted by the log's growth, which a reserved log does not show.
+      const storage = yield* SqliteStorage.make({ path, reserveLog: false })
       const before = walFrames(path)
       yield* Effect.forEach(Array.from({ length: 64 }, (_, i) => `burst:${i}`), (key) => storage.set(key, key), {
         concurrency: "unbounded",
@@ -226,6 +227,47 @@ describe("SqliteStorage", () => {
       // One at a time, each write commits on its own (at least one page each).
       assert.isAtLeast(walFrames(path) - before - grouped, 8)
       assert.strictEqual((yield* storage.list("burst:")).length, 64)
+    }))
+
+  it.effect("the first opener fills the log once; the data stays intact and later writes reuse the free pages", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const reserved = 1000 * 4096
+      const first = yield* Scope.make()
+      const storage = yield* Scope.provide(SqliteStorage.make({ path }), first)
+      yield* storage.set("kept", { n: 1 })
+      // Filled by the open, and overwritten from its start afterwards rather than grown.
+      const filled = Fs.statSync(`${path}-wal`).size
+      assert.isAtLeast(filled, reserved)
+      for (let i = 0; i < 50; i++) yield* storage.set(`more:${i}`, i)
+      assert.strictEqual(Fs.statSync(`${path}-wal`).size, filled)
+      // A second opener while the log is full-sized leaves it as it is.
+      const second = yield* SqliteStorage.make({ path })
+      assert.strictEqual(Fs.statSync(`${path}-wal`).size, filled)
+      assert.deepStrictEqual(yield* second.get("kept"), Option.some({ n: 1 }))
+      yield* Scope.close(first, Exit.void)
+
+      const freePages = () => withRaw(path, (db) => (db.prepare("PRAGMA freelist_count").get() as { freelist_count: number }).freelist_count)
+      const free = freePages()
+      assert.isAtLeast(free, 1000)
+      yield* second.set("large", "x".repeat(400 * 1024))
+      assert.isBelow(freePages(), free - 90)
+      assert.deepStrictEqual(
+        withRaw(path, (db) => ({
+          integrity: db.prepare("PRAGMA integrity_check").get(),
+          tables: db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all()
+        })),
+        { integrity: { integrity_check: "ok" }, tables: [{ name: SqliteStorage.TABLE }] }
+      )
+      assert.deepStrictEqual(yield* second.list("more:"), Array.from({ length: 50 }, (_, i) => `more:${i}`).sort())
+    }))
+
+  it.effect("with reserveLog false the log only grows by what is written", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path, reserveLog: false })
+      yield* storage.set("one", 1)
+      assert.isBelow(Fs.statSync(`${path}-wal`).size, 64 * 1024)
     }))
 
   it.effect("a write interrupted before its batch commits never happens; one in a batch with a refused write lands", () =>

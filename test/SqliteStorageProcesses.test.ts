@@ -82,6 +82,30 @@ describe("SqliteStorage across processes", () => {
       assert.deepStrictEqual(yield* storage.get("counter"), Option.some(100))
     }), { timeout: 180_000 })
 
+  it.effect("processes opening a new database at once fill its log once, and lose nothing", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const reserved = 1000 * 4096
+      // Held open, so the log outlives the children and shows how often it was filled.
+      const watcher = yield* SqliteStorage.make({ path, reserveLog: false })
+      assert.isBelow(Fs.statSync(`${path}-wal`).size, reserved)
+      yield* Effect.forEach(Array.from({ length: 4 }), () => runToEnd("sqliteWriter.ts", ["cas", path, "10"]), {
+        concurrency: "unbounded",
+        discard: true
+      })
+      const log = Fs.statSync(`${path}-wal`).size
+      assert.isAtLeast(log, reserved)
+      assert.isBelow(log, 2 * reserved)
+      assert.deepStrictEqual(yield* watcher.get("counter"), Option.some(40))
+      const db = new DatabaseSync(path)
+      try {
+        assert.deepStrictEqual(db.prepare("PRAGMA integrity_check").get(), { integrity_check: "ok" })
+        assert.deepStrictEqual(db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all(), [{ name: SqliteStorage.TABLE }])
+      } finally {
+        db.close()
+      }
+    }), { timeout: 180_000 })
+
   it.effect("two host processes on one execution: exactly one runs it, the other is refused", () =>
     Effect.gen(function*() {
       const path = freshPath()
