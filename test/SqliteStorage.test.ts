@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, Scope } from "effect"
+import { Effect, Exit, Option, Scope } from "effect"
 import * as fc from "fast-check"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -115,9 +115,9 @@ describe("SqliteStorage", () => {
       assert.deepStrictEqual(yield* storage.list("_"), [])
     }))
 
-  it("a prefix is a range scan of the primary key, and getMany and scan are one query each", async () => {
+  it("a prefix is a range scan of the primary key, and getMany and scan are one query each", () => {
     const path = freshPath()
-    await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteStorage.make({ path }))))
+    Effect.runSync(Effect.scoped(Effect.asVoid(SqliteStorage.make({ path }))))
     withRaw(path, (db) => {
       const plan = (sql: string) =>
         (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as Array<{ detail: string }>).map((row) => row.detail).join("; ")
@@ -269,95 +269,6 @@ describe("SqliteStorage", () => {
       yield* storage.set("one", 1)
       assert.isBelow(Fs.statSync(`${path}-wal`).size, 64 * 1024)
     }))
-
-  describe("large batches", () => {
-    /** A value large enough that a batch holding it is committed off the event loop. */
-    const large = (tag: string) => tag.padEnd(256 * 1024, ".")
-    /** Runs `effect`, counting the turns the event loop takes meanwhile. */
-    const countingTurns = <A, E>(effect: Effect.Effect<A, E>) =>
-      Effect.gen(function*() {
-        let turns = 0
-        let spinning = true
-        const spin = () => {
-          turns++
-          if (spinning) setImmediate(spin)
-        }
-        setImmediate(spin)
-        const result = yield* Effect.ensuring(effect, Effect.sync(() => (spinning = false)))
-        return { result, turns }
-      })
-
-    it.effect("commit off the event loop, in order with the small writes around them, which see them", () =>
-      Effect.gen(function*() {
-        const storage = yield* SqliteStorage.make({ path: freshPath() })
-        // The loop keeps turning while the large batch commits (on it, it would take one turn).
-        const { turns } = yield* countingTurns(storage.set("doc", large("first")))
-        assert.isAtLeast(turns, 5)
-        assert.deepStrictEqual(yield* storage.get("doc"), Option.some(large("first")))
-
-        const finished: Array<string> = []
-        const done = (name: string) => Effect.tap(Effect.sync(() => finished.push(name)))
-        const results = yield* Effect.all([
-          storage.set("doc", large("second")).pipe(done("large")),
-          // Issued once the large batch is on its way: each waits for it, then runs in order.
-          Effect.andThen(
-            Effect.promise(() => new Promise((resolve) => setImmediate(resolve))),
-            Effect.all([
-              storage.compareAndSet!("doc", Option.some(large("second")), "swapped").pipe(done("compareAndSet")),
-              storage.set("after", 1).pipe(done("set"))
-            ], { concurrency: "unbounded" })
-          )
-        ], { concurrency: "unbounded" })
-        assert.deepStrictEqual(results[1], [true, undefined])
-        assert.deepStrictEqual(finished, ["large", "compareAndSet", "set"])
-        assert.deepStrictEqual(yield* storage.get("doc"), Option.some("swapped"))
-      }))
-
-    it.effect("interrupting a write while its batch commits off the loop waits for the commit", () =>
-      Effect.gen(function*() {
-        const storage = yield* SqliteStorage.make({ path: freshPath() })
-        const fiber = yield* Effect.forkChild(storage.set("doc", large("interrupted")))
-        // The fiber starts, its write joins a batch, and the batch goes to the writer
-        // thread at the next turn of the loop; committing it takes far longer than a turn.
-        yield* Effect.yieldNow
-        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
-        assert.isUndefined(fiber.pollUnsafe())
-        yield* Fiber.interrupt(fiber)
-        // Handed over, the batch could no longer be withdrawn: it is there once the interrupt returns.
-        assert.deepStrictEqual(yield* storage.get("doc"), Option.some(large("interrupted")))
-      }))
-
-    it.effect("a write lock held past lockTimeoutMs fails a large write with Io, storing nothing", () =>
-      Effect.gen(function*() {
-        const path = freshPath()
-        const storage = yield* SqliteStorage.make({ path, lockTimeoutMs: 200 })
-        const other = new DatabaseSync(path)
-        yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
-        other.exec("BEGIN IMMEDIATE")
-        const error = yield* Effect.flip(storage.set("doc", large("locked out")))
-        assert.strictEqual(error.reason._tag, "Io")
-        assert.strictEqual(error.reason.key, "doc")
-        other.exec("ROLLBACK")
-        assert.isTrue(Option.isNone(yield* storage.get("doc")))
-        yield* storage.set("doc", large("later"))
-        assert.deepStrictEqual(yield* storage.get("doc"), Option.some(large("later")))
-      }))
-
-    it.effect("closing the storage waits for a large batch in flight, and ends the writer thread", () =>
-      Effect.gen(function*() {
-        const path = freshPath()
-        const scope = yield* Scope.make()
-        const storage = yield* Scope.provide(SqliteStorage.make({ path }), scope)
-        const fiber = yield* Effect.forkChild(Effect.exit(storage.set("doc", large("closing"))))
-        yield* Effect.yieldNow
-        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
-        yield* Scope.close(scope, Exit.void)
-        assert.isTrue(Exit.isSuccess(yield* Fiber.join(fiber)))
-        // Every connection closed, the writer's first: the last one removed the log.
-        assert.isFalse(Fs.existsSync(`${path}-wal`))
-        assert.deepStrictEqual(withRaw(path, (db) => db.prepare("SELECT count(*) AS n FROM noetic_storage").get()), { n: 1 })
-      }))
-  })
 
   it.effect("a write interrupted before its batch commits never happens; one in a batch with a refused write lands", () =>
     Effect.gen(function*() {

@@ -23,9 +23,6 @@ export const nodeNet = (): typeof import("node:net") => process.getBuiltinModule
 /** `node:child_process`. */
 export const childProcess = (): typeof import("node:child_process") => process.getBuiltinModule("node:child_process")
 
-/** `node:worker_threads`. */
-export const workerThreads = (): typeof import("node:worker_threads") => process.getBuiltinModule("node:worker_threads")
-
 /** `node:zlib`. */
 export const nodeZlib = (): typeof import("node:zlib") => process.getBuiltinModule("node:zlib")
 

@@ -33,13 +33,12 @@
  */
 import * as NodePath from "node:path"
 import type * as NodeSqlite from "node:sqlite"
-import type * as WorkerThreads from "node:worker_threads"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
-import { nodeFs as Fs, workerThreads } from "../internal/builtins.ts"
+import { nodeFs as Fs } from "../internal/builtins.ts"
 import {
   decodeJson,
   encodeExpected,
@@ -181,15 +180,10 @@ const upperBoundOf = (lower: Uint8Array): Uint8Array | undefined => {
  */
 type StoredRow = readonly [key: unknown, value?: unknown]
 
-/** A write of one row whatever the row holds: its stored key and new JSON text, or null to delete it. */
-type PlainWrite = readonly [key: Uint8Array, text: string | null]
-
 /** One write of a group commit: run inside the shared transaction, then told its outcome. */
 interface PendingWrite {
   /** Runs the write's statements; returns its result or a typed failure that wrote nothing. */
   readonly apply: () => unknown
-  /** The same write as data, for a `set` or `delete`: only such writes may be committed off the loop. */
-  readonly plain: PlainWrite | undefined
   /** `apply` runs one statement, which SQLite makes a transaction of its own when it runs alone. */
   readonly oneStatement: boolean
   readonly operation: string
@@ -197,8 +191,6 @@ interface PendingWrite {
   readonly resume: (effect: Effect.Effect<unknown, StorageError>) => void
   /** Set once the write ran or was withdrawn. */
   settled: boolean
-  /** Set while the write commits off the loop: it can no longer be withdrawn, only waited for. */
-  committing: Promise<void> | undefined
 }
 
 /** A typed failure an `apply` returns after writing nothing; the batch goes on. */
@@ -246,108 +238,72 @@ const prepareFile = (path: string) => {
   }
 }
 
+const SQLITE_FULL = 13
+
 /** The size of the file at `path` in bytes, 0 when it does not exist. */
-const fileSize = (path: string): number => Fs.statSync(path, { throwIfNoEntry: false })?.size ?? 0
-
-/**
- * Batches of plain writes whose values hold at least this many characters are
- * committed by the off-loop writer: writing and fsyncing them takes long enough that
- * the event loop, free meanwhile, gets more done than the hand-over to a thread costs.
- */
-const OFF_LOOP_CHARS = 64 * 1024
-
-/** The off-loop writer's thread, and whether it said it is ready; `up` resolves then, or when it ends first. */
-interface OffLoopWriter {
-  readonly worker: WorkerThreads.Worker
-  ready: boolean
-  readonly up: Promise<void>
-}
-
-/** What the off-loop writer replies to a batch: committed, or the failure that rolled it back. */
-type OffLoopReply =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly errcode: unknown; readonly code: unknown; readonly message: string }
-
-/**
- * The off-loop writer: a worker thread with its own connection to the database. It
- * first fills the write-ahead log when asked to (`reserveBytes` above 0), then says it
- * is ready, then commits each batch of plain writes it is sent in one transaction and
- * replies. Plain JavaScript evaluated by the worker, so it loads the same way from the
- * sources and from the build.
- *
- * Filling the log: a commit appends to the log and fsyncs it. While the log grows,
- * that fsync also has to journal the file's new size and blocks, which costs about half
- * as much again; a log as large as its checkpoint threshold is overwritten from its
- * start after each checkpoint, and its fsync costs what an append to a file of fixed
- * size costs. So the first opener writes one transaction of that many bytes (a blob in
- * a scratch table, dropped in the same transaction: the database keeps nothing of it
- * but free pages, which later inserts reuse), then a `RESTART` checkpoint sends the
- * next writer back to the start of the full-sized log. The size is checked again under
- * the write lock, so of several first openers only one fills it. These are ordinary
- * transactions and checkpoints, as safe against crashes and other processes as any
- * write, and they only save time: whatever fails (a busy lock, a full disk, a
- * read-only file) is rolled back and leaves the log as it was; the storage's own
- * operations report such conditions.
- */
-const OFF_LOOP_WRITER = `"use strict"
-const { parentPort, workerData } = process.getBuiltinModule("node:worker_threads")
-const { DatabaseSync } = process.getBuiltinModule("node:sqlite")
-const Fs = process.getBuiltinModule("node:fs")
-let statements
-const open = () => {
-  const db = new DatabaseSync(workerData.path, { enableForeignKeyConstraints: false })
+const fileSize = (path: string): number => {
   try {
-    db.exec("PRAGMA busy_timeout = " + workerData.busyTimeoutMs)
-    db.exec("PRAGMA synchronous = FULL")
-    db.exec("PRAGMA journal_size_limit = 67108864")
-    return { db, set: db.prepare(workerData.set), remove: db.prepare(workerData.remove), begin: db.prepare("BEGIN IMMEDIATE"), commit: db.prepare("COMMIT"), rollback: db.prepare("ROLLBACK") }
+    return Fs.statSync(path).size
   } catch (cause) {
-    db.close()
+    if ((cause as { code?: unknown }).code === "ENOENT") return 0
     throw cause
   }
 }
-const logSize = () => Fs.statSync(workerData.path + "-wal", { throwIfNoEntry: false })?.size ?? 0
-const reserve = (db, bytes) => {
-  if (logSize() >= bytes) return
-  db.exec("BEGIN IMMEDIATE")
-  try {
-    if (logSize() < bytes) {
-      db.exec("CREATE TABLE noetic_log_reserve (filler BLOB)")
-      db.prepare("INSERT INTO noetic_log_reserve VALUES (zeroblob(?))").run(bytes)
-      db.exec("DROP TABLE noetic_log_reserve")
-    }
-    db.exec("COMMIT")
-  } finally {
-    if (db.isTransaction) db.exec("ROLLBACK")
+
+/** The table a log reservation fills and drops within its one transaction. */
+const RESERVE_TABLE = "noetic_log_reserve"
+
+/**
+ * Fills the write-ahead log of `db` to its steady size unless it is that large already.
+ *
+ * A commit appends to the log and fsyncs it. While the log grows, that fsync also has to
+ * journal the file's new size and blocks, which roughly doubles its cost; a log already
+ * as large as its checkpoint threshold is overwritten from its start after each
+ * checkpoint, and its fsync costs what an append to a file of fixed size costs. SQLite
+ * deletes the log when the last connection closes, so the first process to open the
+ * database meets a new log: it writes one transaction of that many pages (a blob into
+ * a scratch table, dropped in the same transaction, so the database holds no trace of
+ * it but free pages later inserts reuse), then a `RESTART` checkpoint sends the next
+ * writer back to the start of the now full-sized log.
+ *
+ * The size is checked again under the write lock, so of several first openers only one
+ * fills the log. Everything runs as ordinary transactions and checkpoints, so it is as
+ * safe against crashes and other processes as any write. It only saves time: a busy
+ * lock, a full disk or a read-only file leave the log as it is.
+ */
+const reserveLog = (db: NodeSqlite.DatabaseSync, path: string): void => {
+  const walPath = `${path}-wal`
+  const { page_size } = db.prepare("PRAGMA page_size").get() as { page_size: number }
+  const { wal_autocheckpoint } = db.prepare("PRAGMA wal_autocheckpoint").get() as { wal_autocheckpoint: number }
+  const bytes = page_size * wal_autocheckpoint
+  if (fileSize(walPath) >= bytes) return
+  const skipped = (cause: unknown) => {
+    const code = sqliteCode(cause)
+    return isBusy(cause) || code === SQLITE_FULL || code === SQLITE_READONLY || code === SQLITE_PERM
   }
+  try {
+    db.exec("BEGIN IMMEDIATE")
+  } catch (cause) {
+    if (skipped(cause)) return
+    throw cause
+  }
+  try {
+    if (fileSize(walPath) >= bytes) {
+      db.exec("ROLLBACK")
+      return
+    }
+    db.exec(`CREATE TABLE ${RESERVE_TABLE} (filler BLOB)`)
+    db.prepare(`INSERT INTO ${RESERVE_TABLE} VALUES (zeroblob(?))`).run(bytes)
+    db.exec(`DROP TABLE ${RESERVE_TABLE}`)
+    db.exec("COMMIT")
+  } catch (cause) {
+    if (db.isTransaction) db.exec("ROLLBACK")
+    if (skipped(cause)) return
+    throw cause
+  }
+  // Readers of other processes may hold the log; then it is restarted at a later checkpoint.
   db.prepare("PRAGMA wal_checkpoint(RESTART)").get()
 }
-try {
-  statements = open()
-  if (workerData.reserveBytes > 0) reserve(statements.db, workerData.reserveBytes)
-} catch {
-  // Filling the log only saves time; a connection that failed to open is opened
-  // again by the first batch, which reports what fails then.
-}
-parentPort.postMessage("ready")
-const failure = (cause) => ({ ok: false, errcode: cause?.errcode, code: cause?.code, message: cause instanceof Error ? cause.message : String(cause) })
-parentPort.on("message", (writes) => {
-  try {
-    statements ??= open()
-    statements.begin.run()
-  } catch (cause) {
-    return parentPort.postMessage(failure(cause))
-  }
-  try {
-    for (const [key, text] of writes) text === null ? statements.remove.run(key) : statements.set.run(key, text)
-    statements.commit.run()
-  } catch (cause) {
-    if (statements.db.isTransaction) statements.rollback.run()
-    return parentPort.postMessage(failure(cause))
-  }
-  parentPort.postMessage({ ok: true })
-})
-`
 
 /** Runs `f` on the event loop, retrying from a timer while another process holds the lock. */
 const whenUnlocked = <A>(
@@ -389,11 +345,6 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     let scheduled = false
     let lockWaitSince: number | undefined
     let closed = false
-    // The off-loop writer (see OFF_LOOP_WRITER), and the batch it is committing: no
-    // other batch runs until that one is settled, so batches commit in the order they
-    // were formed, on whichever thread.
-    let offLoop: OffLoopWriter | undefined
-    let committingOffLoop: Promise<void> | undefined
 
     const db = yield* Effect.acquireRelease(
       Effect.try({
@@ -405,23 +356,10 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         catch: (cause) => storageFailure("open", path, cause)
       }),
       (db) =>
-        Effect.callback<void>((resume) => {
-          // A batch the writer is committing finishes first; what is left commits here.
-          const finish = () => {
-            flushNow()
-            closed = true
-            const worker = offLoop?.worker
-            offLoop = undefined
-            // The writer's connection closes with its thread, before this last one.
-            const closeDatabase = () => {
-              db.close()
-              resume(Effect.void)
-            }
-            if (worker === undefined) closeDatabase()
-            else void worker.terminate().then(closeDatabase, closeDatabase)
-          }
-          if (committingOffLoop === undefined) finish()
-          else void committingOffLoop.then(finish)
+        Effect.sync(() => {
+          flushNow()
+          closed = true
+          db.close()
         })
     )
 
@@ -438,6 +376,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       // it); after a burst that grew it past 64 MiB it is cut back to that.
       db.exec("PRAGMA journal_size_limit = 67108864")
       db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
+      if (options.reserveLog !== false) reserveLog(db, path)
       return {
         get: db.prepare(SQL.get),
         set: db.prepare(SQL.set),
@@ -569,111 +508,17 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       return "done"
     }
 
-    /** The writes of `batch` as data when it goes to the off-loop writer: plain writes only, and enough to write. */
-    const offLoopWrites = (batch: ReadonlyArray<PendingWrite>): ReadonlyArray<PlainWrite> | undefined => {
-      let chars = 0
-      for (const write of batch) {
-        if (write.plain === undefined) return undefined
-        chars += write.plain[1]?.length ?? 0
+    const flush = (delay: number) => {
+      scheduled = false
+      const batch = pending.filter((write) => !write.settled)
+      pending = []
+      if (batch.length === 0) return
+      if (runBatch(batch) === "done") {
+        lockWaitSince = undefined
+        return
       }
-      return chars >= OFF_LOOP_CHARS ? batch.map((write) => write.plain!) : undefined
-    }
-
-    /**
-     * Starts the off-loop writer, which first fills the log when `reserveBytes` is above
-     * 0. It keeps the process alive only while it commits; one that ends is started
-     * again by the next batch that needs it.
-     */
-    const startWriter = (reserveBytes: number): OffLoopWriter => {
-      const { Worker } = workerThreads()
-      const worker = new Worker(OFF_LOOP_WRITER, {
-        eval: true,
-        // The parent's loaders (a TypeScript hook, say) are no use to plain JavaScript.
-        execArgv: [],
-        workerData: { path, busyTimeoutMs: SYNC_BUSY_TIMEOUT_MS, set: SQL.set, remove: SQL.delete, reserveBytes }
-      })
-      worker.unref()
-      let up!: () => void
-      const writer: OffLoopWriter = { worker, ready: false, up: new Promise((resolve) => (up = resolve)) }
-      const gone = () => {
-        if (offLoop === writer) offLoop = undefined
-        up()
-      }
-      worker.on("error", gone)
-      worker.on("exit", gone)
-      worker.once("message", () => {
-        writer.ready = true
-        up()
-      })
-      offLoop = writer
-      return writer
-    }
-
-    /**
-     * The off-loop writer once it is ready, else undefined: the first call starts it,
-     * and until its thread is up (~25 ms) large batches commit on the loop.
-     */
-    const readyWorker = () => {
-      if (offLoop === undefined) startWriter(0)
-      else if (offLoop.ready) return offLoop.worker
-      return undefined
-    }
-
-    /**
-     * Hands `batch` to the off-loop writer; its reply settles the batch (or retries it
-     * while another process holds the lock) and lets the writes that piled up meanwhile
-     * go next. A writer that dies with the batch fails it with `Io`: like a failed
-     * fsync, the batch may or may not have committed.
-     */
-    const commitOffLoop = (
-      worker: WorkerThreads.Worker,
-      batch: ReadonlyArray<PendingWrite>,
-      writes: ReadonlyArray<PlainWrite>,
-      delay: number
-    ) => {
-      let committed!: () => void
-      const committing = new Promise<void>((resolve) => {
-        committed = resolve
-      })
-      committingOffLoop = committing
-      for (const write of batch) write.committing = committing
-      const finish = (reply: OffLoopReply) => {
-        worker.off("message", finish)
-        worker.off("error", crashed)
-        worker.off("exit", crashed)
-        worker.unref()
-        committingOffLoop = undefined
-        for (const write of batch) write.committing = undefined
-        if (reply.ok) {
-          lockWaitSince = undefined
-          for (const write of batch) settle(write, Effect.void)
-        } else {
-          const cause = Object.assign(new Error(reply.message), { errcode: reply.errcode, code: reply.code })
-          if (isBusy(cause)) retryLater(batch, delay)
-          else for (const write of batch) settle(write, Effect.fail(storageFailure(write.operation, write.key, cause)))
-        }
-        committed()
-        if (!scheduled && pending.some((write) => !write.settled)) {
-          scheduled = true
-          setImmediate(() => flush(RETRY_MIN_MS))
-        }
-      }
-      const crashed = (cause: unknown) => {
-        void worker.terminate()
-        finish({ ok: false, errcode: undefined, code: undefined, message: `the SQLite writer thread ended: ${messageOf(cause)}` })
-      }
-      worker.on("message", finish)
-      worker.on("error", crashed)
-      worker.on("exit", crashed)
-      worker.ref()
-      worker.postMessage(writes)
-    }
-
-    /**
-     * Another process holds the write lock: `batch` waits from a timer, not on the loop,
-     * with the writes that arrive meanwhile joining it, until the lock timeout.
-     */
-    const retryLater = (batch: ReadonlyArray<PendingWrite>, delay: number) => {
+      // Another process holds the write lock: wait from a timer, not on the loop, and
+      // let the writes that arrive meanwhile join this batch.
       lockWaitSince ??= Date.now()
       if (Date.now() - lockWaitSince >= lockTimeoutMs) {
         lockWaitSince = undefined
@@ -687,59 +532,35 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       setTimeout(() => flush(Math.min(delay * 2, RETRY_MAX_MS)), delay)
     }
 
-    /** Commits the pending batch: off the loop when it is large, else here; `onLoop` keeps it here. */
-    const flush = (delay: number, onLoop = false) => {
-      scheduled = false
-      // The batch being committed off the loop goes first; its reply flushes again.
-      if (committingOffLoop !== undefined) return
-      const batch = pending.filter((write) => !write.settled)
-      pending = []
-      if (batch.length === 0) return
-      const writes = onLoop ? undefined : offLoopWrites(batch)
-      const worker = writes === undefined ? undefined : readyWorker()
-      if (worker !== undefined) return commitOffLoop(worker, batch, writes!, delay)
-      if (runBatch(batch) === "done") {
-        lockWaitSince = undefined
-        return
-      }
-      retryLater(batch, delay)
-    }
-
-    /** Commits what is pending at once, on the loop: on close, so no acknowledged write is lost. */
+    /** Commits what is pending at once: on close, so no acknowledged write is lost. */
     function flushNow() {
-      for (let tries = 0; pending.some((write) => !write.settled) && tries < 1000; tries++) flush(RETRY_MIN_MS, true)
+      for (let tries = 0; pending.some((write) => !write.settled) && tries < 1000; tries++) flush(RETRY_MIN_MS)
     }
 
     const enqueue = <A>(
       operation: string,
       key: string,
       apply: () => A | Refusal,
-      oneStatement = false,
-      plain?: PlainWrite
+      oneStatement = false
     ): Effect.Effect<A, StorageError> =>
       guard(operation, key) ??
         Effect.callback<A, StorageError>((resume) => {
           const write: PendingWrite = {
             apply,
-            plain,
             oneStatement,
             operation,
             key,
             resume: resume as PendingWrite["resume"],
-            settled: false,
-            committing: undefined
+            settled: false
           }
           pending.push(write)
           if (!scheduled) {
             scheduled = true
             setImmediate(() => flush(RETRY_MIN_MS))
           }
-          // Interrupted before its batch ran: it never happens. Once its batch is being
-          // committed off the loop, the interruption waits for the commit to end.
-          return Effect.suspend(() => {
-            if (write.committing !== undefined) return Effect.promise(() => write.committing!)
+          // Interrupted before its batch ran: it never happens.
+          return Effect.sync(() => {
             write.settled = true
-            return Effect.void
           })
         })
 
@@ -760,14 +581,14 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       const text = jsonText("set", key, value)
       if (typeof text !== "string") return Effect.fail(text)
       const stored = encodeStoredKey(key)
-      return enqueue("set", key, () => void setStatement.run(stored, text), true, [stored, text])
+      return enqueue("set", key, () => void setStatement.run(stored, text), true)
     }
 
     const remove = (key: string): Effect.Effect<void, StorageError> => {
       const refused = keyError("delete", key)
       if (refused !== undefined) return Effect.fail(refused)
       const stored = encodeStoredKey(key)
-      return enqueue("delete", key, () => void deleteStatement.run(stored), true, [stored, null])
+      return enqueue("delete", key, () => void deleteStatement.run(stored), true)
     }
 
     /** The rows whose keys start with `prefix`, by an index range scan in key order. */
@@ -888,21 +709,6 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         deleteStatement.run(stored)
       })
     })
-
-    // The first opener fills a new log (see OFF_LOOP_WRITER) off the loop, and is open
-    // once that is done; the writer stays for large batches.
-    if (options.reserveLog !== false) {
-      // The log's steady size: the checkpoint threshold, in pages.
-      const reserveBytes = yield* whenUnlocked("open", path, lockTimeoutMs, () => {
-        const { page_size } = db.prepare("PRAGMA page_size").get() as { page_size: number }
-        const { wal_autocheckpoint } = db.prepare("PRAGMA wal_autocheckpoint").get() as { wal_autocheckpoint: number }
-        return page_size * wal_autocheckpoint
-      })
-      if (fileSize(`${path}-wal`) < reserveBytes) {
-        const writer = startWriter(reserveBytes)
-        yield* Effect.promise(() => writer.up)
-      }
-    }
 
     return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
       StorageAdapterShape
