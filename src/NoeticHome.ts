@@ -101,15 +101,19 @@ export const storageLocation = (
 
 /**
  * Opens the storage at `location` (see {@link storageLocation}): a SQLite database
- * file, or a file storage directory.
+ * file, opened with `sqlite` (`reserveLog: false` for a process that writes a few
+ * records and ends), or a file storage directory.
  */
 export const makeStorageAt = (
   location: string,
-  database?: string
+  database?: string,
+  sqlite?: Omit<SqliteStorage.SqliteStorageOptions, "path">
 ): Effect.Effect<StorageAdapterShape, StorageError, Scope.Scope> =>
   Effect.suspend(() => {
     const found = storageLocation(location, database)
-    return found.kind === "sqlite" ? SqliteStorage.make({ path: found.path }) : FileStorage.make({ root: found.path })
+    return found.kind === "sqlite"
+      ? SqliteStorage.make({ ...sqlite, path: found.path })
+      : FileStorage.make({ root: found.path })
   })
 
 /**

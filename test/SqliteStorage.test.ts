@@ -214,7 +214,8 @@ describe("SqliteStorage", () => {
   it.effect("concurrent writes share one transaction: a burst of 64 sets appends a few log pages, not 64 commits", () =>
     Effect.gen(function*() {
       const path = freshPath()
-      const storage = yield* SqliteStorage.make({ path })
+      // Pages are counted by the log's growth, which a reserved log does not show.
+      const storage = yield* SqliteStorage.make({ path, reserveLog: false })
       const before = walFrames(path)
       yield* Effect.forEach(Array.from({ length: 64 }, (_, i) => `burst:${i}`), (key) => storage.set(key, key), {
         concurrency: "unbounded",
@@ -226,6 +227,46 @@ describe("SqliteStorage", () => {
       // One at a time, each write commits on its own (at least one page each).
       assert.isAtLeast(walFrames(path) - before - grouped, 8)
       assert.strictEqual((yield* storage.list("burst:")).length, 64)
+    }))
+
+  it.effect("the first opener grows the log once; the database gains nothing and keeps its data", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      // The log at the checkpoint threshold: its header and 1,000 frames of a 4 KiB page.
+      const reserved = 32 + 1000 * (4096 + 24)
+      const first = yield* Scope.make()
+      const storage = yield* Scope.provide(SqliteStorage.make({ path }), first)
+      yield* storage.set("kept", { n: 1 })
+      // Grown by the open, and overwritten from its start afterwards rather than grown.
+      const grown = Fs.statSync(`${path}-wal`).size
+      assert.isAtLeast(grown, reserved)
+      for (let i = 0; i < 50; i++) yield* storage.set(`more:${i}`, i)
+      assert.strictEqual(Fs.statSync(`${path}-wal`).size, grown)
+      // A second opener while the log is full-sized leaves it as it is.
+      const second = yield* SqliteStorage.make({ path })
+      assert.strictEqual(Fs.statSync(`${path}-wal`).size, grown)
+      assert.deepStrictEqual(yield* second.get("kept"), Option.some({ n: 1 }))
+      yield* Scope.close(first, Exit.void)
+
+      // The reservation was rolled back: no table, no free pages, a database of a few pages.
+      assert.deepStrictEqual(
+        withRaw(path, (db) => ({
+          integrity: db.prepare("PRAGMA integrity_check").get(),
+          tables: db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all(),
+          free: db.prepare("PRAGMA freelist_count").get()
+        })),
+        { integrity: { integrity_check: "ok" }, tables: [{ name: SqliteStorage.TABLE }], free: { freelist_count: 0 } }
+      )
+      assert.isBelow(Fs.statSync(path).size, 64 * 1024)
+      assert.deepStrictEqual(yield* second.list("more:"), Array.from({ length: 50 }, (_, i) => `more:${i}`).sort())
+    }))
+
+  it.effect("with reserveLog false the log only grows by what is written", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path, reserveLog: false })
+      yield* storage.set("one", 1)
+      assert.isBelow(Fs.statSync(`${path}-wal`).size, 64 * 1024)
     }))
 
   it.effect("a write interrupted before its batch commits never happens; one in a batch with a refused write lands", () =>

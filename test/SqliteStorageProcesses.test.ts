@@ -82,6 +82,31 @@ describe("SqliteStorage across processes", () => {
       assert.deepStrictEqual(yield* storage.get("counter"), Option.some(100))
     }), { timeout: 180_000 })
 
+  it.effect("processes opening a new database at once grow its log to its steady size, and lose nothing", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      // The log at the checkpoint threshold: its header and 1,000 frames of a 4 KiB page.
+      const reserved = 32 + 1000 * (4096 + 24)
+      // Held open, so the log outlives the children.
+      const watcher = yield* SqliteStorage.make({ path, reserveLog: false })
+      assert.isBelow(Fs.statSync(`${path}-wal`).size, reserved)
+      yield* Effect.forEach(Array.from({ length: 4 }), () => runToEnd("sqliteWriter.ts", ["cas", path, "10"]), {
+        concurrency: "unbounded",
+        discard: true
+      })
+      const log = Fs.statSync(`${path}-wal`).size
+      assert.isAtLeast(log, reserved)
+      assert.deepStrictEqual(yield* watcher.get("counter"), Option.some(40))
+      const db = new DatabaseSync(path)
+      try {
+        assert.deepStrictEqual(db.prepare("PRAGMA integrity_check").get(), { integrity_check: "ok" })
+        assert.deepStrictEqual(db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all(), [{ name: SqliteStorage.TABLE }])
+        assert.deepStrictEqual(db.prepare("PRAGMA freelist_count").get(), { freelist_count: 0 })
+      } finally {
+        db.close()
+      }
+    }), { timeout: 180_000 })
+
   it.effect("two host processes on one execution: exactly one runs it, the other is refused", () =>
     Effect.gen(function*() {
       const path = freshPath()

@@ -80,7 +80,8 @@ const readableDirectory = (path: string): Effect.Effect<void, CliFailure> =>
  * Opens the storage of one root, detecting its backend as the engine does
  * (`NoeticHome.storageLocation`): the SQLite database `<root>/<dbFile>` unless the
  * directory holds file-storage records, else the file storage of the directory; none
- * when nothing was ever recorded under that root. Nothing is created.
+ * when nothing was ever recorded under that root. Nothing is created, and a SQLite
+ * database's write-ahead log is not reserved: the CLI only reads.
  */
 export const openRootStorage = (
   root: string,
@@ -92,7 +93,7 @@ export const openRootStorage = (
     const unreadable = (error: { readonly message: string }) =>
       new CliFailure({ message: `cannot read ${found.path}: ${firstLine(error)}` })
     if (found.kind === "sqlite") {
-      return Option.some(yield* SqliteStorage.make({ path: found.path }).pipe(Effect.mapError(unreadable)))
+      return Option.some(yield* SqliteStorage.make({ path: found.path, reserveLog: false }).pipe(Effect.mapError(unreadable)))
     }
     yield* readableDirectory(root)
     return Option.some(yield* FileStorage.make({ root }).pipe(Effect.mapError(unreadable)))
