@@ -109,13 +109,6 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
 }
 
 /**
- * How long the IPC server waits for the step's dispatch before it starts anyway (tracing
- * turned off, a step that never reaches its body): the parent retries its connection
- * until then, and frames wait in the durable queue.
- */
-const SERVE_AFTER_MS = 200
-
-/**
  * Waits for the event loop's next turn: the microtasks queued before, a step body's
  * start among them, run first.
  */
@@ -149,7 +142,7 @@ const runStep = (
     // even while this one runs for long.
     NodeModule.flushCompileCache?.()
     yield* onHarness(harness)
-    return yield* runManifestStep(harness, manifest, input, layer, { step, signal: onDispatch })
+    return yield* runManifestStep(harness, manifest, input, layer, onDispatch)
   })
 
 /** Removes the child's IPC queue once its last frame is acknowledged. */
@@ -233,10 +226,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
       Effect.gen(function*() {
         harness = built
         serving = yield* Effect.forkScoped(
-          Effect.timeoutOption(Deferred.await(dispatched), Duration.millis(SERVE_AFTER_MS)).pipe(
-            Effect.andThen(nextMacrotask),
-            Effect.andThen(serve)
-          )
+          Deferred.await(dispatched).pipe(Effect.andThen(nextMacrotask), Effect.andThen(serve))
         )
       }),
     () => Deferred.doneUnsafe(dispatched, Effect.void)
