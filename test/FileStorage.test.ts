@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as FileStorage from "../src/layers/FileStorage.ts"
-import { decodeKey, encodeKey } from "../src/internal/fileKey.ts"
+import { decodeKey, encodeKey, encodeKeyPrefix } from "../src/internal/fileKey.ts"
 import { suite } from "./StorageSuite.ts"
 
 const freshRoot = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-file-storage-"))
@@ -76,6 +76,22 @@ describe("FileStorage", () => {
       assert.strictEqual(folded.size, cased.length)
       for (const key of cased) assert.strictEqual(decodeKey(encodeKey(key)), key)
     }))
+
+  it.effect("a plain name starts with a prefix's encoding exactly when its key starts with the prefix; list skips on it", () =>
+    Effect.gen(function*() {
+      const keys = ["a", "ab", "a:b", "A", "aB", "ü", "üx", "u", "execution:x:ledger:/r#0", "execution:x:snapshot", "é:1"]
+      const prefixes = ["", "a", "a:", "A", "ü", "u", "execution:x:", "execution:x:ledger:", "é", "\u00e9:1"]
+      for (const key of keys) {
+        for (const prefix of prefixes) {
+          assert.strictEqual(encodeKey(key).startsWith(encodeKeyPrefix(prefix)), key.startsWith(prefix), `${key} / ${prefix}`)
+        }
+      }
+      const storage = yield* FileStorage.make({ root: freshRoot() })
+      yield* Effect.forEach(keys, (key) => storage.set(key, key), { discard: true })
+      for (const prefix of prefixes) {
+        assert.deepStrictEqual(yield* storage.list(prefix), keys.filter((key) => key.startsWith(prefix)).sort(), prefix)
+      }
+    }).pipe(Effect.scoped))
 
   it.effect("files are 0600 in a 0700 directory, and stray temp files of dead writers are removed on open", () =>
     Effect.gen(function*() {

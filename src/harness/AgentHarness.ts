@@ -101,6 +101,14 @@ export interface ExecuteOptions {
   readonly state?: unknown
   /** The layers of a fresh context, instead of the harness's. */
   readonly context?: ReadonlyArray<ContextLayer<any>>
+  /**
+   * Called once the root step is dispatched, just before its body starts (or its
+   * recorded output replays, or its reconciler runs), after the run's first
+   * checkpoint. Not called when the run fails before that. Work that should start
+   * beside the body and not ahead of it starts here (a child process serves its
+   * socket from then on).
+   */
+  readonly onRootDispatch?: () => void
 }
 
 /** What `execute` and `resume` return. */
@@ -351,10 +359,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // ---------------------------------------------------------------------------
 
   /** Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final checkpoint. */
-  const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown) =>
+  const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown, onRootDispatch?: () => void) =>
     Effect.gen(function*() {
       const ledger = yield* openLedger(ctx.id)
-      const frame = Interpreter.rootFrame(ctx, ledger)
+      const frame = Interpreter.rootFrame(ctx, ledger, new Map(), onRootDispatch)
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
@@ -409,7 +417,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ...(executeOptions.context === undefined ? {} : { context: executeOptions.context }),
             state: executeOptions.state
           })
-          return yield* runRoot(root, ctx, input)
+          return yield* runRoot(root, ctx, input, executeOptions.onRootDispatch)
         }),
         "exclusive"
       ).pipe(Effect.withSpan("AgentHarness.execute", { attributes: { executionId, harness: options.name } }))

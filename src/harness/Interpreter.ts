@@ -111,9 +111,15 @@ export interface RunState {
   readonly divergencesReported: Set<string>
   /** Per parent path, the distinct child paths dispatched below it, each with its position (dispatch order). */
   readonly dispatched: Map<string, Map<string, number>>
+  /** Called once the run's root step is dispatched: see `ExecuteOptions.onRootDispatch`. */
+  readonly onRootDispatch: (() => void) | undefined
 }
 
-export const newRunState = (): RunState => ({ divergencesReported: new Set(), dispatched: new Map() })
+export const newRunState = (onRootDispatch?: () => void): RunState => ({
+  divergencesReported: new Set(),
+  dispatched: new Map(),
+  onRootDispatch
+})
 
 /** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
 const noteDispatch = (run: RunState, parent: string, path: string): number => {
@@ -211,17 +217,15 @@ const textOf = (output: unknown): string => {
 }
 
 /**
- * The name of the span each dispatch of `step` runs in, opened just before its body
- * starts (a replayed step's body never starts).
+ * The frame a run starts from: the root of `ctx`, a fresh run state. `onRootDispatch`
+ * is called once the root step below it is dispatched.
  */
-export const stepSpanName = (step: Pick<AnyStep, "kind" | "id">): string => `${step.kind} ${step.id}`
-
-/** The frame a run starts from: the root of `ctx`, a fresh run state. */
 export const rootFrame = (
   ctx: AgentContext,
   ledger: Option.Option<ExecutionLedger>,
-  counters: Map<string, number> = new Map()
-): Frame => ({ ctx, path: "", counters, ledger, run: newRunState() })
+  counters: Map<string, number> = new Map(),
+  onRootDispatch?: () => void
+): Frame => ({ ctx, path: "", counters, ledger, run: newRunState(onRootDispatch) })
 
 /** The interpreter over a harness's contexts, tools and policies. */
 export const make = (deps: InterpreterDeps): Interpreter => {
@@ -258,11 +262,25 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind },
         captureStackTrace: false
       }
+      // The run's root step, dispatched: its hook runs just before the replay is decided
+      // and the body (or reconciler) starts.
+      const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
       const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
         Effect.useSpan(
-          stepSpanName(step),
+          `${step.kind} ${step.id}`,
           spanOptions,
-          (span) => Effect.withParentSpan(Effect.ensuring(Effect.suspend(() => run(span)), settle), span, spanOptions)
+          (span) =>
+            Effect.withParentSpan(
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  onDispatch?.()
+                  return run(span)
+                }),
+                settle
+              ),
+              span,
+              spanOptions
+            )
         )
       // Suspended, so a body that throws while building its Effect still settles the frontier.
       const body = Effect.suspend(() => interpret(step, input, frame))

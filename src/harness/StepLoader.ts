@@ -9,12 +9,10 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Tracer from "effect/Tracer"
 import { ownFileUrl, toModuleUrl } from "../internal/moduleUrl.ts"
 import type { SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { StepUnavailable, SubprocessError } from "../services/SubprocessAdapter.ts"
 import type { AgentHarness } from "./AgentHarness.ts"
-import { stepSpanName } from "./Interpreter.ts"
 import { type AnyStep, isStep } from "./Step.ts"
 
 /** The exported step with id `stepId` (top-level exports and the default export's own fields). */
@@ -91,49 +89,24 @@ export const loadStep = (
   })
 
 /**
- * `tracer`, calling `onSpan` with the name of each span before it opens one. The
- * tracer is only watched: its spans are the ones it makes.
- */
-const watchedTracer = (tracer: Tracer.Tracer, onSpan: (name: string) => void): Tracer.Tracer =>
-  Tracer.make({
-    span: (options) => {
-      onSpan(options.name)
-      return tracer.span(options)
-    },
-    ...(tracer.context === undefined ? {} : { context: tracer.context.bind(tracer) })
-  })
-
-/**
  * Runs the step of `manifest` as the root of `harness` on its recorded input, with
  * its recorded execution id, thread, resource and cwd, and the services its module
- * exports (`layer`); resolves with the step's output.
- *
- * `onDispatch`, when given, is called once the root step `step` is dispatched, just
- * before its body starts, as seen by the tracer in force (the module's, if its layer
- * provides one). Tracing turned off leaves it uncalled.
+ * exports (`layer`); resolves with the step's output. `onRootDispatch` is called once
+ * the step is dispatched, just before its body starts (see `ExecuteOptions`).
  */
 export const runManifestStep = (
   harness: AgentHarness<any>,
   manifest: SubprocessManifest,
   input: unknown,
   layer: Layer.Layer<never> | undefined,
-  onDispatch?: { readonly step: AnyStep; readonly signal: () => void }
+  onRootDispatch?: () => void
 ): Effect.Effect<unknown, unknown> => {
   const run = harness.execute(input, {
     executionId: manifest.executionId,
     ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
     ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-    ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit })
+    ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
+    ...(onRootDispatch === undefined ? {} : { onRootDispatch })
   }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
-  const watched = onDispatch === undefined ? run : Effect.flatMap(Effect.tracer, (tracer) => {
-    const name = stepSpanName(onDispatch.step)
-    let signalled = false
-    return Effect.withTracer(run, watchedTracer(tracer, (opened) => {
-      if (signalled || opened !== name) return
-      signalled = true
-      onDispatch.signal()
-    }))
-  })
-  // Watched inside the module's layer, so a tracer that layer provides is the one watched.
-  return Effect.map(layer === undefined ? watched : Effect.provide(watched, layer), (result) => result.output)
+  return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
 }

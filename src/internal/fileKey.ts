@@ -39,6 +39,12 @@ export const encodeKey = (key: string): string => {
   return plain.slice(0, LONG_NAME_PREFIX) + LONG_NAME_MARK + digest
 }
 
+/**
+ * The start of the plain name of every key that starts with `prefix`: names are
+ * encoded byte by byte, so a listing can skip every other name without decoding it.
+ */
+export const encodeKeyPrefix = (prefix: string): string => escapeBytes(Buffer.from(prefix, "utf8"))
+
 /** Whether a name is the hashed form, whose full key lives only in the record. */
 export const isLongName = (name: string): boolean => name.includes(LONG_NAME_MARK)
 

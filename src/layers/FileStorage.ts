@@ -25,7 +25,7 @@ import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { fsPromises, sha256Hex, nodeFs as FsSync } from "../internal/builtins.ts"
-import { decodeKey, encodeKey, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
+import { decodeKey, encodeKey, encodeKeyPrefix, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import { encodeRecord, type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
 import { errorCode, isProcessAlive } from "../internal/processes.ts"
 import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
@@ -298,6 +298,8 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     const keys: Array<string> = []
     const longNames: Array<string> = []
     const logs: Array<Log> = []
+    // A root holds every key of every prefix: most names are skipped by their start.
+    const plainPrefix = encodeKeyPrefix(prefix)
     for (const name of names) {
       if (name.startsWith(LOG_DIR_PREFIX)) {
         const encoded = name.slice(LOG_DIR_PREFIX.length)
@@ -312,6 +314,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
         if (known.startsWith(prefix) || prefix.startsWith(known)) longNames.push(name)
         continue
       }
+      if (!name.startsWith(plainPrefix)) continue
       const key = decodeKey(name)
       if (key !== undefined && key.startsWith(prefix)) keys.push(key)
     }

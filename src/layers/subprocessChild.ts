@@ -26,10 +26,10 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
 import * as NodeModule from "node:module"
 import type { AgentHarness } from "../harness/AgentHarness.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
+import type { StorageError } from "../Errors.ts"
 import { type LoadedStep, loadStep, runManifestStep } from "../harness/StepLoader.ts"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
 import { readStat } from "../internal/procStat.ts"
@@ -109,13 +109,6 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
 }
 
 /**
- * How long the IPC server waits for the step's dispatch before it starts anyway (tracing
- * turned off, a step that never reaches its body): the parent retries its connection
- * until then, and frames wait in the durable queue.
- */
-const SERVE_AFTER_MS = 200
-
-/**
  * Waits for the event loop's next turn: the microtasks queued before, a step body's
  * start among them, run first.
  */
@@ -126,33 +119,27 @@ const nextMacrotask = Effect.callback<void>((resume) => {
 
 /**
  * Runs the step of `manifest` (`loading`: its module being imported) under a durable
- * harness; `onHarness` receives the harness once built, just before the step starts,
- * and `onDispatch` is called once the step is dispatched, just before its body starts.
+ * harness with checkpoints in `checkpointStorage` (being opened); `onHarness` receives
+ * the harness once built, just before the step starts, and `onDispatch` is called once
+ * the step is dispatched, just before its body starts.
  */
 const runStep = (
   manifest: SubprocessManifest,
   loading: Effect.Effect<LoadedStep, SubprocessError>,
+  checkpointStorage: Effect.Effect<StorageAdapterShape, StorageError>,
   emitAll: (frames: ReadonlyArray<V1ServerFrame>) => Effect.Effect<unknown, unknown>,
-  onHarness: (harness: AgentHarness<any>) => Effect.Effect<void, never, Scope.Scope>,
+  onHarness: (harness: AgentHarness<any>) => void,
   onDispatch: () => void
 ) =>
   Effect.gen(function*() {
     const { layer, step } = yield* loading
     const input: unknown = JSON.parse(manifest.serializedInput)
-    // The child's start is on its step's path: growing a new log up front (only when no
-    // other process holds the database open) would delay the step by ~10 ms; its writes
-    // pay the growing log's ~0.1 ms each instead, until the log reaches its steady size.
-    const checkpointStorage = yield* makeStorageAt(manifest.checkpointRoot ?? ".", undefined, { reserveLog: false })
-    const store = streamingStore(yield* makeCheckpointStore(checkpointStorage), emitAll)
+    const store = streamingStore(yield* makeCheckpointStore(yield* checkpointStorage), emitAll)
     const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
       Effect.provideService(CheckpointStore, store)
     )
-    // The step module and the library are loaded: Node's compile cache (NODE_COMPILE_CACHE,
-    // set by the adapter) is written now, not at exit, so the next child starts from it
-    // even while this one runs for long.
-    NodeModule.flushCompileCache?.()
-    yield* onHarness(harness)
-    return yield* runManifestStep(harness, manifest, input, layer, { step, signal: onDispatch })
+    onHarness(harness)
+    return yield* runManifestStep(harness, manifest, input, layer, onDispatch)
   })
 
 /** Removes the child's IPC queue once its last frame is acknowledged. */
@@ -165,27 +152,47 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   const storage = yield* makeStorageAt(root)
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
-  // The step module is imported while the rest is set up, its file reads beside the storage's.
-  const loading = yield* Effect.forkScoped(loadStep(handleId, found.value.stepId, found.value.module, found.value.entry))
+  const manifest = found.value
+  // The step module is imported, and the checkpoint storage opened, while the rest is
+  // set up: their file reads go beside each other's.
+  const loading = yield* Effect.forkScoped(loadStep(handleId, manifest.stepId, manifest.module, manifest.entry))
+  // A new SQLite log is not grown up front here (only the first opener of a database
+  // does it): the ~10 ms would sit on the step's path, where its few writes gain less.
+  const checkpointStorage = yield* Effect.forkScoped(makeStorageAt(manifest.checkpointRoot ?? ".", undefined, { reserveLog: false }))
   // The child records its own pid too: a host killed between starting this process and
   // recording the pid would otherwise leave a manifest that looks dead, and the child
-  // would run on with no host able to reattach it.
-  const stat = yield* readStat(process.pid)
-  const manifest = found.value.pid === process.pid
-    ? found.value
-    : { ...found.value, pid: process.pid, pidStarttime: stat?.startTime ?? null }
-  // Recorded beside the step's start, not ahead of it; a failure to record it fails the
-  // child once the step's result is saved.
-  const pidRecorded = yield* Effect.forkScoped(manifest === found.value ? Effect.void : saveManifest(storage, manifest))
-  const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
+  // would run on with no host able to reattach it. Recorded beside the step's start,
+  // not ahead of it; a failure to record it fails the child once the step's result is saved.
+  const pidRecorded = yield* Effect.forkScoped(
+    manifest.pid === process.pid ? Effect.void : Effect.flatMap(readStat(process.pid), (stat) =>
+      saveManifest(storage, { ...manifest, pid: process.pid, pidStarttime: stat?.startTime ?? null }))
+  )
   let harness: AgentHarness<any> | undefined
-  // The socket comes up once the step's body has started, not ahead of it: frames are
-  // durable in the queue from the first one, and the server delivers them from there
-  // once it listens (a parent connecting before then retries). So the step's start
-  // waits neither for the socket stack's modules nor for the bind.
+  const maxFrameBytes = yield* MaxFrameBytes
+  // The IPC side (the durable queue, then the socket server) comes up once the step's
+  // body has started, not ahead of it: the body's start waits neither for the queue's
+  // reads and first writes nor for the socket stack's modules and the bind. It comes
+  // up earlier when a frame comes first (a restored context's items), and at the
+  // latest once the step has ended. A parent connecting before the server listens
+  // retries; frames are durable in the queue from the first one, the `started` event,
+  // and the server delivers them from there.
+  const begin = Deferred.makeUnsafe<void>()
   const socketPath = manifest.socketPath ?? `${root}/${handleId}.sock`
+  const queueing = yield* Effect.forkScoped(Effect.gen(function*() {
+    yield* Deferred.await(begin)
+    yield* nextMacrotask
+    const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
+    const started = encodeFrameText(
+      { type: "event", event: { kind: "started", handleId, pid: process.pid } },
+      maxFrameBytes - DURABLE_ENVELOPE_BYTES
+    )
+    // Numbered before any other frame, written without waiting.
+    if (typeof started === "string") yield* queue.offerAll([started])
+    return queue
+  }))
   let server: IpcServerShape | undefined
-  const serve = Effect.gen(function*() {
+  const serving = yield* Effect.forkScoped(Effect.gen(function*() {
+    const queue = yield* Fiber.join(queueing)
     const IpcServer = yield* Effect.promise(() => import("./IpcServer.ts"))
     server = yield* IpcServer.make({
       socketPath,
@@ -203,11 +210,12 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         }
       }
     })
-    // The socket stack's modules go to the compile cache too (see runStep).
+    // The library, the step module and the socket stack are loaded: Node's compile
+    // cache (NODE_COMPILE_CACHE, set by the adapter) is written now, not at exit, so
+    // the next child starts from it even while this one runs for long.
     NodeModule.flushCompileCache?.()
     return server
-  })
-  const maxFrameBytes = yield* MaxFrameBytes
+  }))
   // Until the server listens, frames go to the queue as the server would put them there.
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>): Effect.Effect<unknown, unknown> =>
     Effect.suspend((): Effect.Effect<unknown, unknown> => {
@@ -218,39 +226,27 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         if (typeof text !== "string") return Effect.fail(new IpcError({ socketPath, reason: text }))
         texts.push(text)
       }
-      return queue.appendAll(texts)
+      Deferred.doneUnsafe(begin, Exit.void)
+      return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts))
     })
-  // The first frame, numbered now and written without waiting: the step's frames follow it.
-  const started = encodeFrameText(
-    { type: "event", event: { kind: "started", handleId, pid: process.pid } },
-    maxFrameBytes - DURABLE_ENVELOPE_BYTES
-  )
-  if (typeof started === "string") yield* queue.offerAll([started])
-  let serving: Fiber.Fiber<IpcServerShape, IpcError> | undefined
-  const dispatched = yield* Deferred.make<void>()
   const exit = yield* Effect.exit(runStep(
     manifest,
     Fiber.join(loading),
+    Fiber.join(checkpointStorage),
     emitAll,
-    (built) =>
-      Effect.gen(function*() {
-        harness = built
-        serving = yield* Effect.forkScoped(
-          Effect.timeoutOption(Deferred.await(dispatched), Duration.millis(SERVE_AFTER_MS)).pipe(
-            Effect.andThen(nextMacrotask),
-            Effect.andThen(serve)
-          )
-        )
-      }),
-    () => Deferred.doneUnsafe(dispatched, Effect.void)
+    (built) => {
+      harness = built
+    },
+    () => Deferred.doneUnsafe(begin, Exit.void)
   ))
-  Deferred.doneUnsafe(dispatched, Effect.void)
+  Deferred.doneUnsafe(begin, Exit.void)
   const outcome = toOutcome(handleId, exit)
   // Persisted before it is sent: a parent that misses the frame reads the record. A
   // server that could not listen fails the child after this, its result kept.
   yield* saveResult(storage, handleId, outcome)
   yield* Fiber.join(pidRecorded)
-  const ready = serving === undefined ? yield* serve : yield* Fiber.join(serving)
+  const ready = yield* Fiber.join(serving)
+  const queue = yield* Fiber.join(queueing)
   const encoded = yield* Schema.encodeUnknownEffect(SubprocessOutcome)(outcome)
   const seq = yield* ready.emit({ type: "status", status: { kind: "result", outcome: encoded } })
   const acked = yield* queue.awaitAcked(seq).pipe(Effect.timeoutOption(Duration.millis(manifest.lingerMs)))

@@ -95,6 +95,40 @@ describe("AgentHarness", () => {
       }))
   })
 
+  describe("onRootDispatch", () => {
+    it.effect("is called once per execute, after the first checkpoint and just before the root's body, tracing on or off", () =>
+      Effect.gen(function*() {
+        const { storage, writes } = counting(yield* makeMemory)
+        const events: Array<string> = []
+        const inner = runCode("inner", (n: number) => Effect.sync(() => events.push(`inner ${n}`)))
+        const harness = yield* durableHarness(storage, {
+          agentGraph: runCode("root", (n: number, ctx) =>
+            Effect.gen(function*() {
+              events.push(`body ${n}`)
+              yield* ctx.run(inner, n)
+              return n
+            }))
+        })
+        const onRootDispatch = () => events.push(`dispatched, ${writes.length} writes`)
+        const first = yield* harness.execute(1, { onRootDispatch })
+        // The root in flight is checkpointed (the index key, then the snapshot) first.
+        assert.deepStrictEqual(events, ["dispatched, 2 writes", "body 1", "inner 1"])
+        assert.strictEqual(snapshotsSaved(writes.slice(0, 2), first.executionId), 1)
+        events.length = 0
+        writes.length = 0
+        yield* harness.execute(2, { onRootDispatch }).pipe(Effect.withTracerEnabled(false))
+        assert.deepStrictEqual(events, ["dispatched, 2 writes", "body 2", "inner 2"])
+      }))
+
+    it.effect("is not called when the run fails before the root is dispatched", () =>
+      Effect.gen(function*() {
+        let dispatched = 0
+        const harness = yield* AgentHarness.make({ name: "empty" })
+        yield* Effect.flip(harness.execute(undefined as never, { onRootDispatch: () => dispatched++ }))
+        assert.strictEqual(dispatched, 0)
+      }))
+  })
+
   describe("checkpoint boundaries", () => {
     it.effect("after an execute turn that changed the item log, and not again when it did not", () =>
       Effect.gen(function*() {

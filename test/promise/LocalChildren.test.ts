@@ -33,8 +33,9 @@ describe("Promise facade: local children", () => {
   }, 30_000)
 
   it("a child whose module turns tracing off still serves its socket: the host answers its prompt", async () => {
-    // The child starts its server once it sees its step dispatched, through the tracer;
-    // with tracing off it never does and starts it after a delay instead.
+    // The child starts its server once the harness tells it the step is dispatched, not
+    // through the tracer: with tracing off the prompt still reaches the host (a server
+    // that waited for the step's end would never see the answer that ends it).
     const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "nfl-"))
     const adapter = createLocalSubprocessAdapter({
       storage: createFileStorage({ root: Path.join(base, "subprocess") }),
