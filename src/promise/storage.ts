@@ -156,6 +156,8 @@ export interface SqliteStorageAdapter extends StorageAdapter, AsyncDisposable {
 export const createSqliteStorage = (options: {
   readonly path: string
   readonly lockTimeoutMs?: number
+  /** Whether the first opener grows a new write-ahead log to its steady size (default true; see `SqliteStorage`). */
+  readonly reserveLog?: boolean
 }): SqliteStorageAdapter => {
   const adapter = scopedStorage("SQLite", options.path, SqliteStorage.make(options))
   // The local subprocess adapter's children open the same database file themselves.
