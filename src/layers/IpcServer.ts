@@ -16,10 +16,14 @@
  * place, so it is never reachable with wider permissions; it is removed when the
  * server's scope closes (unless another server has since taken the path).
  *
+ * The listener is `node:net`'s own, each connection wrapped as an `effect/socket`
+ * `Socket`: `NodeSocketServer` would also load `node:http`, `ws` and their
+ * dependencies for its WebSocket server, which a unix socket never needs and a child
+ * process would pay for just after its step body starts.
+ *
  * @since 0.1.0
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -155,6 +159,8 @@ const WRITE_PIECE_CHARS = 32 * 1024
 /** Leaves room under the ~104-byte `sun_path` limit of macOS and Linux. */
 const MAX_SOCKET_PATH_BYTES = 100
 
+const ignoreError = (_: Error) => {}
+
 const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
 /** Whether a live server accepts connections at `path`. */
@@ -266,35 +272,20 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
     // the chmod only by the umask. A stale socket has to go first.
     yield* Effect.promise(() => fsPromises().unlink(socketPath).catch(() => undefined))
   }
-  const server = yield* NodeSocketServer.make({ path: bindPath ?? socketPath }).pipe(
-    Effect.mapError(listenFailed("cannot listen"))
-  )
-  boundInode = yield* Effect.tryPromise({
-    try: async () => {
-      const at = bindPath ?? socketPath
-      await fsPromises().chmod(at, 0o600)
-      if (bindPath !== undefined) {
-        await fsPromises().rename(bindPath, socketPath)
-        await fsPromises().rmdir(privateDir)
-      }
-      return (await fsPromises().stat(socketPath)).ino
-    },
-    catch: listenFailed("cannot secure the socket file")
-  })
-
   const open = new Set<Net.Socket>()
-  yield* Effect.addFinalizer(() => Effect.sync(() => open.forEach((conn) => conn.destroy())))
   let nextConnectionId = 0
 
-  const handle = (socket: Socket.Socket) =>
+  const handle = (conn: Net.Socket) =>
     Effect.gen(function*() {
       const id = ++nextConnectionId
-      // NodeSocketServer provides the Node socket to every handler.
-      const netSocket = yield* Effect.serviceOption(NodeSocket.NetSocket)
-      if (Option.isSome(netSocket)) {
-        open.add(netSocket.value)
-        yield* Effect.addFinalizer(() => Effect.sync(() => open.delete(netSocket.value)))
-      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => open.delete(conn)))
+      // Ended gracefully once the connection's scope closes: what was written still goes out.
+      const socket = yield* NodeSocket.fromDuplex(
+        Effect.acquireRelease(Effect.succeed(conn), () =>
+          Effect.sync(() => {
+            if (!conn.closed) conn.destroySoon()
+          }))
+      )
       const scope = yield* Effect.scope
       const pull = yield* Socket.readerBytes(socket)
       const writer = yield* socket.writer
@@ -477,7 +468,56 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       Effect.catchCause((cause) => Effect.logDebug("IpcServer: connection ended", cause))
     )
 
-  yield* Effect.forkScoped(server.run(handle))
+  // Each connection runs in a fiber of the server's scope. The listener is closed with
+  // that scope after those fibers have ended; a connection still open then is
+  // destroyed, as `close` waits for every one.
+  const serverScope = yield* Effect.scope
+  const runConnection = Effect.runForkWith(services)
+  const listener = yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      const server = nodeNet().createServer((conn) => {
+        // Paused until its reader is acquired, so nothing is read before it is wanted.
+        // A reset before the reader listens, or after it has stopped, must not be an
+        // uncaught error: the reader sees the close.
+        conn.pause()
+        conn.on("error", ignoreError)
+        // Counted from its accept: one whose fiber the closing scope interrupts before it
+        // starts is still destroyed below, or `close` would wait for it.
+        open.add(conn)
+        Fiber.runIn(runConnection(handle(conn)), serverScope)
+      })
+      // Likewise a failed accept once the server listens.
+      server.on("error", ignoreError)
+      return server
+    }),
+    (server) =>
+      Effect.callback<void>((resume) => {
+        open.forEach((conn) => conn.destroy())
+        server.close(() => resume(Effect.void))
+      })
+  )
+  yield* Effect.callback<void, unknown>((resume) => {
+    const failed = (cause: unknown) => resume(Effect.fail(cause))
+    listener.once("error", failed)
+    listener.listen({ path: bindPath ?? socketPath }, () => {
+      listener.off("error", failed)
+      resume(Effect.void)
+    })
+  }).pipe(Effect.mapError(listenFailed("cannot listen")))
+
+  boundInode = yield* Effect.tryPromise({
+    try: async () => {
+      const at = bindPath ?? socketPath
+      await fsPromises().chmod(at, 0o600)
+      if (bindPath !== undefined) {
+        await fsPromises().rename(bindPath, socketPath)
+        await fsPromises().rmdir(privateDir)
+      }
+      return (await fsPromises().stat(socketPath)).ino
+    },
+    catch: listenFailed("cannot secure the socket file")
+  })
+
   if (options.retain === "untilSent") {
     // With no connection streaming, frames are released as they commit.
     let seen = yield* queue.headSeq
