@@ -469,15 +469,29 @@ describe("a recorded output found damaged on resume", () => {
         return [first, then]
       }))
 
-  it.effect("the step runs again, with a warning naming the path, and the run goes on", () => {
-    const warnings: Array<string> = []
-    return Effect.gen(function*() {
+  /**
+   * Runs the graph until its second step crashes the host, damages the first step's
+   * recorded output, and resumes: what the resume returned and how often each body ran.
+   */
+  const resumedOverDamage = (executionId: string, effects?: "at-most-once") =>
+    Effect.gen(function*() {
       const storage = yield* makeMemory
       const counts = { first: 0, reconcile: 0 }
       const crash = { then: true }
-      yield* crashedRun(storage, { agentGraph: graph(counts, crash) }, "damaged-1")
+      yield* crashedRun(storage, { agentGraph: graph(counts, crash, effects) }, executionId)
       crash.then = false
-      const resumed = yield* resumedOn(damagedAt(storage, "/root#0/first#0"), { agentGraph: graph(counts, crash) }, "damaged-1")
+      const resumed = yield* resumedOn(
+        damagedAt(storage, "/root#0/first#0"),
+        { agentGraph: graph(counts, crash, effects) },
+        executionId
+      )
+      return { resumed, counts }
+    })
+
+  it.effect("the step runs again, with a warning naming the path, and the run goes on", () => {
+    const warnings: Array<string> = []
+    return Effect.gen(function*() {
+      const { counts, resumed } = yield* resumedOverDamage("damaged-1")
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some([{ done: "first output" }, "then"]))
       assert.deepStrictEqual(counts, { first: 2, reconcile: 0 })
       assert.strictEqual(warnings.length, 1)
@@ -489,16 +503,7 @@ describe("a recorded output found damaged on resume", () => {
   it.effect("an at-most-once step is reconciled, as if its completion were lost; its body does not run twice", () => {
     const warnings: Array<string> = []
     return Effect.gen(function*() {
-      const storage = yield* makeMemory
-      const counts = { first: 0, reconcile: 0 }
-      const crash = { then: true }
-      yield* crashedRun(storage, { agentGraph: graph(counts, crash, "at-most-once") }, "damaged-2")
-      crash.then = false
-      const resumed = yield* resumedOn(
-        damagedAt(storage, "/root#0/first#0"),
-        { agentGraph: graph(counts, crash, "at-most-once") },
-        "damaged-2"
-      )
+      const { counts, resumed } = yield* resumedOverDamage("damaged-2", "at-most-once")
       assert.deepStrictEqual(Option.map(resumed, (r) => r.output), Option.some([{ done: "reconciled first" }, "then"]))
       assert.deepStrictEqual(counts, { first: 1, reconcile: 1 })
       assert.strictEqual(warnings.length, 1)
