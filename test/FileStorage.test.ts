@@ -93,6 +93,15 @@ describe("FileStorage", () => {
       }
     }).pipe(Effect.scoped))
 
+  it.effect("a prefix ending inside a surrogate pair still lists the keys that complete it", () =>
+    Effect.gen(function*() {
+      const storage = yield* FileStorage.make({ root: freshRoot() })
+      yield* Effect.forEach(["x\u{1F600}", "x\u{1F601}", "x\u{1F900}", "y"], (key) => storage.set(key, key), { discard: true })
+      // "\uD83D" is the high surrogate of U+1F600 and U+1F601, not of U+1F900.
+      assert.deepStrictEqual(yield* storage.list("x\uD83D"), ["x\u{1F600}", "x\u{1F601}"])
+      assert.deepStrictEqual(yield* storage.list("\uDE00"), [])
+    }).pipe(Effect.scoped))
+
   it.effect("files are 0600 in a 0700 directory, and stray temp files of dead writers are removed on open", () =>
     Effect.gen(function*() {
       const root = Path.join(freshRoot(), "nested", "root")

@@ -42,8 +42,14 @@ export const encodeKey = (key: string): string => {
 /**
  * The start of the plain name of every key that starts with `prefix`: names are
  * encoded byte by byte, so a listing can skip every other name without decoding it.
+ * A prefix may end in the high half of a surrogate pair that a key completes; its
+ * UTF-8 is only that of the whole character, so only what comes before it is encoded.
  */
-export const encodeKeyPrefix = (prefix: string): string => escapeBytes(Buffer.from(prefix, "utf8"))
+export const encodeKeyPrefix = (prefix: string): string => {
+  const last = prefix.charCodeAt(prefix.length - 1)
+  const whole = last >= 0xd800 && last <= 0xdbff ? prefix.slice(0, -1) : prefix
+  return escapeBytes(Buffer.from(whole, "utf8"))
+}
 
 /** Whether a name is the hashed form, whose full key lives only in the record. */
 export const isLongName = (name: string): boolean => name.includes(LONG_NAME_MARK)
