@@ -158,22 +158,6 @@ const describeStoredKey = (stored: unknown): string =>
   decodeStoredKey(stored) ??
     (stored instanceof Uint8Array ? `0x${Buffer.from(stored).toString("hex")}` : String(stored))
 
-/**
- * The code units whose big-endian bytes `hex` spells (as SQLite's `hex()` writes them),
- * as text, or undefined when they are not whole code units (a foreign row).
- */
-const decodeHexUnits = (hex: unknown): string | undefined => {
-  if (typeof hex !== "string" || hex.length % 4 !== 0) return undefined
-  const count = hex.length >> 2
-  if (count > SHORT_KEY_UNITS) return Buffer.from(hex, "hex").swap16().toString("utf16le")
-  const units = new Array<number>(count)
-  for (let i = 0, at = 0; i < count; i++, at += 4) {
-    units[i] = (hexDigit(hex.charCodeAt(at)) << 12) | (hexDigit(hex.charCodeAt(at + 1)) << 8) |
-      (hexDigit(hex.charCodeAt(at + 2)) << 4) | hexDigit(hex.charCodeAt(at + 3))
-  }
-  return String.fromCharCode.apply(null, units)
-}
-
 /** The value of a hex digit's character code, `0-9`, `A-F` or `a-f`. */
 const hexDigit = (code: number): number => (code & 0xf) + (code >> 6) * 9
 
@@ -196,10 +180,22 @@ const WHOLE_KEYS: RangeKeys = { keyOf: decodeStoredKey, describe: describeStored
 /** How the keys of the rows of a range of `prefix` read (see {@link SQL}). */
 const rangeKeysOf = (prefix: string): RangeKeys => {
   if (prefix.length === 0) return WHOLE_KEYS
+  // A key's code units, the prefix's filled in once: a restore decodes thousands of
+  // keys, each then one string built from one array (not the rest, then the prefix
+  // joined to it, which the first read of the key would copy again).
+  const units: Array<number> = []
+  for (let i = 0; i < prefix.length; i++) units.push(prefix.charCodeAt(i))
   return {
     keyOf: (cell) => {
-      const rest = decodeHexUnits(cell)
-      return rest === undefined ? undefined : prefix + rest
+      if (typeof cell !== "string" || cell.length % 4 !== 0) return undefined
+      const count = cell.length >> 2
+      if (prefix.length + count > SHORT_KEY_UNITS) return prefix + Buffer.from(cell, "hex").swap16().toString("utf16le")
+      units.length = prefix.length + count
+      for (let i = prefix.length, at = 0; at < cell.length; i++, at += 4) {
+        units[i] = (hexDigit(cell.charCodeAt(at)) << 12) | (hexDigit(cell.charCodeAt(at + 1)) << 8) |
+          (hexDigit(cell.charCodeAt(at + 2)) << 4) | hexDigit(cell.charCodeAt(at + 3))
+      }
+      return String.fromCharCode.apply(null, units)
     },
     describe: (cell) =>
       `0x${Buffer.from(encodeStoredKey(prefix)).toString("hex")}${typeof cell === "string" ? cell.toLowerCase() : String(cell)}`
