@@ -148,7 +148,7 @@ const SHORT_INTEGER = String.raw`-?(?:0|[1-9]\d{0,15})`
 const STEP_RECORDED_HEAD = new RegExp(
   String.raw`^\{"_tag":"StepRecorded","version":${LEDGER_ENTRY_VERSION},"path":${PLAIN_STRING},` +
     String.raw`"stepId":${PLAIN_STRING},"kind":${PLAIN_STRING}(?:,"at":${SHORT_INTEGER})?` +
-    String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:(Json","value":)|Undefined"\}\}$)`
+    String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:Json","value":|Undefined"\}\}$)`
 )
 
 /**
@@ -169,12 +169,11 @@ let lastKind = ""
 export const readStepRecordedHead = (text: string): StepRecordedHead | undefined => {
   const match = STEP_RECORDED_HEAD.exec(text)
   if (match === null) return undefined
-  let valueAt = -1
-  if (match[5] !== undefined) {
-    valueAt = match[0].length
-    // At least one character of value, then the closing braces of the output and of the record.
-    if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
-  }
+  let valueAt = match[0].length
+  // The match ends with the `:` before a JSON value, or with the record's `}` after an undefined output.
+  if (text.charCodeAt(valueAt - 1) !== 0x3a) valueAt = -1
+  // At least one character of value, then the closing braces of the output and of the record.
+  else if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
   const stepId = match[2] === lastStepId ? lastStepId : (lastStepId = match[2]!)
   const kind = match[3] === lastKind ? lastKind : (lastKind = match[3]!)
   const position = match[4] === undefined ? undefined : Number(match[4])
