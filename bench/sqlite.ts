@@ -240,7 +240,11 @@ const restoreCase: BenchCase = {
         const prefix = "execution:restore:ledger:"
         const db = new DatabaseSync(path, { readOnly: true })
         scope.onClose(async () => db.close())
-        const select = db.prepare(SqliteStorage.SQL.scanRange)
+        // The plain range SELECT of the rows, keys and values as stored (the storage's own
+        // statement reads a key as the hex of its bytes past the prefix).
+        const select = db.prepare(
+          `SELECT key, value FROM ${SqliteStorage.TABLE} WHERE key >= ? AND key < ? ORDER BY key`
+        )
         // Keys are stored as UTF-16BE BLOBs: the prefix's range is [prefix, prefix with its last byte + 1).
         const lower = Buffer.from(prefix, "utf16le").swap16()
         const upper = Buffer.from(lower)

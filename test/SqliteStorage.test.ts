@@ -198,6 +198,15 @@ describe("SqliteStorage", () => {
       const listError = yield* Effect.flip(storage.list(""))
       assert.strictEqual(listError.reason._tag, "Corrupt")
       assert.strictEqual(listError.reason.key, "0x006100")
+      // Under a prefix too (a range that reads each key past the prefix), whole or as text.
+      for (const error of [
+        yield* Effect.flip(storage.list("a")),
+        yield* Effect.flip(storage.scan!("a")),
+        yield* Effect.flip(storage.scanText!("a"))
+      ]) {
+        assert.strictEqual(error.reason._tag, "Corrupt")
+        assert.strictEqual(error.reason.key, "0x006100")
+      }
     }))
 
   it.effect("an empty key and a key that is not well-formed Unicode are refused, storing nothing", () =>

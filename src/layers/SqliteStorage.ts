@@ -147,21 +147,60 @@ const decodeUnits = (bytes: Uint8Array, from: number): string => {
   return String.fromCharCode.apply(null, units)
 }
 
-/**
- * The key a stored key stands for, or undefined when it is not whole code units (a
- * foreign row). `prefix`, when given, is text every stored key of the rows at hand
- * starts with (a range scan of that prefix returns no other key), so only the rest
- * of the key is decoded.
- */
-const decodeStoredKey = (stored: unknown, prefix = ""): string | undefined => {
+/** The key a stored key stands for, or undefined when it is not whole code units (a foreign row). */
+const decodeStoredKey = (stored: unknown): string | undefined => {
   if (!(stored instanceof Uint8Array) || stored.byteLength % 2 !== 0) return undefined
-  return prefix + decodeUnits(stored, prefix.length * 2)
+  return decodeUnits(stored, 0)
 }
 
 /** A stored key as text for an error: the key when it decodes, else its bytes in hex. */
 const describeStoredKey = (stored: unknown): string =>
   decodeStoredKey(stored) ??
     (stored instanceof Uint8Array ? `0x${Buffer.from(stored).toString("hex")}` : String(stored))
+
+/** The value of a hex digit's character code, `0-9`, `A-F` or `a-f`. */
+const hexDigit = (code: number): number => (code & 0xf) + (code >> 6) * 9
+
+/**
+ * How the keys of a range's rows read: a whole stored key (the rows of an empty
+ * prefix), or, past a non-empty prefix, the hex of the stored key's bytes after the
+ * prefix (SQLite renders it as text, which `node:sqlite` hands back for far less than
+ * a buffer per row; every key of the range starts with the prefix).
+ */
+interface RangeKeys {
+  /** The key a row's first column stands for, or undefined when it is not whole code units. */
+  readonly keyOf: (cell: unknown) => string | undefined
+  /** A row's first column as text for an error, when it does not decode. */
+  readonly describe: (cell: unknown) => string
+}
+
+/** Rows whose first column is the whole stored key. */
+const WHOLE_KEYS: RangeKeys = { keyOf: decodeStoredKey, describe: describeStoredKey }
+
+/** How the keys of the rows of a range of `prefix` read (see {@link SQL}). */
+const rangeKeysOf = (prefix: string): RangeKeys => {
+  if (prefix.length === 0) return WHOLE_KEYS
+  // A key's code units, the prefix's filled in once: a restore decodes thousands of
+  // keys, each then one string built from one array (not the rest, then the prefix
+  // joined to it, which the first read of the key would copy again).
+  const units: Array<number> = []
+  for (let i = 0; i < prefix.length; i++) units.push(prefix.charCodeAt(i))
+  return {
+    keyOf: (cell) => {
+      if (typeof cell !== "string" || cell.length % 4 !== 0) return undefined
+      const count = cell.length >> 2
+      if (prefix.length + count > SHORT_KEY_UNITS) return prefix + Buffer.from(cell, "hex").swap16().toString("utf16le")
+      units.length = prefix.length + count
+      for (let i = prefix.length, at = 0; at < cell.length; i++, at += 4) {
+        units[i] = (hexDigit(cell.charCodeAt(at)) << 12) | (hexDigit(cell.charCodeAt(at + 1)) << 8) |
+          (hexDigit(cell.charCodeAt(at + 2)) << 4) | hexDigit(cell.charCodeAt(at + 3))
+      }
+      return String.fromCharCode.apply(null, units)
+    },
+    describe: (cell) =>
+      `0x${Buffer.from(encodeStoredKey(prefix)).toString("hex")}${typeof cell === "string" ? cell.toLowerCase() : String(cell)}`
+  }
+}
 
 /**
  * The least byte string above every byte string that starts with `lower`, or undefined
@@ -215,11 +254,13 @@ export const SQL = {
   insertIfAbsent: `INSERT INTO ${TABLE} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
   delete: `DELETE FROM ${TABLE} WHERE key = ?`,
   listAll: `SELECT key FROM ${TABLE} ORDER BY key`,
-  listFrom: `SELECT key FROM ${TABLE} WHERE key >= ? ORDER BY key`,
-  listRange: `SELECT key FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  // Under a prefix (?1, its stored bytes) a key reads as the hex of its bytes after the
+  // prefix: a short string, where the whole key would be a buffer per row.
+  listFrom: `SELECT hex(substr(key, length(?1) + 1)) FROM ${TABLE} WHERE key >= ?1 ORDER BY key`,
+  listRange: `SELECT hex(substr(key, length(?1) + 1)) FROM ${TABLE} WHERE key >= ?1 AND key < ?2 ORDER BY key`,
   scanAll: `SELECT key, value FROM ${TABLE} ORDER BY key`,
-  scanFrom: `SELECT key, value FROM ${TABLE} WHERE key >= ? ORDER BY key`,
-  scanRange: `SELECT key, value FROM ${TABLE} WHERE key >= ? AND key < ? ORDER BY key`,
+  scanFrom: `SELECT hex(substr(key, length(?1) + 1)), value FROM ${TABLE} WHERE key >= ?1 ORDER BY key`,
+  scanRange: `SELECT hex(substr(key, length(?1) + 1)), value FROM ${TABLE} WHERE key >= ?1 AND key < ?2 ORDER BY key`,
   // One statement for any number of keys: the keys travel as one JSON array of hex.
   getMany: `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
 } as const
@@ -432,13 +473,13 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     const decodeRows = (
       operation: string,
       rows: ReadonlyArray<StoredRow>,
-      prefix: string
+      keys: RangeKeys
     ): Array<readonly [string, unknown]> | StorageError => {
       const entries = new Array<readonly [string, unknown]>(rows.length)
       for (let i = 0; i < rows.length; i++) {
         const [stored, value] = rows[i]!
-        const key = decodeStoredKey(stored, prefix)
-        if (key === undefined) return corrupt(operation, describeStoredKey(stored), "the stored key is not UTF-16 text")
+        const key = keys.keyOf(stored)
+        if (key === undefined) return corrupt(operation, keys.describe(stored), "the stored key is not UTF-16 text")
         if (typeof value !== "string") {
           return corrupt(operation, key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`)
         }
@@ -612,11 +653,12 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
 
     const list = Effect.fnUntraced(function*(prefix: string) {
       const rows = yield* range("list", prefix, listAll, listFrom, listRange)
+      const rangeKeys = rangeKeysOf(prefix)
       const keys = new Array<string>(rows.length)
       for (let i = 0; i < rows.length; i++) {
         const stored = rows[i]![0]
-        const key = decodeStoredKey(stored, prefix)
-        if (key === undefined) return yield* corrupt("list", describeStoredKey(stored), "the stored key is not UTF-16 text")
+        const key = rangeKeys.keyOf(stored)
+        if (key === undefined) return yield* corrupt("list", rangeKeys.describe(stored), "the stored key is not UTF-16 text")
         keys[i] = key
       }
       return keys
@@ -624,7 +666,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
 
     const scan = Effect.fnUntraced(function*(prefix: string) {
       const rows = yield* range("scan", prefix, scanAll, scanFrom, scanRange)
-      const entries = decodeRows("scan", rows, prefix)
+      const entries = decodeRows("scan", rows, rangeKeysOf(prefix))
       if (entries instanceof StorageError) return yield* entries
       return entries as ReadonlyArray<readonly [string, unknown]>
     })
@@ -633,11 +675,12 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     // driver's rows are fresh arrays of (key, value): each becomes its pair in place.
     const scanText = Effect.fnUntraced(function*(prefix: string) {
       const rows = (yield* range("scan", prefix, scanAll, scanFrom, scanRange)) as unknown as ReadonlyArray<Array<unknown>>
+      const rangeKeys = rangeKeysOf(prefix)
       for (let i = 0; i < rows.length; i++) {
         const row = rows[i]!
         const stored = row[0]
-        const key = decodeStoredKey(stored, prefix)
-        if (key === undefined) return yield* corrupt("scan", describeStoredKey(stored), "the stored key is not UTF-16 text")
+        const key = rangeKeys.keyOf(stored)
+        if (key === undefined) return yield* corrupt("scan", rangeKeys.describe(stored), "the stored key is not UTF-16 text")
         const value = row[1]
         if (typeof value !== "string") {
           return yield* corrupt("scan", key, `the stored value is ${value === null ? "null" : `a ${typeof value}`}, not JSON text`)
@@ -656,7 +699,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         keys.join(","),
         () => getManyStatement.all(hex) as unknown as ReadonlyArray<StoredRow>
       )
-      const entries = decodeRows("getMany", rows, "")
+      const entries = decodeRows("getMany", rows, WHOLE_KEYS)
       if (entries instanceof StorageError) return yield* entries
       return new Map(entries) as ReadonlyMap<string, unknown>
     })

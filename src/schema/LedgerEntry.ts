@@ -141,13 +141,22 @@ const SHORT_INTEGER = String.raw`-?(?:0|[1-9]\d{0,15})`
  * A `StepRecorded` record's text up to its output's value, exactly as the ledger
  * writes it: fields in the writer's order, no whitespace, strings without escapes.
  * Anything else (records written before this order, records from elsewhere, a path
- * that needs an escape) does not match and is parsed whole.
+ * that needs an escape) does not match and is parsed whole. The pattern is native
+ * code: a restore reads thousands of heads, and it reads one faster than plain code
+ * comparing the text character by character.
  */
 const STEP_RECORDED_HEAD = new RegExp(
   String.raw`^\{"_tag":"StepRecorded","version":${LEDGER_ENTRY_VERSION},"path":${PLAIN_STRING},` +
     String.raw`"stepId":${PLAIN_STRING},"kind":${PLAIN_STRING}(?:,"at":${SHORT_INTEGER})?` +
     String.raw`(?:,"position":(${SHORT_INTEGER}))?,"output":\{"_tag":"(?:Json","value":|Undefined"\}\}$)`
 )
+
+/**
+ * The step id and kind last read: a ledger's records name few of them, so a restore
+ * holds one string for each rather than one per record.
+ */
+let lastStepId = ""
+let lastKind = ""
 
 /**
  * The identity of a `StepRecorded` record and where its output's value is, read from
@@ -160,13 +169,15 @@ const STEP_RECORDED_HEAD = new RegExp(
 export const readStepRecordedHead = (text: string): StepRecordedHead | undefined => {
   const match = STEP_RECORDED_HEAD.exec(text)
   if (match === null) return undefined
-  const position = match[4] === undefined ? undefined : Number(match[4])
-  const valueAt = match[0].length
-  // Only the `Undefined` output matches to the end of the text.
-  if (valueAt === text.length) return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt: -1 }
+  let valueAt = match[0].length
+  // The match ends with the `:` before a JSON value, or with the record's `}` after an undefined output.
+  if (text.charCodeAt(valueAt - 1) !== 0x3a) valueAt = -1
   // At least one character of value, then the closing braces of the output and of the record.
-  if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
-  return { path: match[1]!, stepId: match[2]!, kind: match[3]!, position, valueAt }
+  else if (text.length < valueAt + 3 || !text.endsWith("}}")) return undefined
+  const stepId = match[2] === lastStepId ? lastStepId : (lastStepId = match[2]!)
+  const kind = match[3] === lastKind ? lastKind : (lastKind = match[3]!)
+  const position = match[4] === undefined ? undefined : Number(match[4])
+  return { path: match[1]!, stepId, kind, position, valueAt }
 }
 
 /** The output of a record read by {@link readStepRecordedHead}, or why it cannot be replayed. */

@@ -419,99 +419,9 @@ export const makeWith = (
 
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
-      const { rows, text } = yield* readLedger(executionId, prefix)
-      // The seq of each row (-1: not a ledger key of this execution).
-      const rowSeqs = new Array<number>(rows.length)
-      let highest = -1
-      let ordered = true
-      for (let i = 0; i < rows.length; i++) {
-        const seq = parseLedgerSeq(prefix, rows[i]![0]) ?? -1
-        rowSeqs[i] = seq
-        if (seq === -1) continue
-        if (seq < highest) ordered = false
-        else highest = seq
-      }
-      // Listing order is by code unit, which matches numeric order only while every
-      // seq has 16 digits; sort by number so nothing depends on it.
-      let order: Array<number> | undefined
-      if (!ordered) {
-        order = rowSeqs.flatMap((seq, i) => seq === -1 ? [] : [i]).sort((a, b) => rowSeqs[a]! - rowSeqs[b]!)
-        highest = rowSeqs[order.at(-1)!]!
-      }
-
-      // Records are applied in ascending seq order (see `LedgerState.loadStep`).
       const state = new LedgerState()
-      const count = order === undefined ? rows.length : order.length
-      for (let n = 0; n < count; n++) {
-        const i = order === undefined ? n : order[n]!
-        const seq = rowSeqs[i]!
-        if (seq === -1) continue
-        const [key, stored] = rows[i]!
-        // Its seq still counts (above), so it is never reused.
-        if (stored === UNREAD) continue
-        let value = stored
-        if (text) {
-          // A completed step as this library writes it: its identity now, its output
-          // when it replays (most of a long ledger never does).
-          const head = readStepRecordedHead(stored as string)
-          if (head !== undefined) {
-            state.keep(seq, head.path)
-            state.loadStep(head.path, {
-              seq,
-              stepId: head.stepId,
-              kind: head.kind,
-              output: head.valueAt === -1
-                ? UNDEFINED_OUTPUT
-                : { _tag: "Stored", record: stored as string, valueAt: head.valueAt },
-              position: head.position,
-              loaded: true
-            })
-            continue
-          }
-          try {
-            value = JSON.parse(stored as string)
-          } catch {
-            state.keep(seq, null)
-            yield* warnCorruptRow(executionId, key, "not valid JSON")
-            continue
-          }
-        }
-        // Records as this library writes them need no decoding; anything else is the schema's to judge.
-        let entry = asWrittenLedgerEntry(value)
-        if (entry === undefined) {
-          const decoded = decodeEntry(value)
-          if (Exit.isFailure(decoded)) {
-            state.keep(seq, null)
-            yield* warnCorruptRow(executionId, key, "not a ledger record")
-            continue
-          }
-          entry = decoded.value
-        }
-        if (entry._tag === "StepRecorded") {
-          state.keep(seq, entry.path)
-          state.loadStep(entry.path, {
-            seq,
-            stepId: entry.stepId,
-            kind: entry.kind,
-            output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" },
-            position: entry.position,
-            loaded: true
-          })
-        } else if (entry._tag === "IntentRecorded") {
-          state.keep(seq, entry.path)
-          state.loadStep(entry.path, {
-            seq,
-            stepId: entry.stepId,
-            kind: entry.kind,
-            output: { _tag: "Intent" },
-            position: entry.position
-          })
-        } else {
-          state.keep(seq, { discarded: entry.path })
-          state.applyDiscard(seq, entry.path)
-        }
-      }
-      state.finishLoad()
+      const { highest, skipped } = loadRows(state, prefix, yield* readLedger(executionId, prefix))
+      for (const row of skipped) yield* warnCorruptRow(executionId, row.key, row.why)
 
       let counter = nextSeqs.get(executionId)
       if (counter === undefined) {
@@ -828,7 +738,7 @@ class LedgerState {
 
   /** Indexes what the load left (see `loadStep`). */
   finishLoad(): void {
-    for (const [path, held] of this.entries) this.index(path, held)
+    this.entries.forEach((held, path) => this.index(path, held))
   }
 
   applyStep(path: string, held: HeldEntry): void {
@@ -909,6 +819,115 @@ class LedgerState {
       this.discards.delete(seq)
     }
   }
+}
+
+/** A row a load skipped as corrupt: its key, and why. */
+interface SkippedRow {
+  readonly key: string
+  readonly why: string
+}
+
+/**
+ * Applies an execution's rows (those under `prefix`) to a fresh `state`, in ascending
+ * seq order (see `LedgerState.loadStep`). Plain code, no effect per row: a restore
+ * loads thousands of them. Returns the highest seq among the rows' keys (-1: none),
+ * unreadable rows included, so no seq is reused, and the rows skipped as corrupt.
+ */
+const loadRows = (
+  state: LedgerState,
+  prefix: string,
+  { rows, text }: LedgerRows
+): { readonly highest: number; readonly skipped: ReadonlyArray<SkippedRow> } => {
+  // The seq of each row (-1: not a ledger key of this execution).
+  const rowSeqs = new Array<number>(rows.length)
+  let highest = -1
+  let ordered = true
+  for (let i = 0; i < rows.length; i++) {
+    const seq = parseLedgerSeq(prefix, rows[i]![0]) ?? -1
+    rowSeqs[i] = seq
+    if (seq === -1) continue
+    if (seq < highest) ordered = false
+    else highest = seq
+  }
+  // Listing order is by code unit, which matches numeric order only while every
+  // seq has 16 digits; sort by number so nothing depends on it.
+  let order: Array<number> | undefined
+  if (!ordered) {
+    order = rowSeqs.flatMap((seq, i) => seq === -1 ? [] : [i]).sort((a, b) => rowSeqs[a]! - rowSeqs[b]!)
+    highest = rowSeqs[order.at(-1)!]!
+  }
+  const skipped: Array<SkippedRow> = []
+  const count = order === undefined ? rows.length : order.length
+  for (let n = 0; n < count; n++) {
+    const i = order === undefined ? n : order[n]!
+    const seq = rowSeqs[i]!
+    if (seq === -1) continue
+    const row = rows[i]!
+    const stored = row[1]
+    // Its seq still counts (above), so it is never reused.
+    if (stored === UNREAD) continue
+    let value = stored
+    if (text) {
+      // A completed step as this library writes it: its identity now, its output
+      // when it replays (most of a long ledger never does).
+      const head = readStepRecordedHead(stored as string)
+      if (head !== undefined) {
+        state.keep(seq, head.path)
+        state.loadStep(head.path, {
+          seq,
+          stepId: head.stepId,
+          kind: head.kind,
+          output: head.valueAt === -1 ? UNDEFINED_OUTPUT : { _tag: "Stored", record: stored as string, valueAt: head.valueAt },
+          position: head.position,
+          loaded: true
+        })
+        continue
+      }
+      try {
+        value = JSON.parse(stored as string)
+      } catch {
+        state.keep(seq, null)
+        skipped.push({ key: row[0], why: "not valid JSON" })
+        continue
+      }
+    }
+    // Records as this library writes them need no decoding; anything else is the schema's to judge.
+    let entry = asWrittenLedgerEntry(value)
+    if (entry === undefined) {
+      const decoded = decodeEntry(value)
+      if (Exit.isFailure(decoded)) {
+        state.keep(seq, null)
+        skipped.push({ key: row[0], why: "not a ledger record" })
+        continue
+      }
+      entry = decoded.value
+    }
+    if (entry._tag === "StepRecorded") {
+      state.keep(seq, entry.path)
+      state.loadStep(entry.path, {
+        seq,
+        stepId: entry.stepId,
+        kind: entry.kind,
+        output: entry.output._tag === "Json" ? { _tag: "Value", value: entry.output.value } : { _tag: "Undefined" },
+        position: entry.position,
+        loaded: true
+      })
+    } else if (entry._tag === "IntentRecorded") {
+      state.keep(seq, entry.path)
+      state.loadStep(entry.path, {
+        seq,
+        stepId: entry.stepId,
+        kind: entry.kind,
+        output: { _tag: "Intent" },
+        position: entry.position
+      })
+    } else {
+      state.keep(seq, { discarded: entry.path })
+      state.applyDiscard(seq, entry.path)
+    }
+  }
+  state.finishLoad()
+  return { highest, skipped }
 }
 
 /** The step ledger over the `CheckpointStore` in context. */

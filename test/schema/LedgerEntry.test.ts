@@ -239,6 +239,23 @@ describe("readStepRecordedHead and recordedValueOf", () => {
     ) assert.isUndefined(readStepRecordedHead(other), other)
   })
 
+  it("replay nothing from a record cut short: no part of a record's text is read as one with an output", () =>
+    fc.assert(
+      fc.property(writtenText(plain), (text) => {
+        for (let length = 0; length < text.length; length++) {
+          const cut = text.slice(0, length)
+          const head = readStepRecordedHead(cut)
+          if (head !== undefined) assert.strictEqual(recordedValueOf(cut, head)._tag, "Unreadable", cut)
+        }
+      }),
+      { numRuns: 300 }
+    ))
+
+  it("a record cut off just after its output's value key is not read as an undefined output", () => {
+    const text = JSON.stringify({ ...sample, output: undefined, at: 1 }).slice(0, -1) + ",\"output\":{\"_tag\":\"Json\",\"value\":"
+    assert.isUndefined(readStepRecordedHead(text), text)
+  })
+
   it("an output that is not JSON is Unreadable, with the parser's reason", () => {
     const text = JSON.stringify({ ...sample, output: undefined, at: 1, position: 0 }).slice(0, -1) +
       ",\"output\":{\"_tag\":\"Json\",\"value\":{\"x\":}}"
