@@ -586,7 +586,8 @@ export const makeWith = (
           )
         }
         const held = measured.held
-        return Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        return Effect.clockWith((clock) => {
+          const at = clock.currentTimeMillisUnsafe()
           const entry: LedgerEntry = {
             _tag: "StepRecorded",
             version: LEDGER_ENTRY_VERSION,
