@@ -46,9 +46,11 @@ export interface StepOptions {
   /**
    * The module that defines the step (`import.meta.url`), imported by a child process.
    * When absent the builder records the file URL of its caller, read from a stack
-   * trace captured at build time (and formatted when `module` is first read); pass
-   * it to pin the module (a step built by a helper in
-   * another file records the helper's caller, which may not export it).
+   * trace captured at build time (and formatted when `module` is first read): the
+   * first of the 4 frames below the builder outside this library and `node_modules`.
+   * Pass it to pin the module (a step built by a helper in another file records the
+   * helper's module, which may not export it; a helper package deeper than that
+   * records none).
    */
   readonly module?: string | undefined
   /** A subprocess adapter for every detached dispatch of this step. */
