@@ -46,9 +46,11 @@ export interface StepOptions {
   /**
    * The module that defines the step (`import.meta.url`), imported by a child process.
    * When absent the builder records the file URL of its caller, read from a stack
-   * trace captured at build time (and formatted when `module` is first read); pass
-   * it to pin the module (a step built by a helper in
-   * another file records the helper's caller, which may not export it).
+   * trace captured at build time (and formatted when `module` is first read): the
+   * first of the 4 frames below the builder outside this library and `node_modules`.
+   * Pass it to pin the module (a step built by a helper in another file records the
+   * helper's module, which may not export it; a helper package deeper than that
+   * records none).
    */
   readonly module?: string | undefined
   /** A subprocess adapter for every detached dispatch of this step. */
@@ -322,33 +324,54 @@ const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | un
     [StepTypeId]: undefined as any,
     id,
     kind,
-    // The first stack frame outside this library is the module that built the step: the
-    // one a child process imports to find it again (skipping the facade's builders too).
-    // The stack is captured now and read only when `module` is (see `withModule`).
-    [ModuleOf]: options?.module !== undefined ? () => options.module : callerModuleUrlLater(),
     subprocess: options?.subprocess
   }
 }
 
-/** Where `withModule` finds a step's module: a function, so a step built inline reads no stack it never needs. */
-const ModuleOf: unique symbol = Symbol("noetic-effect/Step/moduleOf")
+/** A step builder, or a wrapper of one: a function on the stack while a step is built. */
+type Builder = (...args: ReadonlyArray<never>) => unknown
+
+/** The wrapper of a step builder running now, if any (see {@link buildingBelow}). */
+let wrapper: Builder | undefined
 
 /**
- * The step with its `module` property: read from the stack captured when it was
- * built, on first access. Formatting a stack trace costs far more than capturing it,
- * and only a step dispatched through a subprocess adapter needs its module; a step
- * built inside a loop, once per iteration, would otherwise pay it every time.
+ * Runs `build`, a call of a step builder made by `below` (a wrapper of the builders,
+ * as the Promise facade's are): a step built in it records the module of the caller
+ * of `below`, not of `below`'s own frames.
+ *
+ * @internal
  */
-const withModule = <S extends { readonly [ModuleOf]: () => string | undefined }>(
-  step: S
-): Omit<S, typeof ModuleOf> & { readonly module: string | undefined } => {
-  const { [ModuleOf]: moduleOf, ...rest } = step
+export const buildingBelow = <A>(below: Builder, build: () => A): A => {
+  const outer = wrapper
+  wrapper = below
+  try {
+    return build()
+  } finally {
+    wrapper = outer
+  }
+}
+
+/**
+ * The step with its `module` property: `options.module` when given, else the first
+ * module outside this library among the callers of `builder` (or of the wrapper it
+ * runs below), read from frames captured now and formatted on first access.
+ * Formatting a stack trace costs far more than capturing it, and only a step
+ * dispatched through a subprocess adapter needs its module; a step built inside a
+ * loop, once per iteration, would otherwise pay it every time.
+ */
+const withModule = <S extends object>(
+  step: S,
+  options: StepOptions | undefined,
+  builder: Builder
+): S & { readonly module: string | undefined } => {
+  const given = options?.module
+  const moduleOf = given !== undefined ? undefined : callerModuleUrlLater(wrapper ?? builder)
   let resolved: { readonly module: string | undefined } | undefined
-  return Object.defineProperty(rest, "module", {
+  return Object.defineProperty(step, "module", {
     enumerable: true,
     configurable: true,
-    get: () => (resolved ??= { module: moduleOf() }).module
-  }) as Omit<S, typeof ModuleOf> & { readonly module: string | undefined }
+    get: () => moduleOf === undefined ? given : (resolved ??= { module: moduleOf() }).module
+  }) as S & { readonly module: string | undefined }
 }
 
 const asEffect = <A>(value: A | Effect.Effect<A, unknown, unknown>): Effect.Effect<A, unknown, unknown> =>
@@ -391,7 +414,7 @@ export function runCode(
     )
   }
   if (opts.retry !== undefined) checkRetry(opts.retry)
-  return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) })
+  return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) }, opts, runCode)
 }
 
 const effectsOf = <I, O>(kind: StepKind, opts: EffectsOptions<I, O>) => {
@@ -534,7 +557,7 @@ export function callModel(
     params: opts.params,
     tools: opts.tools,
     output: opts.output
-  })
+  }, opts, callModel)
 }
 
 // -----------------------------------------------------------------------------
@@ -585,7 +608,7 @@ export function invokeTool(
     definition,
     args: opts.args as Readonly<Record<string, unknown>> | undefined,
     ...effectsOf("invokeTool", opts)
-  })
+  }, opts, invokeTool)
 }
 
 // -----------------------------------------------------------------------------
@@ -634,7 +657,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
       route: (input: unknown, ctx: StepContext) =>
         Effect.sync(() => predicate(input, ctx) ? then : otherwise ?? null),
       branches: otherwise === undefined ? [then] : [then, otherwise]
-    })
+    }, positional, conditional)
   }
   const built = base(idOrOptions.id, "conditional", idOrOptions)
   const route = idOrOptions.route
@@ -650,7 +673,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
     ...built,
     route: (input: unknown, ctx: StepContext) => Effect.suspend(() => asEffect(route(input, ctx))),
     branches: []
-  })
+  }, idOrOptions, conditional)
 }
 
 // -----------------------------------------------------------------------------
@@ -728,7 +751,7 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
       mode: positional?.mode ?? "all",
       merge: undefined,
       concurrency: checkConcurrency(positional?.concurrency)
-    })
+    }, positional, inParallel)
   }
   const opts = idOrOptions
   const built = base(opts.id, "inParallel", opts)
@@ -761,7 +784,7 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
       ? undefined
       : (results: ReadonlyArray<any>, ctx: StepContext) => Effect.suspend(() => asEffect((merge as any)(results, ctx))),
     concurrency: checkConcurrency(opts.concurrency)
-  })
+  }, opts, inParallel)
 }
 
 const checkConcurrency = (concurrency: unknown): number | undefined => {
@@ -851,7 +874,7 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     maxHistorySize: opts.maxHistorySize ?? 100,
     prepareNext: opts.prepareNext,
     onError: opts.onError
-  })
+  }, opts, loop)
 }
 
 // -----------------------------------------------------------------------------
@@ -899,7 +922,7 @@ export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnySt
       "Omit it to let the child run as long as it needs."
     )
   }
-  return withModule({ ...built, child: opts.child, context: opts.context, timeout: opts.timeout })
+  return withModule({ ...built, child: opts.child, context: opts.context, timeout: opts.timeout }, opts, spawn)
 }
 
 /** The steps a step dispatches that are known when it is built. */

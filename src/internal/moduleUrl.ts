@@ -25,7 +25,7 @@ const captureStack = (): Error => {
 export const stackFileUrls = (): Array<string> => fileUrlsOf(captureStack())
 
 /** The file URLs of the frames of a captured stack, innermost first. */
-const fileUrlsOf = (trace: Error): Array<string> => {
+const fileUrlsOf = (trace: { readonly stack?: string | undefined }): Array<string> => {
   const stack = trace.stack ?? ""
   const urls: Array<string> = []
   for (const line of stack.split("\n").slice(1)) {
@@ -60,11 +60,24 @@ const isLibraryOrDependency = (url: string): boolean => {
 export const callerModuleUrl = (): string | undefined => stackFileUrls().find((url) => !isLibraryOrDependency(url))
 
 /**
- * {@link callerModuleUrl} of this moment, worked out when the returned function is
- * first called: the stack is captured now, its text formatted (the costly part) only then.
+ * How many frames below a step builder its captured stack keeps: the builder's caller,
+ * and room for a few frames of a helper package (in `node_modules`) before the first
+ * module outside it. Each frame costs: ~1 us to capture, ~3 us right after the
+ * thread slept in an fsync (a durable step that builds the next one inline pays that).
  */
-export const callerModuleUrlLater = (): () => string | undefined => {
-  let trace: Error | undefined = captureStack()
+const CALLER_FRAMES = 4
+
+/**
+ * The first module outside this library and `node_modules` among the callers of
+ * `below` (a function on the stack now), worked out when the returned function is first
+ * called: the frames are captured now, their text formatted (the costly part) only then.
+ */
+export const callerModuleUrlLater = (below: (...args: ReadonlyArray<never>) => unknown): () => string | undefined => {
+  let trace: { stack?: string } | undefined = {}
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = CALLER_FRAMES
+  Error.captureStackTrace(trace, below)
+  Error.stackTraceLimit = limit
   let url: string | undefined
   return () => {
     if (trace !== undefined) {

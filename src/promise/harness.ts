@@ -579,7 +579,8 @@ export interface StepBuildOptions {
 const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A => {
   let built: A
   try {
-    built = f()
+    // The step's module is that of the caller of the facade's builder, which called this.
+    built = Step.buildingBelow(build, f)
   } catch (error) {
     if (isConfigError(error)) throw toFacadeError(error)
     throw error

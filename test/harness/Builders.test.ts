@@ -16,8 +16,10 @@ import {
   type Snapshot,
   spawn
 } from "../../src/harness/Step.ts"
+import * as Facade from "../../src/promise/index.ts"
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
 import { makeMemory, StorageAdapter } from "../../src/services/StorageAdapter.ts"
+import { facadeHelperStep, helperStep } from "../fixtures/stepHelpers.ts"
 
 const codeOf = (build: () => unknown): string => {
   try {
@@ -117,5 +119,57 @@ describe("Effect builders: noetic's option objects", () => {
       const step = spawn({ id: "bounded", child: runCode({ id: "slow", execute: () => Effect.never }), timeout: 20 })
       const error = yield* Effect.flip(runGraph(step, undefined))
       assert.strictEqual((error as { _tag: string })._tag, "SpawnTimeout")
+    }))
+})
+
+describe("a step's module: the module that called its builder", () => {
+  const here = import.meta.url
+  const helpers = new URL("../fixtures/stepHelpers.ts", here).href
+  const leaf = runCode("leaf", (n: number) => Effect.succeed(n))
+
+  it("every builder, called here, records this module", () => {
+    const steps: Array<AnyStep> = [
+      leaf,
+      callModel({ id: "model", model: "m" }),
+      invokeTool({ id: "tool", tool: "t" }),
+      conditional("cond", { if: () => true, then: leaf }),
+      conditional({ id: "route", route: () => leaf }),
+      inParallel("par", [leaf]),
+      inParallel({ id: "paths", mode: "race", paths: () => [leaf] }),
+      loop({ id: "loop", steps: [leaf], until: () => Effect.succeed({ stop: true }) }),
+      spawn("child", leaf)
+    ]
+    for (const step of steps) assert.strictEqual(step.module, here, step.id)
+  })
+
+  it("the Promise facade's builders record the module that called them, not the facade's", () => {
+    assert.strictEqual(Facade.runCode("leaf", (n: number) => n).module, here)
+    assert.strictEqual(Facade.spawn("child", Facade.runCode("leaf", (n: number) => n)).module, here)
+  })
+
+  it("a step built by a helper records the helper's module, through either builder", () => {
+    assert.strictEqual(helperStep("helped").module, helpers)
+    assert.strictEqual(facadeHelperStep("helped").module, helpers)
+  })
+
+  it("an explicit module is kept as given", () => {
+    assert.strictEqual(runCode("pinned", (n: number) => Effect.succeed(n), { module: "file:///elsewhere.js" }).module, "file:///elsewhere.js")
+  })
+
+  it.effect("a step built inline in a running step's body records this module", () =>
+    Effect.gen(function*() {
+      const built: Array<AnyStep> = []
+      const root = runCode("root", (_: void, ctx) =>
+        Effect.gen(function*() {
+          let total = 0
+          for (let i = 0; i < 3; i++) {
+            const step = runCode("inline", (n: number) => Effect.succeed(n + 1))
+            built.push(step)
+            total += yield* ctx.run(step, i)
+          }
+          return total
+        }))
+      assert.strictEqual(yield* runGraph(root, undefined), 6)
+      assert.deepStrictEqual(built.map((step) => step.module), [here, here, here])
     }))
 })
