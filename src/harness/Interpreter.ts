@@ -13,10 +13,10 @@ import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
+import type * as Tracer from "effect/Tracer"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
-import { type SpanMarks, spanned } from "../internal/spans.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
@@ -147,7 +147,7 @@ const frameAt = (parent: Frame, path: string): Frame => ({
 export type ReplayMark = "hit" | "miss" | "diverged" | "evicted"
 
 /** Sets a step span's `replay` attribute. */
-const mark = (span: SpanMarks, replay: ReplayMark): void => span.attribute("replay", replay)
+const mark = (span: Tracer.Span, replay: ReplayMark): void => span.attribute("replay", replay)
 
 /** Checks every step id reachable without running anything: the engine's check, the facade calls it too. */
 export const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =>
@@ -255,10 +255,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const position = noteDispatch(parent.run, parent.path, path)
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       const settle = Effect.sync(() => ctx.exitStep(path))
-      // One span per dispatch (when a tracer is installed, see `spanned`); its `replay`
-      // attribute says whether the ledger answered. It captures no call site (always
-      // this line), which would cost a stack trace per step; `run` gets the span to
-      // mark, so marking it is no effect of its own.
+      // One span per dispatch; its `replay` attribute says whether the ledger answered.
+      // It captures no call site (always this line), which would cost a stack trace
+      // per step; `run` gets the span to mark, so marking it is no effect of its own.
       const spanOptions = {
         attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind },
         captureStackTrace: false
@@ -266,15 +265,23 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // The run's root step, dispatched: its hook runs just before the replay is decided
       // and the body (or reconciler) starts.
       const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
-      const traced = (run: (span: SpanMarks) => Effect.Effect<unknown, unknown, unknown>) =>
-        spanned(`${step.kind} ${step.id}`, spanOptions, (span) =>
-          Effect.ensuring(
-            Effect.suspend(() => {
-              onDispatch?.()
-              return run(span)
-            }),
-            settle
-          ))
+      const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
+        Effect.useSpan(
+          `${step.kind} ${step.id}`,
+          spanOptions,
+          (span) =>
+            Effect.withParentSpan(
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  onDispatch?.()
+                  return run(span)
+                }),
+                settle
+              ),
+              span,
+              spanOptions
+            )
+        )
       // Suspended, so a body that throws while building its Effect still settles the frontier.
       const body = Effect.suspend(() => interpret(step, input, frame))
       if (Option.isNone(frame.ledger)) {

@@ -37,7 +37,6 @@ import {
   type RecordedValue,
   recordedValueOf
 } from "../schema/LedgerEntry.ts"
-import { spanned } from "../internal/spans.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
 import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
 
@@ -289,8 +288,6 @@ interface LedgerRows {
 /** The value of a listed ledger key that could not be read (skipped with a warning) or is gone. */
 const UNREAD: unique symbol = Symbol("noetic-effect/StepLedger/unread")
 
-const RECORD_SPAN = { captureStackTrace: false } as const
-
 const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
 const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
 const PENDING: ReplayLookup = { _tag: "Pending" }
@@ -519,9 +516,11 @@ export const makeWith = (
       }
 
       // Runs once per durable step: a span without a captured call site (an `Effect.fn`
-      // would capture two stack traces per call), when a tracer is installed (see `spanned`).
+      // would capture two stack traces per call).
       const record = (path: string, identity: StepIdentity, output: unknown, position?: number) =>
-        spanned("StepLedger.record", RECORD_SPAN, () => recordNow(path, identity, output, position))
+        Effect.withSpan(Effect.suspend(() => recordNow(path, identity, output, position)), "StepLedger.record", {
+          captureStackTrace: false
+        })
 
       const discard = Effect.fn("StepLedger.discard")(function*(path: string) {
         yield* append(
