@@ -19,12 +19,20 @@
  * commit cost about what a `write` + `fdatasync` of the same record to a file costs,
  * rather than ~1.5x that while the log grows.
  *
- * Rows live in one table, `noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL)
- * WITHOUT ROWID`. A key is stored as its UTF-16 code units, big-endian: SQLite compares
- * blobs bytewise, so the primary key orders keys exactly as `list` promises (by UTF-16
- * code unit; text in SQLite would compare UTF-8 bytes, which puts U+E000..U+FFFF after
- * astral characters), and a prefix is a contiguous key range no matter which characters
- * it holds. A value is the exact JSON text `JSON.stringify` produced.
+ * Rows live in one table, `noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL)`.
+ * A key is stored as its UTF-16 code units, big-endian: SQLite compares blobs bytewise,
+ * so the primary key orders keys exactly as `list` promises (by UTF-16 code unit; text
+ * in SQLite would compare UTF-8 bytes, which puts U+E000..U+FFFF after astral
+ * characters), and a prefix is a contiguous key range no matter which characters it
+ * holds. A value is the exact JSON text `JSON.stringify` produced.
+ *
+ * The table has a rowid: the primary key is an index of keys beside the rows, so a
+ * search by key compares keys only. A `WITHOUT ROWID` table keeps each whole row in its
+ * key's b-tree, and SQLite compares a probe against a row whose value spills to overflow
+ * pages by reading the whole row: with large values (a queue's batch records, ~100 KB)
+ * every insert, update or delete read several of them in full. A database created
+ * `WITHOUT ROWID` by an earlier version is used as it is: the statements are the same
+ * for both layouts.
  *
  * `node:sqlite` is loaded when the first database is opened, so importing this library
  * loads nothing of it: on Node 22, where `node:sqlite` is experimental, opening a
@@ -379,7 +387,8 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       // The log is rewritten in place once checkpointed (cheaper to fsync than growing
       // it); after a burst that grew it past 64 MiB it is cut back to that.
       db.exec("PRAGMA journal_size_limit = 67108864")
-      db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
+      // With a rowid (see the module's comment); an existing table keeps its layout.
+      db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL)`)
       if (options.reserveLog !== false) reserveLog(db, path)
       return {
         get: db.prepare(SQL.get),
