@@ -170,6 +170,27 @@ describe("SqliteStorage", () => {
       assert.strictEqual(key!.overflow, 0)
     }))
 
+  it.effect("writeAll is one transaction: a statement failing in it rolls back the writes before it", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path })
+      yield* storage.set("guarded", 1)
+      // Another tool's trigger refuses the delete of "guarded" halfway through the group.
+      withRaw(path, (db) =>
+        db.exec(
+          `CREATE TRIGGER refuse BEFORE DELETE ON ${SqliteStorage.TABLE} WHEN old.key = X'0067007500610072006400650064' BEGIN SELECT RAISE(ABORT, 'refused'); END`
+        ))
+      const error = yield* Effect.flip(storage.writeAll!([
+        { op: "set", key: "first", value: 1 },
+        { op: "delete", key: "guarded" },
+        { op: "set", key: "last", value: 2 }
+      ]))
+      assert.strictEqual(error.reason._tag, "Io")
+      assert.deepStrictEqual(yield* storage.scan(""), [["guarded", 1]])
+      yield* storage.writeAll!([{ op: "set", key: "first", value: 1 }, { op: "set", key: "last", value: 2 }])
+      assert.deepStrictEqual(yield* storage.list(""), ["first", "guarded", "last"])
+    }))
+
   it.effect("a database created WITHOUT ROWID by an earlier version keeps its layout and its rows", () =>
     Effect.gen(function*() {
       const path = legacyPath()

@@ -59,6 +59,7 @@ import {
   keyError,
   StorageAdapter,
   type StorageAdapterShape,
+  type StorageWrite,
   validateKey
 } from "../services/StorageAdapter.ts"
 
@@ -723,7 +724,43 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       })
     })
 
-    return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+    // One write of the group commit: its statements run inside the batch's transaction,
+    // so they commit together, and a failure of any rolls back all.
+    const writeAll = (writes: ReadonlyArray<StorageWrite>): Effect.Effect<void, StorageError> => {
+      const rows: Array<readonly [stored: Uint8Array, text: string | undefined]> = []
+      for (const write of writes) {
+        const refused = keyError("writeAll", write.key)
+        if (refused !== undefined) return Effect.fail(refused)
+        if (write.op === "delete") {
+          rows.push([encodeStoredKey(write.key), undefined])
+          continue
+        }
+        const text = jsonText("writeAll", write.key, write.value)
+        if (typeof text !== "string") return Effect.fail(text)
+        rows.push([encodeStoredKey(write.key), text])
+      }
+      if (rows.length === 0) return Effect.void
+      return enqueue("writeAll", writes[0]!.key, () => {
+        for (const [stored, text] of rows) {
+          if (text === undefined) deleteStatement.run(stored)
+          else setStatement.run(stored, text)
+        }
+      }, rows.length === 1)
+    }
+
+    return StorageAdapter.of({
+      get,
+      set,
+      delete: remove,
+      list,
+      scan,
+      scanText,
+      getMany,
+      compareAndSet,
+      setFenced,
+      deleteFenced,
+      writeAll
+    }) satisfies
       StorageAdapterShape
   })
 

@@ -435,11 +435,18 @@ export const makeWith = Effect.fnUntraced(function*(
 
   const wake = (signal: Deferred.Deferred<void>) => Deferred.doneUnsafe(signal, Exit.void)
 
-  /** Writes the meta record with the current watermark and at least `nextHigh`. */
-  const writeMeta = (nextAcked: number, nextHigh: number) =>
+  /**
+   * Writes the meta record with the current watermark and at least `nextHigh`, and
+   * deletes the records `gone` in the same atomic step (the storage's `writeAll`, which
+   * `gone` needs).
+   */
+  const writeMeta = (nextAcked: number, nextHigh: number, gone: ReadonlyArray<string> = []) =>
     metaLock.withPermit(Effect.suspend(() => {
       const record = { version: 2, acked: Math.max(acked, nextAcked), high: Math.max(nextHigh, nextAcked) }
-      return Effect.as(storage.set(meta, record), record)
+      const write = gone.length > 0 && storage.writeAll !== undefined
+        ? storage.writeAll([{ op: "set", key: meta, value: record }, ...gone.map((key) => ({ op: "delete" as const, key }))])
+        : storage.set(meta, record)
+      return Effect.as(write, record)
     }))
 
   const remember = (first: number, frames: ReadonlyArray<string>) => {
@@ -831,12 +838,23 @@ export const makeWith = Effect.fnUntraced(function*(
         const target = Math.min(seq, committed)
         if (!(target > acked)) return Effect.succeed(acked)
         // The watermark is written before the records go, so a crash mid-compaction
-        // never lowers the head below a seq already issued.
-        return writeMeta(target, high).pipe(
+        // never lowers the head below a seq already issued. A storage with atomic
+        // groups deletes them with the watermark instead: one commit, all or nothing.
+        const gone: Array<string> = []
+        if (storage.writeAll !== undefined) {
+          for (const entry of dropped) if (entry.last <= target) gone.push(entry.key)
+          for (let i = 0; i < index.length && index[i]!.last <= target; i++) gone.push(index[i]!.key)
+        }
+        return writeMeta(target, high, gone).pipe(
           Effect.andThen(Effect.sync(() => {
             acked = target
             evictBelow(target + 1)
             while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
+            if (gone.length > 0) {
+              // Deleted with the watermark: nothing of them is left to compact.
+              dropped = dropped.filter((entry) => entry.last > target)
+              for (const key of gone) decodedRecords.delete(key)
+            }
             // The window: every numbered frame at or below the watermark leaves it.
             let frames = 0
             let bytes = 0
