@@ -268,6 +268,37 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual(new Set(written).size, written.length)
       }))
 
+    it.effect("a producer ready when a write settles offers its frames before the next write takes them", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        // A storage that commits a turn after the write is asked for, as SQLite's group
+        // commit does, and nothing runs meanwhile but what was ready.
+        const written: Array<number> = []
+        const turnLater: StorageAdapterShape = {
+          ...storage,
+          set: (key, value) =>
+            Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
+              const batch = value as { frames?: ReadonlyArray<string> }
+              if (batch.frames !== undefined) written.push(batch.frames.length)
+              return storage.set(key, value)
+            }))
+        }
+        const queue = yield* makeWith(turnLater, { socketId: "q" })
+        yield* queue.append("warm-up")
+        written.length = 0
+        // A producer offering 10 frames a turn, 300 in all.
+        for (let turn = 0; turn < 30; turn++) {
+          for (const frame of frames(10, turn * 10)) {
+            if (queue.offerUnsafe(frame) === undefined) yield* queue.offerAll([frame])
+          }
+          yield* Effect.yieldNow
+        }
+        yield* queue.awaitOffered
+        assert.strictEqual(written.reduce((sum, n) => sum + n, 0), 300)
+        // Each write takes the frames of the turn it waited and of the turn after it.
+        assert.isAtMost(written.length, 17)
+      }))
+
     it.effect("a batch of more than ~96K characters is cut into chained records; a lost one is Corrupt, a failed one fails the batch whole", () =>
       Effect.gen(function*() {
         const storage = yield* makeStorage

@@ -617,14 +617,15 @@ export const makeWith = Effect.fnUntraced(function*(
   })
 
   /**
-   * The one writer: drains pending batches in order, each written once. Frames pending
-   * after a write were offered while it ran and form the next batch at once (a producer
-   * awaiting each append offers its next frame as the last write settles, and waits no
-   * extra turn of the event loop); with none pending, it yields first, so offers made
-   * meanwhile join the next batch even on a storage that never yields.
+   * The one writer: drains pending batches in order, each written once. After a write
+   * it yields a turn before it takes the next batch, so every producer ready to run
+   * offers its frames first and they go in the same write. On a storage whose commit
+   * holds the event loop (SQLite), nothing is offered while a write runs: without the
+   * turn, the next write would take only what was pending before it, and a stream would
+   * cost a commit (and an fsync) per few hundred frames. With none pending after the
+   * turn, the queue is idle.
    */
-  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
-    !wrote ? Effect.void : pending.length > 0 ? writer : Effect.andThen(Effect.yieldNow, writer))
+  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => wrote ? Effect.andThen(Effect.yieldNow, writer) : Effect.void)
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
