@@ -286,15 +286,15 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         const queue = yield* makeWith(turnLater, { socketId: "q" })
         yield* queue.append("warm-up")
         written.length = 0
-        // A producer offering 10 frames a turn, 300 in all.
+        // A producer offering 100 frames a turn, 3,000 in all.
         for (let turn = 0; turn < 30; turn++) {
-          for (const frame of frames(10, turn * 10)) {
+          for (const frame of frames(100, turn * 100)) {
             if (queue.offerUnsafe(frame) === undefined) yield* queue.offerAll([frame])
           }
           yield* Effect.yieldNow
         }
         yield* queue.awaitOffered
-        assert.strictEqual(written.reduce((sum, n) => sum + n, 0), 300)
+        assert.strictEqual(written.reduce((sum, n) => sum + n, 0), 3_000)
         // Each write takes the frames of the turn it waited and of the turn after it.
         assert.isAtMost(written.length, 17)
       }))

@@ -223,6 +223,11 @@ const DEFAULT_BATCH_FRAMES = 4096
 const RECORD_CHARS = 96 * 1024
 /** The most frames one write of the writer takes, in batches (whole batches, at least one). */
 const GROUP_BATCHES = 2
+/**
+ * Frames pending after a write from which the writer takes them for a stream and
+ * yields a turn before the next write (fewer go at once: see the writer).
+ */
+const STREAM_FRAMES = 64
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -617,15 +622,30 @@ export const makeWith = Effect.fnUntraced(function*(
   })
 
   /**
-   * The one writer: drains pending batches in order, each written once. After a write
-   * it yields a turn before it takes the next batch, so every producer ready to run
-   * offers its frames first and they go in the same write. On a storage whose commit
-   * holds the event loop (SQLite), nothing is offered while a write runs: without the
-   * turn, the next write would take only what was pending before it, and a stream would
-   * cost a commit (and an fsync) per few hundred frames. With none pending after the
-   * turn, the queue is idle.
+   * The one writer: drains pending batches in order, each written once. Frames pending
+   * after a write were offered while it ran. A few (a producer awaiting each append
+   * offers its next frame as the last write settles) go at once: the producer waits no
+   * extra turn of the event loop. Many (a stream) mean producers are still offering: the
+   * writer yields a turn first, so every producer ready to run offers too and the next
+   * write takes their frames as well. On a storage whose commit holds the event loop
+   * (SQLite), nothing is offered while a write runs, and without the turn a stream would
+   * cost a commit (and an fsync) every few hundred frames. With none pending, it yields
+   * first too, so offers made meanwhile join the next batch even on a storage that never
+   * yields.
    */
-  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) => wrote ? Effect.andThen(Effect.yieldNow, writer) : Effect.void)
+  const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
+    !wrote
+      ? Effect.void
+      : pending.length > 0 && pendingFrames() < STREAM_FRAMES
+      ? writer
+      : Effect.andThen(Effect.yieldNow, writer))
+
+  /** How many frames are pending, counted up to {@link STREAM_FRAMES}. */
+  const pendingFrames = () => {
+    let frames = 0
+    for (let i = 0; i < pending.length && frames < STREAM_FRAMES; i++) frames += pending[i]!.frames.length
+    return frames
+  }
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
