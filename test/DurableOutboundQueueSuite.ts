@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Scheduler } from "effect"
 import { Io, StorageError as StorageErrorClass, type StorageError } from "../src/Errors.ts"
 import { batchKey, frameKey, keyPrefix, makeWith, metaKey } from "../src/services/DurableOutboundQueue.ts"
-import { make, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
+import { make, type StorageAdapterShape, type StorageWrite } from "../src/services/StorageAdapter.ts"
 
 /** Wraps a storage to count calls per operation. */
 const counting = (storage: StorageAdapterShape) => {
@@ -64,6 +64,38 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual(yield* queue.ackUpTo(99), 5)
         assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [])
         assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [metaKey("q")])
+      }))
+
+    it.effect("on a storage with writeAll, an ack writes its watermark and deletes the acked records in one step", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const writeAll = storage.writeAll
+        if (writeAll === undefined) return
+        const groups: Array<ReadonlyArray<StorageWrite>> = []
+        let deletes = 0
+        const watched: StorageAdapterShape = {
+          ...storage,
+          delete: (key) => Effect.suspend(() => (deletes++, storage.delete(key))),
+          writeAll: (writes) => Effect.suspend(() => (groups.push(writes), writeAll(writes)))
+        }
+        const queue = yield* makeWith(watched, { socketId: "q", batchFrames: 2 })
+        yield* queue.appendAll(frames(2))
+        yield* queue.appendAll(frames(2, 3))
+        yield* queue.appendAll(frames(1, 5))
+        // Nothing whole is acked: the watermark alone, by set.
+        yield* queue.ackUpTo(1)
+        assert.strictEqual(groups.length, 0)
+        yield* queue.ackUpTo(4)
+        assert.deepStrictEqual(groups.map((writes) => writes.map((write) => [write.op, write.key])), [[
+          ["set", metaKey("q")],
+          ["delete", batchKey("q", 1, 2)],
+          ["delete", batchKey("q", 3, 4)]
+        ]])
+        const [metaWrite] = groups[0]!
+        assert.strictEqual(metaWrite?.op === "set" ? (metaWrite.value as { acked: number }).acked : undefined, 4)
+        assert.strictEqual(deletes, 0)
+        assert.deepStrictEqual(yield* storage.list(`${keyPrefix("q")}batch:`), [batchKey("q", 5, 5)])
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.seq), [5])
       }))
 
     it.effect("startAfter numbers a queue storage knows nothing of; a queue with a record keeps its own numbers", () =>
@@ -234,6 +266,37 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         // 200 appends, far fewer writes: they were grouped.
         assert.isAtMost(calls.set, 3)
         assert.strictEqual(new Set(written).size, written.length)
+      }))
+
+    it.effect("a producer ready when a write settles offers its frames before the next write takes them", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        // A storage that commits a turn after the write is asked for, as SQLite's group
+        // commit does, and nothing runs meanwhile but what was ready.
+        const written: Array<number> = []
+        const turnLater: StorageAdapterShape = {
+          ...storage,
+          set: (key, value) =>
+            Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
+              const batch = value as { frames?: ReadonlyArray<string> }
+              if (batch.frames !== undefined) written.push(batch.frames.length)
+              return storage.set(key, value)
+            }))
+        }
+        const queue = yield* makeWith(turnLater, { socketId: "q" })
+        yield* queue.append("warm-up")
+        written.length = 0
+        // A producer offering 100 frames a turn, 3,000 in all.
+        for (let turn = 0; turn < 30; turn++) {
+          for (const frame of frames(100, turn * 100)) {
+            if (queue.offerUnsafe(frame) === undefined) yield* queue.offerAll([frame])
+          }
+          yield* Effect.yieldNow
+        }
+        yield* queue.awaitOffered
+        assert.strictEqual(written.reduce((sum, n) => sum + n, 0), 3_000)
+        // Each write takes the frames of the turn it waited and of the turn after it.
+        assert.isAtMost(written.length, 17)
       }))
 
     it.effect("a batch of more than ~96K characters is cut into chained records; a lost one is Corrupt, a failed one fails the batch whole", () =>

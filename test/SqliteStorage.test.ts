@@ -14,6 +14,23 @@ const freshPath = () => Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-
 
 suite("sqlite", () => SqliteStorage.layer({ path: freshPath() }))
 
+/** The table as versions before the rowid layout created it: each row in its key's b-tree. */
+const LEGACY_TABLE = `CREATE TABLE ${SqliteStorage.TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`
+
+/** A fresh database whose table an earlier version created `WITHOUT ROWID`. */
+const legacyPath = () => {
+  const path = freshPath()
+  const db = new DatabaseSync(path)
+  try {
+    db.exec(LEGACY_TABLE)
+  } finally {
+    db.close()
+  }
+  return path
+}
+
+suite("sqlite, a database created WITHOUT ROWID", () => SqliteStorage.layer({ path: legacyPath() }))
+
 /** A second connection to the file, as the sqlite3 shell or another tool would open it. */
 const withRaw = <A>(path: string, f: (db: DatabaseSync) => A): A => {
   const db = new DatabaseSync(path)
@@ -121,17 +138,76 @@ describe("SqliteStorage", () => {
     withRaw(path, (db) => {
       const plan = (sql: string) =>
         (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as Array<{ detail: string }>).map((row) => row.detail).join("; ")
-      for (const sql of [SqliteStorage.SQL.listRange, SqliteStorage.SQL.scanRange]) {
-        assert.match(plan(sql), /^SEARCH noetic_storage USING PRIMARY KEY \(key>\? AND key<\?\)$/)
-      }
-      for (const sql of [SqliteStorage.SQL.listFrom, SqliteStorage.SQL.scanFrom]) {
-        assert.match(plan(sql), /^SEARCH noetic_storage USING PRIMARY KEY \(key>\?\)$/)
-      }
-      assert.match(plan(SqliteStorage.SQL.getMany), /SEARCH noetic_storage USING PRIMARY KEY \(key=\?\)/)
+      // The primary key is the index SQLite made for it; a listing reads the index alone.
+      const key = "INDEX sqlite_autoindex_noetic_storage_1"
+      assert.strictEqual(plan(SqliteStorage.SQL.listRange), `SEARCH noetic_storage USING COVERING ${key} (key>? AND key<?)`)
+      assert.strictEqual(plan(SqliteStorage.SQL.scanRange), `SEARCH noetic_storage USING ${key} (key>? AND key<?)`)
+      assert.strictEqual(plan(SqliteStorage.SQL.listFrom), `SEARCH noetic_storage USING COVERING ${key} (key>?)`)
+      assert.strictEqual(plan(SqliteStorage.SQL.scanFrom), `SEARCH noetic_storage USING ${key} (key>?)`)
+      assert.include(plan(SqliteStorage.SQL.getMany), `SEARCH noetic_storage USING ${key} (key=?)`)
       assert.notMatch(plan(SqliteStorage.SQL.getMany), /SCAN noetic_storage/)
       assert.notMatch(plan(SqliteStorage.SQL.scanAll), /TEMP B-TREE/)
     })
   })
+
+  it.effect("large values stay out of the key's b-tree, so a search by key reads no value", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path })
+      const large = "v".repeat(100_000)
+      yield* Effect.forEach(Array.from({ length: 8 }, (_, i) => `batch:${i}`), (key) => storage.set(key, large), { discard: true })
+      yield* storage.delete("batch:3")
+      assert.deepStrictEqual(yield* storage.list("batch:"), ["batch:0", "batch:1", "batch:2", "batch:4", "batch:5", "batch:6", "batch:7"])
+      // Per b-tree (dbstat): the table holds the values, the primary key index only keys.
+      const btrees = withRaw(path, (db) =>
+        db.prepare(
+          "SELECT name, sum(payload) AS payload, sum(pagetype = 'overflow') AS overflow FROM dbstat WHERE name LIKE 'sqlite_autoindex_noetic_storage%' OR name = ? GROUP BY name ORDER BY name"
+        ).all(SqliteStorage.TABLE) as Array<{ name: string; payload: number; overflow: number }>)
+      assert.deepStrictEqual(btrees.map((btree) => btree.name), [SqliteStorage.TABLE, "sqlite_autoindex_noetic_storage_1"])
+      const [table, key] = btrees
+      assert.isAbove(table!.payload, 7 * 100_000)
+      assert.isBelow(key!.payload, 1_000)
+      assert.strictEqual(key!.overflow, 0)
+    }))
+
+  it.effect("writeAll is one transaction: a statement failing in it rolls back the writes before it", () =>
+    Effect.gen(function*() {
+      const path = freshPath()
+      const storage = yield* SqliteStorage.make({ path })
+      yield* storage.set("guarded", 1)
+      // Another tool's trigger refuses the delete of "guarded" halfway through the group.
+      withRaw(path, (db) =>
+        db.exec(
+          `CREATE TRIGGER refuse BEFORE DELETE ON ${SqliteStorage.TABLE} WHEN old.key = X'0067007500610072006400650064' BEGIN SELECT RAISE(ABORT, 'refused'); END`
+        ))
+      const error = yield* Effect.flip(storage.writeAll!([
+        { op: "set", key: "first", value: 1 },
+        { op: "delete", key: "guarded" },
+        { op: "set", key: "last", value: 2 }
+      ]))
+      assert.strictEqual(error.reason._tag, "Io")
+      assert.deepStrictEqual(yield* storage.scan(""), [["guarded", 1]])
+      yield* storage.writeAll!([{ op: "set", key: "first", value: 1 }, { op: "set", key: "last", value: 2 }])
+      assert.deepStrictEqual(yield* storage.list(""), ["first", "guarded", "last"])
+    }))
+
+  it.effect("a database created WITHOUT ROWID by an earlier version keeps its layout and its rows", () =>
+    Effect.gen(function*() {
+      const path = legacyPath()
+      const first = yield* SqliteStorage.make({ path })
+      yield* first.set("a", { n: 1 })
+      yield* first.set("b", "x".repeat(50_000))
+      yield* first.delete("b")
+      assert.isTrue(yield* first.compareAndSet!("c", Option.none(), 3))
+      const second = yield* SqliteStorage.make({ path })
+      assert.deepStrictEqual(yield* second.scan(""), [["a", { n: 1 }], ["c", 3]])
+      withRaw(path, (db) => {
+        const { sql } = db.prepare("SELECT sql FROM sqlite_schema WHERE name = ?").get(SqliteStorage.TABLE) as { sql: string }
+        assert.strictEqual(sql, LEGACY_TABLE)
+        const plan = (db.prepare(`EXPLAIN QUERY PLAN ${SqliteStorage.SQL.scanRange}`).all() as Array<{ detail: string }>)
+        assert.strictEqual(plan.map((row) => row.detail).join("; "), "SEARCH noetic_storage USING PRIMARY KEY (key>? AND key<?)")
+      })
+    }))
 
   it.effect("a step-ledger load reads what was recorded, through one scan of the rows' text", () =>
     Effect.gen(function*() {

@@ -131,6 +131,48 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    it.effect("writeAll, where offered, applies its writes in order, all of them", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const writeAll = storage.writeAll
+          if (writeAll === undefined) return
+          yield* storage.set("old", 1)
+          yield* writeAll([
+            { op: "set", key: "a", value: 1 },
+            { op: "set", key: "b", value: { n: [2] } },
+            { op: "delete", key: "a" },
+            { op: "delete", key: "old" },
+            { op: "set", key: "c", value: 3 },
+            { op: "set", key: "c", value: 4 },
+            { op: "delete", key: "never-there" }
+          ])
+          assert.deepStrictEqual(yield* storage.scan(""), [["b", { n: [2] }], ["c", 4]])
+          yield* writeAll([])
+          assert.deepStrictEqual(yield* storage.list(""), ["b", "c"])
+        })
+      ))
+
+    it.effect("writeAll, where offered, writes nothing when one of its keys or values is refused", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const writeAll = storage.writeAll
+          if (writeAll === undefined) return
+          yield* storage.set("kept", "before")
+          const badKey = yield* Effect.flip(writeAll([
+            { op: "set", key: "kept", value: "after" },
+            { op: "set", key: "new", value: 1 },
+            { op: "delete", key: "\ud800" }
+          ]))
+          assert.strictEqual(badKey.reason._tag, "Unserializable")
+          const badValue = yield* Effect.flip(writeAll([
+            { op: "delete", key: "kept" },
+            { op: "set", key: "big", value: { n: 1n } }
+          ]))
+          assert.strictEqual(badValue.reason._tag, "Unserializable")
+          assert.deepStrictEqual(yield* storage.scan(""), [["kept", "before"]])
+        })
+      ))
+
     it.effect("awkward keys round-trip through set, get, list and getMany", () =>
       withStorage((storage) =>
         Effect.gen(function*() {

@@ -19,12 +19,20 @@
  * commit cost about what a `write` + `fdatasync` of the same record to a file costs,
  * rather than ~1.5x that while the log grows.
  *
- * Rows live in one table, `noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL)
- * WITHOUT ROWID`. A key is stored as its UTF-16 code units, big-endian: SQLite compares
- * blobs bytewise, so the primary key orders keys exactly as `list` promises (by UTF-16
- * code unit; text in SQLite would compare UTF-8 bytes, which puts U+E000..U+FFFF after
- * astral characters), and a prefix is a contiguous key range no matter which characters
- * it holds. A value is the exact JSON text `JSON.stringify` produced.
+ * Rows live in one table, `noetic_storage (key BLOB PRIMARY KEY, value TEXT NOT NULL)`.
+ * A key is stored as its UTF-16 code units, big-endian: SQLite compares blobs bytewise,
+ * so the primary key orders keys exactly as `list` promises (by UTF-16 code unit; text
+ * in SQLite would compare UTF-8 bytes, which puts U+E000..U+FFFF after astral
+ * characters), and a prefix is a contiguous key range no matter which characters it
+ * holds. A value is the exact JSON text `JSON.stringify` produced.
+ *
+ * The table has a rowid: the primary key is an index of keys beside the rows, so a
+ * search by key compares keys only. A `WITHOUT ROWID` table keeps each whole row in its
+ * key's b-tree, and SQLite compares a probe against a row whose value spills to overflow
+ * pages by reading the whole row: with large values (a queue's batch records, ~100 KB)
+ * every insert, update or delete read several of them in full. A database created
+ * `WITHOUT ROWID` by an earlier version is used as it is: the statements are the same
+ * for both layouts.
  *
  * `node:sqlite` is loaded when the first database is opened, so importing this library
  * loads nothing of it: on Node 22, where `node:sqlite` is experimental, opening a
@@ -51,6 +59,7 @@ import {
   keyError,
   StorageAdapter,
   type StorageAdapterShape,
+  type StorageWrite,
   validateKey
 } from "../services/StorageAdapter.ts"
 
@@ -78,6 +87,8 @@ export const TABLE = "noetic_storage"
 const DIR_MODE = 0o700
 const FILE_MODE = 0o600
 const DEFAULT_LOCK_TIMEOUT_MS = 10_000
+/** The page cache of a connection, as `PRAGMA cache_size` takes it: negative, in KiB (8 MiB). */
+const CACHE_SIZE = -8192
 /**
  * How long SQLite itself waits (sleeping on the event loop) for a lock before it
  * reports busy; longer waits are retried from a timer, so a writer of another process
@@ -420,7 +431,13 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       // The log is rewritten in place once checkpointed (cheaper to fsync than growing
       // it); after a burst that grew it past 64 MiB it is cut back to that.
       db.exec("PRAGMA journal_size_limit = 67108864")
-      db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`)
+      // Pages cached per connection: 8 MiB rather than SQLite's 2 MiB. Deleting a row
+      // reads its whole overflow chain (each page names the next), and a queue deletes
+      // its batch records (~100 KB each) once acked, a few MB of writes after writing
+      // them: with 2 MiB they are gone from the cache by then and read back from disk.
+      db.exec(`PRAGMA cache_size = ${CACHE_SIZE}`)
+      // With a rowid (see the module's comment); an existing table keeps its layout.
+      db.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key BLOB PRIMARY KEY, value TEXT NOT NULL)`)
       if (options.reserveLog !== false) reserveLog(db, path)
       return {
         get: db.prepare(SQL.get),
@@ -757,7 +774,43 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       })
     })
 
-    return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+    // One write of the group commit: its statements run inside the batch's transaction,
+    // so they commit together, and a failure of any rolls back all.
+    const writeAll = (writes: ReadonlyArray<StorageWrite>): Effect.Effect<void, StorageError> => {
+      const rows: Array<readonly [stored: Uint8Array, text: string | undefined]> = []
+      for (const write of writes) {
+        const refused = keyError("writeAll", write.key)
+        if (refused !== undefined) return Effect.fail(refused)
+        if (write.op === "delete") {
+          rows.push([encodeStoredKey(write.key), undefined])
+          continue
+        }
+        const text = jsonText("writeAll", write.key, write.value)
+        if (typeof text !== "string") return Effect.fail(text)
+        rows.push([encodeStoredKey(write.key), text])
+      }
+      if (rows.length === 0) return Effect.void
+      return enqueue("writeAll", writes[0]!.key, () => {
+        for (const [stored, text] of rows) {
+          if (text === undefined) deleteStatement.run(stored)
+          else setStatement.run(stored, text)
+        }
+      }, rows.length === 1)
+    }
+
+    return StorageAdapter.of({
+      get,
+      set,
+      delete: remove,
+      list,
+      scan,
+      scanText,
+      getMany,
+      compareAndSet,
+      setFenced,
+      deleteFenced,
+      writeAll
+    }) satisfies
       StorageAdapterShape
   })
 

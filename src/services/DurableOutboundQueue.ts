@@ -223,6 +223,11 @@ const DEFAULT_BATCH_FRAMES = 4096
 const RECORD_CHARS = 96 * 1024
 /** The most frames one write of the writer takes, in batches (whole batches, at least one). */
 const GROUP_BATCHES = 2
+/**
+ * Frames pending after a write from which the writer takes them for a stream and
+ * yields a turn before the next write (fewer go at once: see the writer).
+ */
+const STREAM_FRAMES = 64
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
 const DELETE_CONCURRENCY = 64
@@ -435,11 +440,18 @@ export const makeWith = Effect.fnUntraced(function*(
 
   const wake = (signal: Deferred.Deferred<void>) => Deferred.doneUnsafe(signal, Exit.void)
 
-  /** Writes the meta record with the current watermark and at least `nextHigh`. */
-  const writeMeta = (nextAcked: number, nextHigh: number) =>
+  /**
+   * Writes the meta record with the current watermark and at least `nextHigh`, and
+   * deletes the records `gone` in the same atomic step (the storage's `writeAll`, which
+   * `gone` needs).
+   */
+  const writeMeta = (nextAcked: number, nextHigh: number, gone: ReadonlyArray<string> = []) =>
     metaLock.withPermit(Effect.suspend(() => {
       const record = { version: 2, acked: Math.max(acked, nextAcked), high: Math.max(nextHigh, nextAcked) }
-      return Effect.as(storage.set(meta, record), record)
+      const write = gone.length > 0 && storage.writeAll !== undefined
+        ? storage.writeAll([{ op: "set", key: meta, value: record }, ...gone.map((key) => ({ op: "delete" as const, key }))])
+        : storage.set(meta, record)
+      return Effect.as(write, record)
     }))
 
   const remember = (first: number, frames: ReadonlyArray<string>) => {
@@ -611,13 +623,29 @@ export const makeWith = Effect.fnUntraced(function*(
 
   /**
    * The one writer: drains pending batches in order, each written once. Frames pending
-   * after a write were offered while it ran and form the next batch at once (a producer
-   * awaiting each append offers its next frame as the last write settles, and waits no
-   * extra turn of the event loop); with none pending, it yields first, so offers made
-   * meanwhile join the next batch even on a storage that never yields.
+   * after a write were offered while it ran. A few (a producer awaiting each append
+   * offers its next frame as the last write settles) go at once: the producer waits no
+   * extra turn of the event loop. Many (a stream) mean producers are still offering: the
+   * writer yields a turn first, so every producer ready to run offers too and the next
+   * write takes their frames as well. On a storage whose commit holds the event loop
+   * (SQLite), nothing is offered while a write runs, and without the turn a stream would
+   * cost a commit (and an fsync) every few hundred frames. With none pending, it yields
+   * first too, so offers made meanwhile join the next batch even on a storage that never
+   * yields.
    */
   const writer: Effect.Effect<void> = Effect.flatMap(writeNext, (wrote) =>
-    !wrote ? Effect.void : pending.length > 0 ? writer : Effect.andThen(Effect.yieldNow, writer))
+    !wrote
+      ? Effect.void
+      : pending.length > 0 && pendingFrames() < STREAM_FRAMES
+      ? writer
+      : Effect.andThen(Effect.yieldNow, writer))
+
+  /** How many frames are pending, counted up to {@link STREAM_FRAMES}. */
+  const pendingFrames = () => {
+    let frames = 0
+    for (let i = 0; i < pending.length && frames < STREAM_FRAMES; i++) frames += pending[i]!.frames.length
+    return frames
+  }
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
@@ -831,12 +859,23 @@ export const makeWith = Effect.fnUntraced(function*(
         const target = Math.min(seq, committed)
         if (!(target > acked)) return Effect.succeed(acked)
         // The watermark is written before the records go, so a crash mid-compaction
-        // never lowers the head below a seq already issued.
-        return writeMeta(target, high).pipe(
+        // never lowers the head below a seq already issued. A storage with atomic
+        // groups deletes them with the watermark instead: one commit, all or nothing.
+        const gone: Array<string> = []
+        if (storage.writeAll !== undefined) {
+          for (const entry of dropped) if (entry.last <= target) gone.push(entry.key)
+          for (let i = 0; i < index.length && index[i]!.last <= target; i++) gone.push(index[i]!.key)
+        }
+        return writeMeta(target, high, gone).pipe(
           Effect.andThen(Effect.sync(() => {
             acked = target
             evictBelow(target + 1)
             while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
+            if (gone.length > 0) {
+              // Deleted with the watermark: nothing of them is left to compact.
+              dropped = dropped.filter((entry) => entry.last > target)
+              for (const key of gone) decodedRecords.delete(key)
+            }
             // The window: every numbered frame at or below the watermark leaves it.
             let frames = 0
             let bytes = 0

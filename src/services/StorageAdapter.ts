@@ -22,6 +22,11 @@ export interface Fence {
   readonly token: number
 }
 
+/** One write of an atomic group (see `writeAll`): a `set` of `value` at `key`, or a `delete` of `key`. */
+export type StorageWrite =
+  | { readonly op: "set"; readonly key: string; readonly value: unknown }
+  | { readonly op: "delete"; readonly key: string }
+
 /**
  * The operations of a storage: the four basic ones, the bulk reads (`getMany`,
  * `scan`, always present: {@link make} derives them when a backend has none), and
@@ -81,6 +86,14 @@ export interface StoragePrimitives {
   readonly setFenced?: (key: string, value: unknown, fence: Fence) => Effect.Effect<void, StorageError>
   /** Removes `key` only while the record at `fence.key` holds `fence.token`; see `setFenced`. */
   readonly deleteFenced?: (key: string, fence: Fence) => Effect.Effect<void, StorageError>
+  /**
+   * Applies `writes` in order as one atomic step: once it succeeds all of them are
+   * durable, and a failure or a crash leaves all or none of them. A refused key or an
+   * unserializable value fails it before anything is written. Optional: a backend that
+   * commits in transactions offers it (one commit for the lot); a caller without it
+   * writes one by one, in the order it needs.
+   */
+  readonly writeAll?: (writes: ReadonlyArray<StorageWrite>) => Effect.Effect<void, StorageError>
 }
 
 /** The storage a durable surface writes to. */
@@ -339,6 +352,28 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       entries.set(key, nextText)
       return true
     }),
+    // Every key and value is checked before the first write, then all are applied at once.
+    writeAll: (writes) =>
+      Effect.suspend(() => {
+        const texts: Array<string | undefined> = []
+        for (const write of writes) {
+          const refused = keyError("writeAll", write.key)
+          if (refused !== undefined) return Effect.fail(refused)
+          if (write.op === "delete") {
+            texts.push(undefined)
+            continue
+          }
+          const text = jsonText("writeAll", write.key, write.value)
+          if (typeof text !== "string") return Effect.fail(text)
+          texts.push(text)
+        }
+        writes.forEach((write, i) => {
+          const text = texts[i]
+          if (text === undefined) entries.delete(write.key)
+          else entries.set(write.key, text)
+        })
+        return Effect.void
+      }),
     // Like compareAndSet, the check and the write are one synchronous step.
     setFenced: Effect.fnUntraced(function*(key, value, fence) {
       yield* validateKeys("setFenced", [key, fence.key])
