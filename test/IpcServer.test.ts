@@ -424,6 +424,27 @@ describe("IpcServer durable stream, issue 11 and 13", () => {
       yield* server.awaitAcked(6)
     }))
 
+  it.live("an IpcClient whose stream another client took over delivers the bye and ends, without reconnecting to take it back", () =>
+    Effect.gen(function*() {
+      const socketPath = socketPathFor()
+      const server = yield* IpcServer.make({ socketPath, queue: yield* queueFromOne })
+      yield* server.emitAll(items(1, 2))
+      const first = yield* IpcClient.connect({ socketPath, reconnect: fastReconnect })
+      assert.deepStrictEqual([itemOf(yield* first.take), itemOf(yield* first.take)], [1, 2])
+      const second = yield* IpcClient.connect({ socketPath, reconnect: fastReconnect })
+      assert.deepStrictEqual([itemOf(yield* second.take), itemOf(yield* second.take)], [1, 2])
+      assert.deepStrictEqual((yield* first.take).frame, { type: "bye", reason: "taken over by another durableResume" })
+      const ended = yield* Effect.flip(first.take)
+      assert.strictEqual(ended.reason._tag, "SocketClosed")
+      // Long enough for several reconnects of the first client, had it tried: the second
+      // keeps the stream, and frames published now reach it alone.
+      yield* Effect.sleep("50 millis")
+      yield* server.emitAll(items(3, 2))
+      assert.deepStrictEqual([itemOf(yield* second.take), itemOf(yield* second.take)], [3, 4])
+      yield* second.ack(4)
+      yield* server.awaitAcked(4)
+    }))
+
   it.live("an unreadable record: earlier frames are delivered, an error frame names the key, the log warns, the producer hears of it, and later frames still flow", () =>
     Effect.gen(function*() {
       const socketPath = socketPathFor()

@@ -8,7 +8,10 @@
  * it has already delivered, so the application sees each frame once for the life of
  * the client; with a persisted watermark a restarted client resumes after its last
  * ack (frames delivered but not yet acked come again: ack once a frame's effect is
- * durable).
+ * durable). A queue has one consumer: when another client resumes it, the server
+ * sends this one `bye` and closes it; the client delivers the `bye`, then ends
+ * (`take` fails with `SocketClosed`) instead of reconnecting and taking the stream
+ * back.
  *
  * @since 0.1.0
  */
@@ -168,6 +171,9 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
   let delivered = acked
   const inbox = yield* Queue.bounded<Delivery, IpcError>(options.bufferFrames ?? DEFAULT_BUFFER_FRAMES)
   let current: Connection | undefined
+  // A durable client opens with `durableResume`: a `bye` then means another consumer took the stream.
+  const opensDurable = durable && (options.autoOpen ?? true)
+  let takenOver = false
   const ready = Latch.makeUnsafe(false)
   // Done when the client's scope closes: no connection will ever open again.
   const shut = Deferred.makeUnsafe<void>()
@@ -227,11 +233,21 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
             } else if (frame.type === "hello") {
               connection.hello = frame
               ready.openUnsafe()
+            } else if (frame.type === "bye" && opensDurable) {
+              // Another consumer resumed this queue: the stream is theirs now. Reconnecting
+              // would take it back, and two clients would trade it for as long as both live.
+              takenOver = true
+              batch.push({ seq: undefined, frame })
             } else {
               batch.push({ seq: undefined, frame })
             }
           }
           if (batch.length > 0) yield* Queue.offerAll(inbox, batch)
+          if (takenOver) {
+            return yield* fail(
+              new SocketClosed({ message: "the stream was taken over by another durableResume", cause: undefined })
+            )
+          }
           if (tooLargeBytes !== undefined) {
             // The server would send the same frame again on every resume: give up.
             return yield* fail(
@@ -248,7 +264,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
     yield* Effect.raceFirst(readLoop, Deferred.await(connection.drop))
   }).pipe(Effect.scoped)
 
-  const isRetryable = (error: IpcError) => error.reason._tag === "SocketClosed"
+  const isRetryable = (error: IpcError) => error.reason._tag === "SocketClosed" && !takenOver
   const sessions = options.once === true
     ? session.pipe(
       Effect.andThen(Effect.fail(fail(new SocketClosed({ message: "the connection ended", cause: undefined }))))
