@@ -60,7 +60,8 @@ import {
   StorageAdapter,
   type StorageAdapterShape,
   type StorageWrite,
-  validateKey
+  validateKey,
+  writeTexts
 } from "../services/StorageAdapter.ts"
 
 /** Where a SQLite storage keeps its data. */
@@ -148,20 +149,15 @@ const encodeStoredKey = (key: string): Uint8Array => {
 /** Keys up to this many code units are decoded in plain code; longer ones through a Buffer. */
 const SHORT_KEY_UNITS = 512
 
-/** The code units stored in `bytes` from byte `from` on (big-endian pairs), as text. */
-const decodeUnits = (bytes: Uint8Array, from: number): string => {
-  const count = (bytes.byteLength - from) >> 1
-  if (count > SHORT_KEY_UNITS) return Buffer.from(bytes.subarray(from)).swap16().toString("utf16le")
-  // A restore decodes thousands of keys: one small array and one call beat three Buffer operations.
-  const units = new Array<number>(count)
-  for (let i = 0, at = from; i < count; i++, at += 2) units[i] = (bytes[at]! << 8) | bytes[at + 1]!
-  return String.fromCharCode.apply(null, units)
-}
-
 /** The key a stored key stands for, or undefined when it is not whole code units (a foreign row). */
 const decodeStoredKey = (stored: unknown): string | undefined => {
   if (!(stored instanceof Uint8Array) || stored.byteLength % 2 !== 0) return undefined
-  return decodeUnits(stored, 0)
+  const count = stored.byteLength >> 1
+  if (count > SHORT_KEY_UNITS) return Buffer.from(stored).swap16().toString("utf16le")
+  // Many keys are decoded at once (`getMany`, a whole-table scan): one small array and one call beat three Buffer operations.
+  const units = new Array<number>(count)
+  for (let i = 0, at = 0; i < count; i++, at += 2) units[i] = (stored[at]! << 8) | stored[at + 1]!
+  return String.fromCharCode.apply(null, units)
 }
 
 /** A stored key as text for an error: the key when it decodes, else its bytes in hex. */
@@ -777,18 +773,9 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     // One write of the group commit: its statements run inside the batch's transaction,
     // so they commit together, and a failure of any rolls back all.
     const writeAll = (writes: ReadonlyArray<StorageWrite>): Effect.Effect<void, StorageError> => {
-      const rows: Array<readonly [stored: Uint8Array, text: string | undefined]> = []
-      for (const write of writes) {
-        const refused = keyError("writeAll", write.key)
-        if (refused !== undefined) return Effect.fail(refused)
-        if (write.op === "delete") {
-          rows.push([encodeStoredKey(write.key), undefined])
-          continue
-        }
-        const text = jsonText("writeAll", write.key, write.value)
-        if (typeof text !== "string") return Effect.fail(text)
-        rows.push([encodeStoredKey(write.key), text])
-      }
+      const texts = writeTexts(writes)
+      if (texts instanceof StorageError) return Effect.fail(texts)
+      const rows = writes.map((write, i) => [encodeStoredKey(write.key), texts[i]] as const)
       if (rows.length === 0) return Effect.void
       return enqueue("writeAll", writes[0]!.key, () => {
         for (const [stored, text] of rows) {

@@ -240,6 +240,27 @@ export const validateKeys = (operation: string, keys: ReadonlyArray<string>): Ef
     return Effect.void
   })
 
+/**
+ * The JSON text each write of a `writeAll` group stores (undefined for a delete), or
+ * the error of its first refused key or unserializable value: a backend checks the
+ * whole group this way before it writes any of it.
+ */
+export const writeTexts = (writes: ReadonlyArray<StorageWrite>): Array<string | undefined> | StorageError => {
+  const texts: Array<string | undefined> = []
+  for (const write of writes) {
+    const refused = keyError("writeAll", write.key)
+    if (refused !== undefined) return refused
+    if (write.op === "delete") {
+      texts.push(undefined)
+      continue
+    }
+    const text = jsonText("writeAll", write.key, write.value)
+    if (typeof text !== "string") return text
+    texts.push(text)
+  }
+  return texts
+}
+
 /** Whether a stored fence record holds `token`. */
 export const fenceHolds = (record: unknown, token: number): boolean =>
   typeof record === "object" && record !== null && "token" in record && record.token === token
@@ -355,18 +376,8 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
     // Every key and value is checked before the first write, then all are applied at once.
     writeAll: (writes) =>
       Effect.suspend(() => {
-        const texts: Array<string | undefined> = []
-        for (const write of writes) {
-          const refused = keyError("writeAll", write.key)
-          if (refused !== undefined) return Effect.fail(refused)
-          if (write.op === "delete") {
-            texts.push(undefined)
-            continue
-          }
-          const text = jsonText("writeAll", write.key, write.value)
-          if (typeof text !== "string") return Effect.fail(text)
-          texts.push(text)
-        }
+        const texts = writeTexts(writes)
+        if (texts instanceof StorageError) return Effect.fail(texts)
         writes.forEach((write, i) => {
           const text = texts[i]
           if (text === undefined) entries.delete(write.key)
