@@ -365,12 +365,12 @@ const withModule = <S extends object>(
   builder: Builder
 ): S & { readonly module: string | undefined } => {
   const given = options?.module
-  const moduleOf = given !== undefined ? undefined : callerModuleUrlLater(wrapper ?? builder)
-  let resolved: { readonly module: string | undefined } | undefined
+  // `callerModuleUrlLater` formats the captured frames once, on the first read.
+  const moduleOf = given !== undefined ? () => given : callerModuleUrlLater(wrapper ?? builder)
   return Object.defineProperty(step, "module", {
     enumerable: true,
     configurable: true,
-    get: () => moduleOf === undefined ? given : (resolved ??= { module: moduleOf() }).module
+    get: moduleOf
   }) as S & { readonly module: string | undefined }
 }
 
