@@ -1,0 +1,114 @@
+/**
+ * The child's resolution memo answers exactly as Node does: keyed by the importing
+ * module's directory (two directories with their own copy of a package each get
+ * theirs), never keeping a failure (a module created after a failed import is found),
+ * and stepping aside once ended.
+ */
+import * as NodeChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { pathToFileURL } from "node:url"
+import { afterEach, describe, expect, it } from "vitest"
+
+const repo = Path.resolve(import.meta.dirname, "../..")
+const memoModule = pathToFileURL(Path.join(repo, "src/internal/resolveMemo.ts")).href
+
+const dirs: Array<string> = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** Writes `files` (path relative to a new temp dir, text) and returns the dir. */
+const tree = (files: Record<string, string>) => {
+  const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "resolve-memo-"))
+  dirs.push(root)
+  for (const [path, text] of Object.entries(files)) {
+    Fs.mkdirSync(Path.dirname(Path.join(root, path)), { recursive: true })
+    Fs.writeFileSync(Path.join(root, path), text)
+  }
+  return root
+}
+
+/** Runs `code` as an ES module in a fresh node with the memo installed as `memo`; returns its JSON output. */
+const runWithMemo = (root: string, code: string) =>
+  new Promise<unknown>((resolve, reject) => {
+    const script = `
+import { installResolveMemo } from ${JSON.stringify(memoModule)}
+import * as Fs from "node:fs"
+const root = ${JSON.stringify(root)}
+const memo = installResolveMemo()
+${code}
+`
+    NodeChildProcess.execFile(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      { cwd: repo, timeout: 60_000 },
+      (error, stdout, stderr) => (error === null ? resolve(JSON.parse(stdout)) : reject(new Error(`${error.message}\n${stderr}`)))
+    )
+  })
+
+const pkg = (name: string, value: string): Record<string, string> => ({
+  [`${name}/node_modules/pkg/package.json`]: JSON.stringify({ name: "pkg", type: "module", exports: "./index.js" }),
+  [`${name}/node_modules/pkg/index.js`]: `export default ${JSON.stringify(value)}`
+})
+
+const importsPkg = `import value from "pkg"\nexport default value\n`
+
+describe("resolveMemo", () => {
+  it("resolves as Node does, per importing directory, and serves repeats from the memo", async () => {
+    const root = tree({
+      "package.json": JSON.stringify({ type: "module" }),
+      ...pkg("a", "copy a"),
+      ...pkg("b", "copy b"),
+      "a/one.js": importsPkg,
+      "a/two.js": importsPkg,
+      "b/one.js": importsPkg
+    })
+    const out = await runWithMemo(
+      root,
+      `const values = []
+for (const file of ["a/one.js", "a/two.js", "b/one.js"]) values.push((await import(root + "/" + file)).default)
+process.stdout.write(JSON.stringify({ values, hits: memo.hits() }))`
+    )
+    // b/ has its own copy of pkg: a memo keyed by specifier alone would hand it a's.
+    expect(out).toEqual({ values: ["copy a", "copy a", "copy b"], hits: 1 })
+  }, 90_000)
+
+  it("keeps no failure: a module created after an import of it failed is found", async () => {
+    const root = tree({
+      "package.json": JSON.stringify({ type: "module" }),
+      "dir/first.js": `import late from "./late.js"\nexport default late\n`,
+      "dir/second.js": `import late from "./late.js"\nexport default late\n`
+    })
+    const out = await runWithMemo(
+      root,
+      `let failed = ""
+try { await import(root + "/dir/first.js") } catch (error) { failed = error.code }
+Fs.writeFileSync(root + "/dir/late.js", "export default 'late'")
+const value = (await import(root + "/dir/second.js")).default
+process.stdout.write(JSON.stringify({ failed, value }))`
+    )
+    expect(out).toEqual({ failed: "ERR_MODULE_NOT_FOUND", value: "late" })
+  }, 90_000)
+
+  it("once ended, every import goes to Node", async () => {
+    const root = tree({
+      "package.json": JSON.stringify({ type: "module" }),
+      ...pkg("a", "copy a"),
+      "a/one.js": importsPkg,
+      "a/two.js": importsPkg,
+      "a/three.js": importsPkg
+    })
+    const out = await runWithMemo(
+      root,
+      `await import(root + "/a/one.js")
+await import(root + "/a/two.js")
+const before = memo.hits()
+memo.end()
+const value = (await import(root + "/a/three.js")).default
+process.stdout.write(JSON.stringify({ before, after: memo.hits(), value }))`
+    )
+    expect(out).toEqual({ before: 1, after: 1, value: "copy a" })
+  }, 90_000)
+})
