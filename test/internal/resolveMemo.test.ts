@@ -19,11 +19,11 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) Fs.rmSync(dir, { recursive: true, force: true })
 })
 
-/** Writes `files` (path relative to a new temp dir, text) and returns the dir. */
+/** Writes `files` (path relative to a new temp dir, text) under an ES-module package.json; returns the dir. */
 const tree = (files: Record<string, string>) => {
   const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "resolve-memo-"))
   dirs.push(root)
-  for (const [path, text] of Object.entries(files)) {
+  for (const [path, text] of Object.entries({ "package.json": JSON.stringify({ type: "module" }), ...files })) {
     Fs.mkdirSync(Path.dirname(Path.join(root, path)), { recursive: true })
     Fs.writeFileSync(Path.join(root, path), text)
   }
@@ -48,23 +48,22 @@ ${code}
     )
   })
 
-const pkg = (name: string, value: string): Record<string, string> => ({
-  [`${name}/node_modules/pkg/package.json`]: JSON.stringify({ name: "pkg", type: "module", exports: "./index.js" }),
-  [`${name}/node_modules/pkg/index.js`]: `export default ${JSON.stringify(value)}`
-})
-
-const importsPkg = `import value from "pkg"\nexport default value\n`
+/**
+ * A tree where each directory of `copies` has its own copy of a package `pkg` (exporting
+ * the given value) and the modules `importers` (paths) each import `pkg`.
+ */
+const packageTree = (copies: Record<string, string>, importers: ReadonlyArray<string>) =>
+  tree(Object.fromEntries([
+    ...Object.entries(copies).flatMap(([dir, value]) => [
+      [`${dir}/node_modules/pkg/package.json`, JSON.stringify({ name: "pkg", type: "module", exports: "./index.js" })],
+      [`${dir}/node_modules/pkg/index.js`, `export default ${JSON.stringify(value)}`]
+    ]),
+    ...importers.map((path) => [path, `import value from "pkg"\nexport default value\n`])
+  ]))
 
 describe("resolveMemo", () => {
   it("resolves as Node does, per importing directory, and serves repeats from the memo", async () => {
-    const root = tree({
-      "package.json": JSON.stringify({ type: "module" }),
-      ...pkg("a", "copy a"),
-      ...pkg("b", "copy b"),
-      "a/one.js": importsPkg,
-      "a/two.js": importsPkg,
-      "b/one.js": importsPkg
-    })
+    const root = packageTree({ a: "copy a", b: "copy b" }, ["a/one.js", "a/two.js", "b/one.js"])
     const out = await runWithMemo(
       root,
       `const values = []
@@ -77,7 +76,6 @@ process.stdout.write(JSON.stringify({ values, hits: memo.hits() }))`
 
   it("keeps no failure: a module created after an import of it failed is found", async () => {
     const root = tree({
-      "package.json": JSON.stringify({ type: "module" }),
       "dir/first.js": `import late from "./late.js"\nexport default late\n`,
       "dir/second.js": `import late from "./late.js"\nexport default late\n`
     })
@@ -93,13 +91,7 @@ process.stdout.write(JSON.stringify({ failed, value }))`
   }, 90_000)
 
   it("once ended, every import goes to Node", async () => {
-    const root = tree({
-      "package.json": JSON.stringify({ type: "module" }),
-      ...pkg("a", "copy a"),
-      "a/one.js": importsPkg,
-      "a/two.js": importsPkg,
-      "a/three.js": importsPkg
-    })
+    const root = packageTree({ a: "copy a" }, ["a/one.js", "a/two.js", "a/three.js"])
     const out = await runWithMemo(
       root,
       `await import(root + "/a/one.js")
