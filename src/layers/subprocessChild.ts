@@ -12,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import { pathToFileURL } from "node:url"
 import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
 import { installResolveMemo } from "../internal/resolveMemo.ts"
 
@@ -20,6 +21,8 @@ export { CHILD_FLAG } from "../internal/childFlag.ts"
 // Only the first copy of this module a child evaluates runs it: a step module may load
 // the library again from another path (source vs built), and each copy would serve the socket.
 if (process.argv.includes(CHILD_FLAG) && claimChildRun()) {
-  const memo = installResolveMemo()
+  // The library's own modules sit beside this file (dist/ when built), the process's
+  // main script (`import.meta` is not there in the CommonJS build).
+  const memo = installResolveMemo(new URL(".", pathToFileURL(process.argv[1] ?? process.cwd() + "/")).href)
   void import("./subprocessChildMain.ts").then((child) => child.main(memo.end))
 }

@@ -1,7 +1,7 @@
 /**
  * The child's resolution memo answers exactly as Node does: keyed by the importing
  * module's directory (two directories with their own copy of a package each get
- * theirs), never keeping a failure (a module created after a failed import is found),
+ * theirs) and extension (a TypeScript loader answers per importer), never keeping a failure (a module created after a failed import is found),
  * and stepping aside once ended.
  */
 import * as NodeChildProcess from "node:child_process"
@@ -30,14 +30,17 @@ const tree = (files: Record<string, string>) => {
   return root
 }
 
-/** Runs `code` as an ES module in a fresh node with the memo installed as `memo`; returns its JSON output. */
-const runWithMemo = (root: string, code: string) =>
+/**
+ * Runs `code` as an ES module in a fresh node with the memo installed as `memo`, its own
+ * directory `own` under `root` (all of `root` by default); returns its JSON output.
+ */
+const runWithMemo = (root: string, code: string, own = "") =>
   new Promise<unknown>((resolve, reject) => {
     const script = `
 import { installResolveMemo } from ${JSON.stringify(memoModule)}
 import * as Fs from "node:fs"
 const root = ${JSON.stringify(root)}
-const memo = installResolveMemo()
+const memo = installResolveMemo(${JSON.stringify(`${pathToFileURL(root).href}/${own}`)})
 ${code}
 `
     NodeChildProcess.execFile(
@@ -72,6 +75,41 @@ process.stdout.write(JSON.stringify({ values, hits: memo.hits() }))`
     )
     // b/ has its own copy of pkg: a memo keyed by specifier alone would hand it a's.
     expect(out).toEqual({ values: ["copy a", "copy a", "copy b"], hits: 1 })
+  }, 90_000)
+
+  it("keys by the importer's extension too: a TypeScript loader maps ./x.js to x.ts for a .ts importer only", async () => {
+    const root = tree({
+      "dir/x.ts": `export default "x.ts"\n`,
+      "dir/x.js": `export default "x.js"\n`,
+      "dir/plain.mjs": `import value from "./x.js"\nexport default value\n`,
+      "dir/typed.ts": `import value from "./x.js"\nexport default value\n`
+    })
+    // tsx (loaded before the memo, as a child's execArgv loads it) answers per importer.
+    const out = await runWithMemo(
+      root,
+      `const values = []
+for (const file of ["dir/plain.mjs", "dir/typed.ts"]) values.push((await import(root + "/" + file)).default)
+process.stdout.write(JSON.stringify(values))`
+    )
+    expect(out).toEqual(["x.js", "x.ts"])
+  }, 90_000)
+
+  it("serves only the library's own modules and installed packages: the user's files resolve through Node each time", async () => {
+    const root = packageTree({ lib: "copy lib", app: "copy app" }, [
+      "lib/one.js",
+      "lib/two.js",
+      "app/one.js",
+      "app/two.js",
+      "app/node_modules/dep/one.js",
+      "app/node_modules/dep/two.js"
+    ])
+    const hitsAfter = `const hits = {}
+for (const dir of ["app", "lib", "app/node_modules/dep"]) {
+  for (const file of ["one.js", "two.js"]) await import(root + "/" + dir + "/" + file)
+  hits[dir] = memo.hits()
+}
+process.stdout.write(JSON.stringify(hits))`
+    expect(await runWithMemo(root, hitsAfter, "lib/")).toEqual({ app: 0, lib: 1, "app/node_modules/dep": 2 })
   }, 90_000)
 
   it("keeps no failure: a module created after an import of it failed is found", async () => {
