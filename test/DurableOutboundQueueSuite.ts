@@ -238,6 +238,60 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.seq), [5, 6])
       }))
 
+    it.effect("frames offered as JSON are stored as JSON values where the storage takes JSON text, and read back as the same texts", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const texts = [
+          JSON.stringify({ type: "item", item: { n: 1, s: "a quote \" a backslash \\ a line break \n \u2028 \ud83d\ude00 \ud800" } }),
+          JSON.stringify("a string"),
+          JSON.stringify(-0.5e-7),
+          JSON.stringify([1, { a: null, __proto__: { b: 2 } }, 1e21])
+        ]
+        const queue = yield* makeWith(storage, { socketId: "j" })
+        yield* queue.appendAll(texts, { json: true })
+        const stored = yield* storage.get(batchKey("j", 1, 4))
+        const record = stored._tag === "Some" ? stored.value as { version: number; frames: ReadonlyArray<unknown> } : undefined
+        if (storage.takesJsonText === true) {
+          assert.strictEqual(record?.version, 3)
+          assert.deepStrictEqual(record?.frames, texts.map((text) => JSON.parse(text)))
+        } else {
+          assert.strictEqual(record?.version, 2)
+        }
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.frame), texts)
+        const reopened = yield* makeWith(storage, { socketId: "j", cachedFrames: 0 })
+        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.frame), texts)
+      }))
+
+    it.effect("frames not offered as JSON, alone or in a batch with JSON ones, are stored as strings", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "s" })
+        // Not JSON at all: a string record is the only way to keep it.
+        yield* queue.appendAll(["not json {", "{\"n\": 1}"])
+        // Offered together, so both go in one batch record.
+        yield* Effect.all([queue.appendAll(["{\"n\":2}"], { json: true }), queue.appendAll(["plain text"])], {
+          concurrency: "unbounded"
+        })
+        for (const key of (yield* storage.list(keyPrefix("s"))).filter((key) => key.includes(":batch:"))) {
+          const stored = yield* storage.get(key)
+          assert.strictEqual(stored._tag === "Some" ? (stored.value as { version: number }).version : undefined, 2)
+        }
+        const reopened = yield* makeWith(storage, { socketId: "s", cachedFrames: 0 })
+        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.frame), ["not json {", "{\"n\": 1}", "{\"n\":2}", "plain text"])
+      }))
+
+    it.effect("a damaged JSON-value record is Corrupt naming its key", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "d", cachedFrames: 0 })
+        yield* queue.appendAll(frames(2), { json: true })
+        yield* queue.appendAll(frames(2, 3), { json: true })
+        yield* storage.set(batchKey("d", 3, 4), { version: 3, first: 3, frames: "torn", prev: [1, 2] })
+        const read = yield* queue.readRange(1, { limit: 10 })
+        assert.deepStrictEqual(read.entries.map((e) => e.frame), frames(2))
+        assert.strictEqual(read.damage?.error.reason.key, batchKey("d", 3, 4))
+      }))
+
     it.effect("NaN, fractions and negatives are rejected with a typed error, not read as empty", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q" })

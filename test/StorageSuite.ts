@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type { StorageError } from "../src/Errors.ts"
-import { getMany, keyProblem, scan, StorageAdapter } from "../src/services/StorageAdapter.ts"
+import { getMany, JsonText, keyProblem, scan, StorageAdapter } from "../src/services/StorageAdapter.ts"
 
 const awkwardKeys = [
   "plain",
@@ -71,6 +71,26 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           if (Option.isSome(first)) assert.notStrictEqual(first.value, value)
           yield* storage.set("k", "replaced")
           assert.deepStrictEqual(yield* storage.get("k"), Option.some("replaced"))
+        })
+      ))
+
+    it.effect("a JsonText value is stored as the value its text holds, under every key kind, alone or in writeAll", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const value = { version: 3, frames: [{ type: "item", item: { s: "q\" b\\ \u2028" } }, "x", -1.5, null, [true]] }
+          const text = JSON.stringify(value)
+          // The queue's batch keys go to a file storage's log; others to files of their own.
+          const keys = ["json:plain", "durableOutboundQueue:jt:batch:0000000000000001-0000000000000005"]
+          for (const key of keys) {
+            yield* storage.set(key, new JsonText(text))
+            assert.deepStrictEqual(yield* storage.get(key), Option.some(value))
+          }
+          if (storage.writeAll !== undefined) {
+            yield* storage.writeAll([{ op: "set", key: "json:all", value: new JsonText(text) }])
+            assert.deepStrictEqual(yield* storage.get("json:all"), Option.some(value))
+          }
+          // A storage that knows nothing of JsonText and stringifies it still writes the value.
+          assert.strictEqual(JSON.stringify({ v: new JsonText(text) }), JSON.stringify({ v: value }))
         })
       ))
 

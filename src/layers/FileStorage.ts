@@ -37,6 +37,7 @@ import {
   fenceHolds,
   fenceRefused,
   jsonText,
+  JsonText,
   keyError,
   make as makeStorage,
   sortKeys,
@@ -257,8 +258,14 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       return typeof text === "string" ? appendTo(name, "set", key, encodeRecord(key, text)) : Effect.fail(text)
     })
 
-  const setFile = Effect.fnUntraced(function*(key: string, value: unknown) {
-    const text = yield* encodeJson("set", key, { version: 1, key, value })
+  const setFile = (key: string, value: unknown) =>
+    value instanceof JsonText
+      // The record file's text, as `JSON.stringify` writes `{ version, key, value }`.
+      ? writeFile(key, `{"version":1,"key":${JSON.stringify(key)},"value":${value.text}}`)
+      : Effect.flatMap(encodeJson("set", key, { version: 1, key, value }), (text) => writeFile(key, text))
+
+  /** Writes `text`, a whole record file's text, as the file of `key`: temp file, fsync, rename, directory fsync. */
+  const writeFile = Effect.fnUntraced(function*(key: string, text: string) {
     const temp = pathOf(tempName())
     yield* Effect.tryPromise({
       try: async () => {
@@ -479,7 +486,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   })
 
   return StorageAdapter.of(
-    makeStorage({ get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced })
+    makeStorage({ takesJsonText: true, get, set, delete: remove, list, getMany, compareAndSet, setFenced, deleteFenced })
   ) satisfies StorageAdapterShape
 })
 

@@ -149,6 +149,9 @@ export interface IpcServerShape {
 export class IpcServer extends Context.Service<IpcServer, IpcServerShape>()("noetic-effect/IpcServer") {}
 
 const DEFAULT_PAGE_FRAMES = 512
+
+/** The server's frames are `JSON.stringify`'s texts: batch records may hold them as JSON. */
+const JSON_FRAMES = { json: true } as const
 /**
  * A socket write is cut once its text reaches this many UTF-16 code units: V8 puts a
  * string over 128 KiB in its large-object space, one fresh mapping per string, and
@@ -544,7 +547,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const publishAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(encodeForQueue(frames)),
-      Effect.flatMap(queue.offerAll),
+      Effect.flatMap((texts) => queue.offerAll(texts, JSON_FRAMES)),
       Effect.map((offered) => offered.seqs)
     )
   // One frame at a time is the common producer: when nothing is to be reported and the
@@ -554,17 +557,17 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       if (faults.length > 0) return Effect.map(publishAll([frame]), (seqs) => seqs[0]!)
       const text = encodeFrameText(toWireForm(frame), maxFrameBytes - DURABLE_ENVELOPE_BYTES)
       if (typeof text !== "string") return Effect.fail(fail(text))
-      const seq = queue.offerUnsafe(text)
+      const seq = queue.offerUnsafe(text, JSON_FRAMES)
       if (seq !== undefined) return Effect.succeed(seq)
       return takeFault.pipe(
-        Effect.andThen(queue.offerAll([text])),
+        Effect.andThen(queue.offerAll([text], JSON_FRAMES)),
         Effect.map((offered) => offered.seqs[0]!)
       )
     })
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(encodeForQueue(frames)),
-      Effect.flatMap(queue.appendAll),
+      Effect.flatMap((texts) => queue.appendAll(texts, JSON_FRAMES)),
       // The caller hears of its own batch's failure here, not again at the next call.
       Effect.tapError((error) => Effect.sync(() => void (error._tag === "StorageError" && reported.add(error))))
     )

@@ -306,7 +306,9 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
     if (rows.length !== 1) return yield* fenceRefused("deleteFenced", key, fence)
   })
 
-  return StorageAdapter.of({ get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced }) satisfies
+  return StorageAdapter.of({
+    takesJsonText: true, get, set, delete: remove, list, scan, scanText, getMany, compareAndSet, setFenced, deleteFenced
+  }) satisfies
     StorageAdapterShape
 })
 

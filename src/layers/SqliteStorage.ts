@@ -786,6 +786,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
     }
 
     return StorageAdapter.of({
+      takesJsonText: true,
       get,
       set,
       delete: remove,

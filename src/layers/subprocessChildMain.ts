@@ -185,7 +185,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
       maxFrameBytes - DURABLE_ENVELOPE_BYTES
     )
     // Numbered before any other frame, written without waiting.
-    if (typeof started === "string") yield* queue.offerAll([started])
+    if (typeof started === "string") yield* queue.offerAll([started], { json: true })
     return queue
   }))
   let server: IpcServerShape | undefined
@@ -226,7 +226,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         texts.push(text)
       }
       Deferred.doneUnsafe(begin, Exit.void)
-      return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts))
+      return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts, { json: true }))
     })
   const exit = yield* Effect.exit(runStep(
     manifest,

@@ -41,7 +41,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { Corrupt, StorageError } from "../Errors.ts"
-import { getMany, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
+import { getMany, JsonText, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 /** One stored frame and its sequence number. */
 export interface QueueEntry {
@@ -83,6 +83,17 @@ export interface Offered {
   readonly durable: Effect.Effect<void, StorageError>
 }
 
+/** How offered frames are written. */
+export interface OfferOptions {
+  /**
+   * The frames are JSON texts as `JSON.stringify` writes them (an IPC server's encoded
+   * frames): on a storage with `setText`, a record of such frames holds them as JSON
+   * values (version 3), not escaped into strings, and a replay reads back the same
+   * texts. Default false: any string.
+   */
+  readonly json?: boolean | undefined
+}
+
 /** What a durable outbound queue offers. Seqs start at 1; 0 means "nothing". */
 export interface DurableOutboundQueueShape {
   /** The id its keys are written under. */
@@ -90,12 +101,12 @@ export interface DurableOutboundQueueShape {
   /** Appends one frame durably and returns its seq. */
   readonly append: (frame: string) => Effect.Effect<number, StorageError>
   /** Appends frames durably, in order, in one group commit; returns their seqs. */
-  readonly appendAll: (frames: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<number>, StorageError>
+  readonly appendAll: (frames: ReadonlyArray<string>, options?: OfferOptions) => Effect.Effect<ReadonlyArray<number>, StorageError>
   /**
    * Numbers frames and hands them to the writer without waiting for the disk (waiting
    * only for room in the window). They become readable once their batch is durable.
    */
-  readonly offerAll: (frames: ReadonlyArray<string>) => Effect.Effect<Offered>
+  readonly offerAll: (frames: ReadonlyArray<string>, options?: OfferOptions) => Effect.Effect<Offered>
   /**
    * `offerAll` of one frame, synchronously, when it needs no effect: the window has room,
    * the writer is running and no write failure waits to be taken. Returns the frame's
@@ -103,7 +114,7 @@ export interface DurableOutboundQueueShape {
    * producer that hands over frames one by one, where an effect per frame costs more
    * than the frame. `awaitOffered` waits for its durability.
    */
-  readonly offerUnsafe: (frame: string) => number | undefined
+  readonly offerUnsafe: (frame: string, options?: OfferOptions) => number | undefined
   /**
    * Waits until every frame offered so far has been written or has failed (a failure
    * is reported by `takeWriteFailures`).
@@ -254,31 +265,60 @@ const BatchRecord = Schema.Struct({
   prev: Schema.NullOr(Schema.Tuple([Schema.Int, Schema.Int]))
 })
 
+/**
+ * A batch record whose frames are JSON values (written from frames offered as `json`):
+ * each frame's text is the value's `JSON.stringify`.
+ */
+const JsonBatchRecord = Schema.Struct({
+  version: Schema.Literal(3),
+  first: Schema.Int,
+  frames: Schema.Array(Schema.Unknown),
+  prev: Schema.NullOr(Schema.Tuple([Schema.Int, Schema.Int]))
+})
+
 /** A legacy one-frame record. */
 const FrameRecord = Schema.Struct({ version: Schema.Literal(1), frame: Schema.String })
 
 const decodeMeta = Schema.decodeUnknownEffect(Meta)
-const decodeBatchSchema = Schema.decodeUnknownEffect(BatchRecord)
+const decodeBatchSchema = Schema.decodeUnknownEffect(Schema.Union([BatchRecord, JsonBatchRecord]))
 
 const isInt = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
+
+/** A batch record as read: its first seq, its frames' texts, and the range of the record before it. */
+interface DecodedBatch {
+  readonly first: number
+  readonly frames: ReadonlyArray<string>
+  readonly prev: readonly [number, number] | null
+}
+
+/** The texts of a version 3 record's frames. */
+const frameTexts = (frames: ReadonlyArray<unknown>): Array<string> => frames.map((frame) => JSON.stringify(frame))
 
 /**
  * A batch record checked by hand: a replay reads thousands of frames per record, and a
  * schema walk over each of them costs more than reading the file. What fails the check
  * goes through the schema, which says why.
  */
-const decodeBatch = (value: unknown): Effect.Effect<typeof BatchRecord.Type, Schema.SchemaError> => {
+const decodeBatch = (value: unknown): Effect.Effect<DecodedBatch, Schema.SchemaError> => {
   if (typeof value === "object" && value !== null) {
     const record = value as { readonly version?: unknown; readonly first?: unknown; readonly frames?: unknown; readonly prev?: unknown }
     const { first, frames, prev } = record
     if (
-      record.version === 2 && isInt(first) && Array.isArray(frames) && frames.every((frame) => typeof frame === "string") &&
+      isInt(first) && Array.isArray(frames) &&
       (prev === null || (Array.isArray(prev) && prev.length === 2 && isInt(prev[0]) && isInt(prev[1])))
     ) {
-      return Effect.succeed({ version: 2, first, frames, prev: prev as readonly [number, number] | null })
+      const before = prev as readonly [number, number] | null
+      if (record.version === 3) return Effect.succeed({ first, frames: frameTexts(frames), prev: before })
+      if (record.version === 2 && frames.every((frame) => typeof frame === "string")) {
+        return Effect.succeed({ first, frames, prev: before })
+      }
     }
   }
-  return decodeBatchSchema(value)
+  return Effect.map(decodeBatchSchema(value), (record) => ({
+    first: record.first,
+    frames: record.version === 3 ? frameTexts(record.frames) : record.frames,
+    prev: record.prev
+  }))
 }
 const decodeFrameRecord = Schema.decodeUnknownEffect(FrameRecord)
 
@@ -309,6 +349,8 @@ interface BatchRecordPlan {
   readonly frames: ReadonlyArray<string>
   readonly bytes: number
   readonly prev: readonly [number, number] | null
+  /** Every frame was offered as `json`. */
+  readonly json: boolean
 }
 
 /** The frames of one written batch, kept for live delivery. */
@@ -322,6 +364,8 @@ interface PendingBatch {
   readonly first: number
   readonly frames: Array<string>
   bytes: number
+  /** Every frame was offered as `json`. */
+  json: boolean
   readonly done: Deferred.Deferred<void, StorageError>
 }
 
@@ -493,15 +537,17 @@ export const makeWith = Effect.fnUntraced(function*(
     let count = 0
     let first = group[0]!.first
     let chars = 0
+    let json = true
     const cut = () => {
       const last = first + count - 1
       const frames = parts.length === 1 ? parts[0]! : parts.flat()
-      records.push({ first, last, key: `${batchPrefix}${pad(first)}-${pad(last)}`, frames, bytes: chars, prev })
+      records.push({ first, last, key: `${batchPrefix}${pad(first)}-${pad(last)}`, frames, bytes: chars, prev, json })
       prev = [first, last]
       first = last + 1
       parts = []
       count = 0
       chars = 0
+      json = true
     }
     for (const batch of group) {
       const frames = batch.frames
@@ -515,6 +561,7 @@ export const makeWith = Effect.fnUntraced(function*(
         }
         count++
         chars += size
+        json = json && batch.json
       }
       if (frames.length > start) parts.push(start === 0 ? frames : frames.slice(start))
     }
@@ -537,8 +584,19 @@ export const makeWith = Effect.fnUntraced(function*(
         high = written.high
       })
       : Effect.void
+    // Frames that are JSON go in as JSON values where the storage takes JSON text: no
+    // escaping each into a string, and a shorter record to checksum, write and sync.
     const writeRecord = (record: BatchRecordPlan) =>
-      storage.set(record.key, { version: 2, first: record.first, frames: record.frames, prev: record.prev })
+      storage.set(
+        record.key,
+        record.json && storage.takesJsonText === true
+          ? new JsonText(
+            `{"version":3,"first":${record.first},"frames":[${record.frames.join(",")}],"prev":${
+              record.prev === null ? "null" : `[${record.prev[0]},${record.prev[1]}]`
+            }}`
+          )
+          : { version: 2, first: record.first, frames: record.frames, prev: record.prev }
+      )
     // Every write is waited for, failed or not, so none lands after the clean-up below.
     const writeAll: Effect.Effect<void, StorageError> = records.length === 1
       ? writeRecord(records[0]!)
@@ -651,25 +709,26 @@ export const makeWith = Effect.fnUntraced(function*(
 
   /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
   /** Numbers one frame into the last pending batch (a new one when it is full); returns that batch. */
-  const place = (frame: string): PendingBatch => {
+  const place = (frame: string, json: boolean): PendingBatch => {
     let batch = pending[pending.length - 1]
     if (batch === undefined || batch.frames.length >= batchFrames) {
-      batch = { first: assigned + 1, frames: [], bytes: 0, done: Deferred.makeUnsafe<void, StorageError>() }
+      batch = { first: assigned + 1, frames: [], bytes: 0, json: true, done: Deferred.makeUnsafe<void, StorageError>() }
       pending.push(batch)
     }
     batch.frames.push(frame)
     batch.bytes += frame.length
+    batch.json = batch.json && json
     assigned++
     windowUsedFrames++
     windowUsedBytes += frame.length
     return batch
   }
 
-  const enqueue = (frames: ReadonlyArray<string>): { readonly offered: Offered; readonly startWriter: boolean } => {
+  const enqueue = (frames: ReadonlyArray<string>, json: boolean): { readonly offered: Offered; readonly startWriter: boolean } => {
     const seqs: Array<number> = []
     const touched: Array<PendingBatch> = []
     for (const frame of frames) {
-      const batch = place(frame)
+      const batch = place(frame, json)
       if (touched[touched.length - 1] !== batch) touched.push(batch)
       seqs.push(assigned)
     }
@@ -689,7 +748,7 @@ export const makeWith = Effect.fnUntraced(function*(
     }
   }
 
-  const offerAll = (frames: ReadonlyArray<string>): Effect.Effect<Offered> =>
+  const offerAll = (frames: ReadonlyArray<string>, offerOptions?: OfferOptions): Effect.Effect<Offered> =>
     // Uninterruptible from numbering to starting the writer: an interrupt in between
     // would leave numbered frames that no writer ever writes. Only the wait for room
     // can be interrupted.
@@ -698,18 +757,20 @@ export const makeWith = Effect.fnUntraced(function*(
         if (closed) return useAfterClose("append")
         if (frames.length === 0) return Effect.succeed({ seqs: [], durable: Effect.void })
         // An empty window takes any offer, so one offer larger than the window still goes.
-        if (!fits(frames.length, sizeOf(frames))) return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames))
-        const { offered, startWriter } = enqueue(frames)
+        if (!fits(frames.length, sizeOf(frames))) {
+          return Effect.andThen(restore(Deferred.await(roomSignal)), offerAll(frames, offerOptions))
+        }
+        const { offered, startWriter } = enqueue(frames, offerOptions?.json === true)
         // The writer outlives the offering fiber: it drains every pending batch.
         return startWriter ? Effect.as(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writer)), offered) : Effect.succeed(offered)
       })
     )
 
-  const offerUnsafe = (frame: string): number | undefined => {
+  const offerUnsafe = (frame: string, offerOptions?: OfferOptions): number | undefined => {
     // The writer is running, so it will take this frame: nothing to fork.
     if (closed || !writing || writeFailures.length > 0) return undefined
     if (windowUsedFrames + 1 > windowFrames || windowUsedBytes + frame.length > windowBytes) return undefined
-    place(frame)
+    place(frame, offerOptions?.json === true)
     return assigned
   }
 
@@ -723,8 +784,8 @@ export const makeWith = Effect.fnUntraced(function*(
   const fits = (frames: number, bytes: number) =>
     windowUsedFrames === 0 || (windowUsedFrames + frames <= windowFrames && windowUsedBytes + bytes <= windowBytes)
 
-  const appendAll = (frames: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    Effect.flatMap(offerAll(frames), (offered) => Effect.as(offered.durable, offered.seqs))
+  const appendAll = (frames: ReadonlyArray<string>, offerOptions?: OfferOptions): Effect.Effect<ReadonlyArray<number>, StorageError> =>
+    Effect.flatMap(offerAll(frames, offerOptions), (offered) => Effect.as(offered.durable, offered.seqs))
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 

@@ -49,6 +49,14 @@ export interface StoragePrimitives {
   readonly get: (key: string) => Effect.Effect<Option.Option<unknown>, StorageError>
   /** Stores a JSON value at `key`, replacing what was there. */
   readonly set: (key: string, value: unknown) => Effect.Effect<void, StorageError>
+  /**
+   * True when the backend stores a {@link JsonText} value (given to `set`, `setFenced`,
+   * `compareAndSet` or `writeAll`) as its text, unparsed: a writer that builds a large
+   * record from JSON texts it already holds (a queue's batch of encoded frames) then
+   * skips `JSON.stringify` escaping each of them into a string. A backend without it
+   * may store a `JsonText` as anything, so writers give it plain values instead.
+   */
+  readonly takesJsonText?: boolean | undefined
   /** Removes `key`; removing an absent key succeeds. */
   readonly delete: (key: string) => Effect.Effect<void, StorageError>
   /** Every key that starts with `prefix`, sorted by code unit. */
@@ -153,8 +161,21 @@ export const scan = (
 ): Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError> => storage.scan(prefix)
 
 /**
+ * A JSON value given as its JSON text, for a storage that `takesJsonText`. The writer
+ * guarantees the text is JSON; readers parse it like any stored value. `toJSON` gives
+ * the value, so `JSON.stringify` of one, or of a record holding one, writes that JSON.
+ */
+export class JsonText {
+  constructor(readonly text: string) {}
+  /** The value, for `JSON.stringify`. */
+  toJSON(): unknown {
+    return JSON.parse(this.text)
+  }
+}
+
+/**
  * Serialises a value for storage, failing with `Unserializable` for what JSON cannot
- * hold (a cycle, a bigint, `undefined` at the top level).
+ * hold (a cycle, a bigint, `undefined` at the top level). A {@link JsonText} is its text.
  */
 export const encodeJson = (
   operation: string,
@@ -168,6 +189,7 @@ export const encodeJson = (
 
 /** {@link encodeJson} in plain code: the JSON text, or the `Unserializable` failure. */
 export const jsonText = (operation: string, key: string, value: unknown): string | StorageError => {
+  if (value instanceof JsonText) return value.text
   let text: string | undefined
   try {
     text = JSON.stringify(value)
@@ -316,6 +338,7 @@ const memoryFenceError = (
 export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => {
   const entries = new Map<string, string>()
   return make({
+    takesJsonText: true,
     get: (key) =>
       Effect.suspend(() => {
         const refused = keyError("get", key)
