@@ -56,6 +56,7 @@ import {
 import {
   DurableOutboundQueue,
   type DurableOutboundQueueShape,
+  JSON_FRAMES,
   makeWith as makeQueue
 } from "../services/DurableOutboundQueue.ts"
 import { makeMemory } from "../services/StorageAdapter.ts"
@@ -150,8 +151,6 @@ export class IpcServer extends Context.Service<IpcServer, IpcServerShape>()("noe
 
 const DEFAULT_PAGE_FRAMES = 512
 
-/** The server's frames are `JSON.stringify`'s texts: batch records may hold them as JSON. */
-const JSON_FRAMES = { json: true } as const
 /**
  * A socket write is cut once its text reaches this many UTF-16 code units: V8 puts a
  * string over 128 KiB in its large-object space, one fresh mapping per string, and

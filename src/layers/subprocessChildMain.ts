@@ -33,7 +33,7 @@ import { readStat } from "../internal/procStat.ts"
 import { DURABLE_ENVELOPE_BYTES, encodeFrameText, MaxFrameBytes, toWireForm, type V1ServerFrame } from "../schema/IpcFrame.ts"
 import { queueSocketId, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
-import { keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
+import { JSON_FRAMES, keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
 import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../services/SubprocessRecords.ts"
@@ -185,7 +185,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
       maxFrameBytes - DURABLE_ENVELOPE_BYTES
     )
     // Numbered before any other frame, written without waiting.
-    if (typeof started === "string") yield* queue.offerAll([started], { json: true })
+    if (typeof started === "string") yield* queue.offerAll([started], JSON_FRAMES)
     return queue
   }))
   let server: IpcServerShape | undefined
@@ -226,7 +226,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         texts.push(text)
       }
       Deferred.doneUnsafe(begin, Exit.void)
-      return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts, { json: true }))
+      return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts, JSON_FRAMES))
     })
   const exit = yield* Effect.exit(runStep(
     manifest,

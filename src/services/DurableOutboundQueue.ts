@@ -87,12 +87,15 @@ export interface Offered {
 export interface OfferOptions {
   /**
    * The frames are JSON texts as `JSON.stringify` writes them (an IPC server's encoded
-   * frames): on a storage with `setText`, a record of such frames holds them as JSON
-   * values (version 3), not escaped into strings, and a replay reads back the same
+   * frames): on a storage that `takesJsonText`, a record of such frames holds them as
+   * JSON values (version 3), not escaped into strings, and a replay reads back the same
    * texts. Default false: any string.
    */
   readonly json?: boolean | undefined
 }
+
+/** The options of an offer of frames encoded by `JSON.stringify` (an IPC server's). */
+export const JSON_FRAMES: OfferOptions = { json: true }
 
 /** What a durable outbound queue offers. Seqs start at 1; 0 means "nothing". */
 export interface DurableOutboundQueueShape {
@@ -591,9 +594,7 @@ export const makeWith = Effect.fnUntraced(function*(
         record.key,
         record.json && storage.takesJsonText === true
           ? new JsonText(
-            `{"version":3,"first":${record.first},"frames":[${record.frames.join(",")}],"prev":${
-              record.prev === null ? "null" : `[${record.prev[0]},${record.prev[1]}]`
-            }}`
+            `{"version":3,"first":${record.first},"frames":[${record.frames.join(",")}],"prev":${JSON.stringify(record.prev)}}`
           )
           : { version: 2, first: record.first, frames: record.frames, prev: record.prev }
       )
@@ -931,11 +932,13 @@ export const makeWith = Effect.fnUntraced(function*(
           Effect.andThen(Effect.sync(() => {
             acked = target
             evictBelow(target + 1)
-            while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
             if (gone.length > 0) {
               // Deleted with the watermark: nothing of them is left to compact.
+              while (index.length > 0 && index[0]!.last <= target) index.shift()
               dropped = dropped.filter((entry) => entry.last > target)
               for (const key of gone) decodedRecords.delete(key)
+            } else {
+              while (index.length > 0 && index[0]!.last <= target) dropped.push(index.shift()!)
             }
             // The window: every numbered frame at or below the watermark leaves it.
             let frames = 0
