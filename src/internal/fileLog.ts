@@ -70,7 +70,8 @@ const LEASE = "lease"
 const LEASE_RETRY_MS = 2
 /**
  * A batch this long is fdatasynced in the thread pool; a shorter one on the event loop,
- * where a thread-pool round trip would cost about as much as its fdatasync.
+ * where a thread-pool round trip would cost about as much as its fdatasync (a batch of
+ * deletes only goes to the thread pool whatever its length).
  */
 const ASYNC_SYNC_BYTES = 64 * 1024
 /**
@@ -85,21 +86,46 @@ const LEASE_RETRY_MAX_MS = 50
 /** `PREALLOCATE_BYTES` of zeros, made once a writer first allocates. */
 let zeros: Buffer | undefined
 
+/**
+ * The most bytes the framed record of `key` and `text` can take: UTF-8 needs at most
+ * three bytes per UTF-16 code unit (a lone surrogate becomes U+FFFD, three bytes).
+ */
+const recordBound = (key: string, text: string | undefined): number =>
+  HEADER_BYTES + 3 * (key.length + (text === undefined ? 0 : text.length))
+
+/**
+ * Frames the record of `key` (its value's JSON text, or a tombstone when `text` is
+ * undefined) into `target` at `at`, which has `recordBound` bytes of room; returns the
+ * record's length.
+ */
+const encodeInto = (target: Buffer, at: number, key: string, text: string | undefined): number => {
+  const keyAt = at + HEADER_BYTES
+  const keyBytes = target.write(key, keyAt, "utf8")
+  const valueAt = keyAt + keyBytes
+  const valueBytes = text === undefined ? 0 : target.write(text, valueAt, "utf8")
+  target.writeUInt32BE(MAGIC, at)
+  target.writeUInt32BE(keyBytes, at + 4)
+  target.writeUInt32BE(valueBytes, at + 8)
+  target.writeUInt8(text === undefined ? KIND_DELETE : KIND_SET, at + 12)
+  target.writeUInt32BE(crc32(target.subarray(valueAt, valueAt + valueBytes)), at + 17)
+  target.writeUInt32BE(crc32(target.subarray(keyAt, valueAt), crc32(target.subarray(at, at + 13))), at + 13)
+  return HEADER_BYTES + keyBytes + valueBytes
+}
+
 /** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
 export const encodeRecord = (key: string, text: string | undefined): Buffer => {
-  const keyBytes = Buffer.byteLength(key, "utf8")
-  const valueBytes = text === undefined ? 0 : Buffer.byteLength(text, "utf8")
-  const record = Buffer.allocUnsafe(HEADER_BYTES + keyBytes + valueBytes)
-  record.writeUInt32BE(MAGIC, 0)
-  record.writeUInt32BE(keyBytes, 4)
-  record.writeUInt32BE(valueBytes, 8)
-  record.writeUInt8(text === undefined ? KIND_DELETE : KIND_SET, 12)
-  record.write(key, HEADER_BYTES, "utf8")
-  if (text !== undefined) record.write(text, HEADER_BYTES + keyBytes, "utf8")
-  record.writeUInt32BE(crc32(record.subarray(HEADER_BYTES + keyBytes)), 17)
-  record.writeUInt32BE(crc32(record.subarray(HEADER_BYTES, HEADER_BYTES + keyBytes), crc32(record.subarray(0, 13))), 13)
-  return record
+  const record = Buffer.allocUnsafe(recordBound(key, text))
+  return record.subarray(0, encodeInto(record, 0, key, text))
 }
+
+/**
+ * The buffer batches are framed into before their write, shared by every log of the
+ * process (a batch is framed and written in one synchronous step): no buffer per record
+ * and no copy into one per batch. It grows as batches need; a batch that needs more
+ * than `KEPT_FRAMING_BYTES` frames into a buffer of its own, let go after its write.
+ */
+let framing: Buffer | undefined
+const KEPT_FRAMING_BYTES = 4 * 1024 * 1024
 
 /** A record header read at some offset. */
 interface Header {
@@ -197,8 +223,8 @@ interface Entry {
 
 interface Append {
   readonly key: string
-  /** The framed record; undefined for a delete, framed once its key is known to be present. */
-  readonly record: Buffer | undefined
+  /** The value's JSON text; undefined for a delete (a tombstone, written only when the key is present). */
+  readonly text: string | undefined
   readonly done: (cause?: unknown) => void
   cancelled: boolean
 }
@@ -243,7 +269,7 @@ const readAt = (path: string, bytes: Buffer, position: number): number => {
  * One log directory, as this process sees it. Its I/O is synchronous, as `node:sqlite`'s
  * is for SQLite storage: a thread-pool round trip for the write and another for the
  * fdatasync cost more than a small write itself, and no other fiber ever sees the index
- * half updated. Only the fdatasync of a large batch runs in the thread pool.
+ * half updated. Only the fdatasync of a large batch, or of deletes, runs in the thread pool.
  */
 export class Log {
   private readonly segments: Array<Segment> = []
@@ -446,8 +472,8 @@ export class Log {
    * write and one fdatasync (group commit). Returns a canceller for an append whose
    * caller gave up before its batch ran.
    */
-  append(key: string, record: Buffer | undefined, done: (cause?: unknown) => void): () => void {
-    const append: Append = { key, record, done, cancelled: false }
+  append(key: string, text: string | undefined, done: (cause?: unknown) => void): () => void {
+    const append: Append = { key, text, done, cancelled: false }
     this.pending.push(append)
     this.schedule(0)
     return () => {
@@ -512,15 +538,38 @@ export class Log {
   ): void {
     // A delete writes a tombstone only for a key the log holds (or that this batch sets).
     const present = new Map<string, boolean>()
-    const records: Array<{ readonly key: string; readonly bytes: Buffer }> = []
+    const kept: Array<Append> = []
     for (const append of batch) {
       const held = present.get(append.key) ?? this.index.has(append.key)
-      if (append.record === undefined && !held) continue
-      present.set(append.key, append.record !== undefined)
-      records.push({ key: append.key, bytes: append.record ?? encodeRecord(append.key, undefined) })
+      if (append.text === undefined && !held) continue
+      present.set(append.key, append.text !== undefined)
+      kept.push(append)
     }
-    if (records.length === 0) return settle(undefined)
-    const bytes = records.length === 1 ? records[0]!.bytes : Buffer.concat(records.map((r) => r.bytes))
+    if (kept.length === 0) return settle(undefined)
+    let target = framing ??= Buffer.allocUnsafe(PREALLOCATE_BYTES)
+    const records: Array<Header> = []
+    let length = 0
+    for (const append of kept) {
+      const room = length + recordBound(append.key, append.text)
+      if (room > target.length) {
+        const grown = Buffer.allocUnsafe(Math.max(room, 2 * target.length))
+        target.copy(grown, 0, 0, length)
+        target = grown
+        if (grown.length <= KEPT_FRAMING_BYTES) framing = grown
+      }
+      const recordLength = encodeInto(target, length, append.key, append.text)
+      records.push({
+        key: append.key,
+        kind: append.text === undefined ? KIND_DELETE : KIND_SET,
+        keyBytes: target.readUInt32BE(length + 4),
+        length: recordLength
+      })
+      length += recordLength
+    }
+    const bytes = target.subarray(0, length)
+    // Deletes only: nobody waits on them to go on (a queue compacts behind its reader),
+    // so their fdatasync leaves the event loop to the frames.
+    const inThreadPool = bytes.length >= ASYNC_SYNC_BYTES || kept.every((append) => append.text === undefined)
     const abandon = () => {
       // What reached the segment is a torn tail now: the next write starts a new segment.
       this.writer = undefined
@@ -534,12 +583,12 @@ export class Log {
         writeFully(writer.fd, zeros, end)
         writer.allocated = end + PREALLOCATE_BYTES
       }
-      if (bytes.length < ASYNC_SYNC_BYTES) Fs.fdatasyncSync(writer.fd)
+      if (!inThreadPool) Fs.fdatasyncSync(writer.fd)
     } catch (cause) {
       abandon()
       throw cause
     }
-    if (bytes.length < ASYNC_SYNC_BYTES) {
+    if (!inThreadPool) {
       this.committed(writer, records)
       return settle(undefined)
     }
@@ -564,18 +613,12 @@ export class Log {
   }
 
   /** Records a durable batch in the index, then compacts. */
-  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<{ readonly key: string; readonly bytes: Buffer }>): void {
+  private committed(writer: NonNullable<Log["writer"]>, records: ReadonlyArray<Header>): void {
     let offset = writer.size
     for (const record of records) {
       // This process framed the record: its header needs no check.
-      const header: Header = {
-        key: record.key,
-        kind: record.bytes.readUInt8(12),
-        keyBytes: record.bytes.readUInt32BE(4),
-        length: record.bytes.length
-      }
-      this.apply(writer.segment, offset, header, false)
-      offset += record.bytes.length
+      this.apply(writer.segment, offset, record, false)
+      offset += record.length
     }
     writer.size = offset
     writer.segment.parsedTo = offset

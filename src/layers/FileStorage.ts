@@ -26,7 +26,7 @@ import * as Semaphore from "effect/Semaphore"
 import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import { fsPromises, sha256Hex, nodeFs as FsSync } from "../internal/builtins.ts"
 import { decodeKey, encodeKey, encodeKeyPrefix, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
-import { encodeRecord, type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
+import { type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
 import { errorCode, isProcessAlive } from "../internal/processes.ts"
 import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
 import {
@@ -196,16 +196,24 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     const name = logName(key)
     return name !== undefined && name.length > 0 && key.startsWith(name) ? name : undefined
   }
+  // Whether the root may hold a file at a log's key, left by an older version (this one
+  // writes those keys to their log only). A long name's key is inside its file: maybe.
+  const legacyFiles = names.some((name) => {
+    if (name.startsWith(".")) return false
+    if (isLongName(name)) return true
+    const key = decodeKey(name)
+    return key !== undefined && logNameOf(key) !== undefined
+  })
 
   /**
-   * Appends `record` (a tombstone when undefined) to the log of `key`; succeeds once it
-   * is durable. The log is looked up here, in the same synchronous step as the append:
+   * Appends the record of `key`, its value's JSON `text` (a tombstone when undefined),
+   * to the log `name`; succeeds once it is durable. The log is looked up here, in the same synchronous step as the append:
    * an empty log nobody writes is let go by its readers, and this process must never
    * hold two logs of one directory.
    */
-  const appendTo = (name: string, operation: string, key: string, record: Buffer | undefined) =>
+  const appendTo = (name: string, operation: string, key: string, text: string | undefined) =>
     Effect.callback<void, StorageError>((resume) => {
-      const cancel = logNamed(name).append(key, record, (cause) => {
+      const cancel = logNamed(name).append(key, text, (cause) => {
         resume(cause === undefined ? Effect.void : Effect.fail(ioError(operation, key, cause)))
       })
       return Effect.sync(cancel)
@@ -255,7 +263,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
       if (name === undefined) return setFile(key, value)
       // A log append is one step: a queue's writer awaits one per batch.
       const text = jsonText("set", key, value)
-      return typeof text === "string" ? appendTo(name, "set", key, encodeRecord(key, text)) : Effect.fail(text)
+      return typeof text === "string" ? appendTo(name, "set", key, text) : Effect.fail(text)
     })
 
   const setFile = (key: string, value: unknown) =>
@@ -289,6 +297,9 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     if (name !== undefined) {
       const holds = yield* Effect.try({ try: () => logNamed(name).holds(key), catch: (cause) => ioError("delete", key, cause) })
       if (holds) yield* appendTo(name, "delete", key, undefined)
+      // This version writes a log's keys to the log only: a file at one is an older
+      // version's, and a root that held none of those when opened has none.
+      if (!legacyFiles) return
     }
     const removed = yield* Effect.tryPromise({
       try: () => fsPromises().unlink(pathOf(encodeKey(key))).then(() => true, ifMissing(false)),
