@@ -69,9 +69,8 @@ const SEGMENT_NAME = /^(\d{16})\.seg$/
 const LEASE = "lease"
 const LEASE_RETRY_MS = 2
 /**
- * A batch this long is fdatasynced in the thread pool; a shorter one on the event loop,
- * where a thread-pool round trip would cost about as much as its fdatasync (a batch of
- * deletes only goes to the thread pool whatever its length).
+ * A batch this long is written and fdatasynced in the thread pool; a shorter one on the
+ * event loop, where a thread-pool round trip would cost about as much as its fdatasync.
  */
 const ASYNC_SYNC_BYTES = 64 * 1024
 /**
@@ -244,6 +243,35 @@ const writeFully = (fd: number, bytes: Buffer, position: number): void => {
   for (let done = 0; done < bytes.length;) done += Fs.writeSync(fd, bytes, done, bytes.length - done, position + done)
 }
 
+/** `writeFully` in the thread pool; `done` gets the first error. */
+const writeFullyAsync = (fd: number, bytes: Buffer, position: number, done: (error: unknown) => void): void => {
+  const from = (offset: number): void => {
+    if (offset >= bytes.length) return done(undefined)
+    Fs.write(fd, bytes, offset, bytes.length - offset, position + offset, (error, written) =>
+      error ? done(error) : from(offset + written))
+  }
+  from(0)
+}
+
+/** fsyncs the directory `path` in the thread pool. */
+const fsyncDirectory = (path: string, done: (error: unknown) => void): void =>
+  Fs.open(path, "r", (error, fd) => {
+    if (error) return done(error)
+    Fs.fsync(fd, (syncError) => Fs.close(fd, (closeError) => done(syncError ?? closeError ?? undefined)))
+  })
+
+/** Runs callback steps one after another; `done` gets the first error, or undefined. */
+const runSteps = (
+  steps: ReadonlyArray<(next: (error: unknown) => void) => void>,
+  done: (error: unknown) => void
+): void => {
+  const from = (index: number): void => {
+    if (index >= steps.length) return done(undefined)
+    steps[index]!((error) => (error ? done(error) : from(index + 1)))
+  }
+  from(0)
+}
+
 /** Whether a record's magic starts at `at` in the file. */
 const startsRecord = (path: string, at: number): boolean => {
   const bytes = Buffer.alloc(4)
@@ -269,7 +297,8 @@ const readAt = (path: string, bytes: Buffer, position: number): number => {
  * One log directory, as this process sees it. Its I/O is synchronous, as `node:sqlite`'s
  * is for SQLite storage: a thread-pool round trip for the write and another for the
  * fdatasync cost more than a small write itself, and no other fiber ever sees the index
- * half updated. Only the fdatasync of a large batch, or of deletes, runs in the thread pool.
+ * half updated. Only a large batch, a batch of deletes and the first batch of a segment
+ * are written and synced in the thread pool (see `writeBatch`).
  */
 export class Log {
   private readonly segments: Array<Segment> = []
@@ -280,8 +309,13 @@ export class Log {
   private lease: { readonly path: string; readonly token: string } | undefined
   private pending: Array<Append> = []
   private scheduled = false
-  /** Whether a batch's fdatasync runs in the thread pool now. */
+  /** Whether a batch is being written and synced in the thread pool now. */
   private syncing = false
+  /**
+   * Directories with an entry this writer made (the log's, a segment's) not yet fsynced:
+   * the next batch is durable only once they are.
+   */
+  private unsyncedDirectories: Array<string> = []
   private leaseWaitSince: number | undefined
 
   constructor(
@@ -567,38 +601,51 @@ export class Log {
       length += recordLength
     }
     const bytes = target.subarray(0, length)
-    // Deletes only: nobody waits on them to go on (a queue compacts behind its reader),
-    // so their fdatasync leaves the event loop to the frames.
-    const inThreadPool = bytes.length >= ASYNC_SYNC_BYTES || kept.every((append) => append.text === undefined)
     const abandon = () => {
       // What reached the segment is a torn tail now: the next write starts a new segment.
-      this.writer = undefined
+      if (this.writer === writer) this.writer = undefined
       Fs.close(writer.fd, () => undefined)
     }
-    try {
-      writeFully(writer.fd, bytes, writer.size)
-      const end = writer.size + bytes.length
-      if (end > writer.allocated) {
-        zeros ??= Buffer.alloc(PREALLOCATE_BYTES)
-        writeFully(writer.fd, zeros, end)
-        writer.allocated = end + PREALLOCATE_BYTES
-      }
-      if (!inThreadPool) Fs.fdatasyncSync(writer.fd)
-    } catch (cause) {
-      abandon()
-      throw cause
-    }
+    const end = writer.size + bytes.length
+    const allocate = end > writer.allocated
+    zeros ??= Buffer.alloc(PREALLOCATE_BYTES)
+    // A small batch is written and synced on the event loop. A large one, a batch of
+    // deletes only (nobody waits on those to go on: a queue compacts behind its reader)
+    // and the first batch of a new segment (whose directories need an fsync too) go to
+    // the thread pool: the event loop serves sockets meanwhile, and appends made
+    // meanwhile form the next batch.
+    const inThreadPool = this.unsyncedDirectories.length > 0 || bytes.length >= ASYNC_SYNC_BYTES ||
+      kept.every((append) => append.text === undefined)
     if (!inThreadPool) {
+      try {
+        writeFully(writer.fd, bytes, writer.size)
+        if (allocate) writeFully(writer.fd, zeros, end)
+        Fs.fdatasyncSync(writer.fd)
+      } catch (cause) {
+        abandon()
+        throw cause
+      }
+      if (allocate) writer.allocated = end + PREALLOCATE_BYTES
       this.committed(writer, records)
       return settle(undefined)
     }
-    // A large batch takes long to reach the disk: the event loop serves sockets meanwhile,
-    // and appends made meanwhile form the next batch.
     this.syncing = true
-    Fs.fdatasync(writer.fd, (error) => {
+    // The batch's bytes are this write's until it is done: another log frames elsewhere.
+    if (framing === target) framing = undefined
+    const directories = this.unsyncedDirectories.slice()
+    const steps: Array<(next: (error: unknown) => void) => void> = [
+      (next) => writeFullyAsync(writer.fd, bytes, writer.size, next),
+      (next) => (allocate ? writeFullyAsync(writer.fd, zeros!, end, next) : next(undefined)),
+      (next) => Fs.fdatasync(writer.fd, next),
+      ...directories.map((directory) => (next: (error: unknown) => void) => fsyncDirectory(directory, next))
+    ]
+    runSteps(steps, (error) => {
       this.syncing = false
+      if (target.length <= KEPT_FRAMING_BYTES && (framing === undefined || framing.length < target.length)) framing = target
       let failure: unknown = error ?? undefined
       if (failure === undefined) {
+        if (allocate) writer.allocated = end + PREALLOCATE_BYTES
+        this.unsyncedDirectories = this.unsyncedDirectories.filter((directory) => !directories.includes(directory))
         try {
           this.committed(writer, records)
         } catch (cause) {
@@ -639,7 +686,8 @@ export class Log {
           if (errorCode(cause) !== "EEXIST") throw cause
           created = false
         }
-        if (created) this.settings.syncDirectory(this.root)
+        // The log's directory entry is made durable with the first batch, off the event loop.
+        if (created && !this.unsyncedDirectories.includes(this.root)) this.unsyncedDirectories.push(this.root)
         try {
           lease = this.takeLease()
           break
@@ -663,7 +711,8 @@ export class Log {
     const path = NodePath.join(this.dir, segmentName(number))
     const fd = Fs.openSync(path, "wx", 0o600)
     try {
-      this.settings.syncDirectory(this.dir)
+      // The segment's directory entry is made durable with its first batch.
+      if (!this.unsyncedDirectories.includes(this.dir)) this.unsyncedDirectories.push(this.dir)
       const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, parsedSize: 0, sealed: false, live: 0 }
       this.segments.push(segment)
       this.writer = { fd, segment, size: 0, allocated: 0 }
