@@ -221,6 +221,20 @@ const BATCH_KEY = /^durableOutboundQueue:[^:]*:batch:\d{16}-\d{16}$/
 export const appendOnlyLog = (key: string): string | undefined =>
   BATCH_KEY.test(key) ? key.slice(0, key.indexOf(":batch:") + 1) : undefined
 
+/**
+ * The text of a version 3 record: `{"version":3,"first":..,"frames":[<frame JSON>,..],"prev":..}`,
+ * built by one `join`, so it is one flat string. Built as a template around the joined
+ * frames, it would be a string of pieces, and a storage writing it (UTF-8 into a file
+ * or a SQLite parameter) would first copy it whole into a flat one.
+ */
+const jsonRecordText = (record: Pick<BatchRecordPlan, "first" | "frames" | "prev">): string => {
+  const parts = record.frames.slice()
+  const last = parts.length - 1
+  parts[0] = `{"version":3,"first":${record.first},"frames":[${parts[0]}`
+  parts[last] = `${parts[last]}],"prev":${JSON.stringify(record.prev)}}`
+  return parts.join(",")
+}
+
 /** The key of a legacy one-frame record (the layout before batch records). */
 export const frameKey = (socketId: string, seq: number): string => `${keyPrefix(socketId)}frame:${pad(seq)}`
 
@@ -593,9 +607,7 @@ export const makeWith = Effect.fnUntraced(function*(
       storage.set(
         record.key,
         record.json && storage.takesJsonText === true
-          ? new JsonText(
-            `{"version":3,"first":${record.first},"frames":[${record.frames.join(",")}],"prev":${JSON.stringify(record.prev)}}`
-          )
+          ? new JsonText(jsonRecordText(record))
           : { version: 2, first: record.first, frames: record.frames, prev: record.prev }
       )
     // Every write is waited for, failed or not, so none lands after the clean-up below.
