@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Fiber, Option } from "effect"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -155,6 +155,38 @@ describe("FileStorage append-only log", () => {
       yield* runChild(root, "write", "3", "3")
       assert.deepStrictEqual(yield* storage.list(keyPrefix("q")), [1, 2, 3].map((seq) => batchKey("q", seq, seq)))
       assert.deepStrictEqual(yield* storage.get(batchKey("q", 3, 3)), Option.some(3))
+    }), { timeout: 60_000 })
+
+  it.live("logs of two queues writing large batches at once keep each other's records whole", () =>
+    Effect.gen(function*() {
+      // A batch this large is written from the thread pool. With every thread of the
+      // pool held (each opening a FIFO nobody writes yet), the first log's write waits
+      // in the pool while the second log frames its own batch: that must not go into
+      // the bytes the first is about to write.
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4)
+      const fifos = Array.from({ length: threads }, (_, i) => Path.join(root, `.fifo-${i}`))
+      yield* Effect.callback<void, Error>((resume) => {
+        execFile("mkfifo", fifos, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
+      })
+      const held = fifos.map((fifo) => new Promise<void>((resolve) => Fs.open(fifo, "r", (error, fd) => (error ? resolve() : Fs.close(fd, () => resolve())))))
+      const value = (socketId: string, seq: number) => `${socketId}:${seq}:` + `${socketId}${seq}`.repeat(40_000)
+      const writes = ["a", "b"].flatMap((socketId) => [1, 2, 3, 4, 5, 6].map((seq) => ({ key: batchKey(socketId, seq, seq), text: value(socketId, seq) })))
+      const written = yield* Effect.forkChild(
+        Effect.all(writes.map(({ key, text }) => storage.set(key, text)), { concurrency: "unbounded", discard: true })
+      )
+      // Both logs have framed and queued their writes by now; then the pool is let go.
+      yield* Effect.sleep(100)
+      // Opened for reading and writing, a FIFO never blocks, and lets the readers' opens
+      // (waiting, or not yet started) complete.
+      const released = fifos.map((fifo) => Fs.openSync(fifo, "r+"))
+      yield* Effect.promise(() => Promise.all(held))
+      for (const fd of released) Fs.closeSync(fd)
+      yield* Fiber.join(written)
+      for (const socketId of ["a", "b"]) assert.strictEqual(segments(root, socketId).length, 1)
+      // Read back from the segments on disk, each record checked against its checksum.
+      for (const { key, text } of writes) assert.deepStrictEqual(yield* storage.get(key), Option.some(text))
     }), { timeout: 60_000 })
 
   it.effect("a writer allocates its segment ahead in zeros; a reader sees the records written into them", () =>
