@@ -82,7 +82,7 @@ const ASYNC_SYNC_BYTES = 64 * 1024
 const PREALLOCATE_BYTES = 64 * 1024
 const LEASE_RETRY_MAX_MS = 50
 
-/** `PREALLOCATE_BYTES` of zeros, made once a writer first allocates. */
+/** `PREALLOCATE_BYTES` of zeros, made at the first batch written. */
 let zeros: Buffer | undefined
 
 /**
