@@ -31,6 +31,30 @@ const runChild = (root: string, ...args: ReadonlyArray<string>) =>
 
 const runChildScan = (root: string, socketId: string) => runChild(root, "scan", socketId)
 
+/**
+ * Holds every thread of libuv's pool (each opening a FIFO under `root` that nobody
+ * writes yet), so thread-pool work queued meanwhile waits; `release` lets it all go.
+ */
+const holdThreadPool = (root: string) =>
+  Effect.gen(function*() {
+    const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4)
+    const fifos = Array.from({ length: threads }, (_, i) => Path.join(root, `.fifo-${i}`))
+    yield* Effect.callback<void, Error>((resume) => {
+      execFile("mkfifo", fifos, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
+    })
+    const held = fifos.map((fifo) =>
+      new Promise<void>((resolve) => Fs.open(fifo, "r", (error, fd) => (error ? resolve() : Fs.close(fd, () => resolve()))))
+    )
+    // Opened for reading and writing, a FIFO never blocks, and lets the readers' opens
+    // (waiting, or not yet started) complete.
+    const release = Effect.gen(function*() {
+      const opened = fifos.map((fifo) => Fs.openSync(fifo, "r+"))
+      yield* Effect.promise(() => Promise.all(held))
+      for (const fd of opened) Fs.closeSync(fd)
+    })
+    return { release }
+  })
+
 /** A segment written by hand: the records of `entries` (a tombstone for an undefined value). */
 const writeSegment = (root: string, socketId: string, number: number, entries: ReadonlyArray<readonly [string, unknown]>) => {
   Fs.mkdirSync(logDir(root, socketId), { recursive: true, mode: 0o700 })
@@ -157,20 +181,29 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(yield* storage.get(batchKey("q", 3, 3)), Option.some(3))
     }), { timeout: 60_000 })
 
-  it.live("logs of two queues writing large batches at once keep each other's records whole", () =>
+  it.live("a log's write is made from the thread pool: while the pool is held, the event loop goes on and the append waits", () =>
     Effect.gen(function*() {
-      // A batch this large is written from the thread pool. With every thread of the
-      // pool held (each opening a FIFO nobody writes yet), the first log's write waits
-      // in the pool while the second log frames its own batch: that must not go into
-      // the bytes the first is about to write.
       const root = freshRoot()
       const storage = yield* FileStorage.make({ root })
-      const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4)
-      const fifos = Array.from({ length: threads }, (_, i) => Path.join(root, `.fifo-${i}`))
-      yield* Effect.callback<void, Error>((resume) => {
-        execFile("mkfifo", fifos, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
-      })
-      const held = fifos.map((fifo) => new Promise<void>((resolve) => Fs.open(fifo, "r", (error, fd) => (error ? resolve() : Fs.close(fd, () => resolve())))))
+      yield* storage.set(batchKey("s", 1, 1), "first")
+      const pool = yield* holdThreadPool(root)
+      const written = yield* Effect.forkChild(storage.set(batchKey("s", 2, 2), "second"))
+      // Timers fire meanwhile: nothing on the event loop waits for the disk.
+      yield* Effect.sleep(50)
+      assert.isUndefined(written.pollUnsafe())
+      yield* pool.release
+      yield* Fiber.join(written)
+      assert.deepStrictEqual(yield* storage.get(batchKey("s", 2, 2)), Option.some("second"))
+    }), { timeout: 60_000 })
+
+  it.live("logs of two queues writing large batches at once keep each other's records whole", () =>
+    Effect.gen(function*() {
+      // With the thread pool held, the first log's write waits in the pool while the
+      // second log frames its own batch: that must not go into the bytes the first is
+      // about to write.
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      const pool = yield* holdThreadPool(root)
       const value = (socketId: string, seq: number) => `${socketId}:${seq}:` + `${socketId}${seq}`.repeat(40_000)
       const writes = ["a", "b"].flatMap((socketId) => [1, 2, 3, 4, 5, 6].map((seq) => ({ key: batchKey(socketId, seq, seq), text: value(socketId, seq) })))
       const written = yield* Effect.forkChild(
@@ -178,11 +211,7 @@ describe("FileStorage append-only log", () => {
       )
       // Both logs have framed and queued their writes by now; then the pool is let go.
       yield* Effect.sleep(100)
-      // Opened for reading and writing, a FIFO never blocks, and lets the readers' opens
-      // (waiting, or not yet started) complete.
-      const released = fifos.map((fifo) => Fs.openSync(fifo, "r+"))
-      yield* Effect.promise(() => Promise.all(held))
-      for (const fd of released) Fs.closeSync(fd)
+      yield* pool.release
       yield* Fiber.join(written)
       for (const socketId of ["a", "b"]) assert.strictEqual(segments(root, socketId).length, 1)
       // Read back from the segments on disk, each record checked against its checksum.

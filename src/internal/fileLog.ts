@@ -14,9 +14,10 @@
  * followed by a record: damage with no intact record after it in its segment is a
  * write that never completed and is dropped; damage before an intact record is
  * `Corrupt`, naming the key when its header is intact and the log otherwise. Appends
- * made in one turn of the event loop share one write and one fdatasync (group
- * commit); a new segment costs one fsync of the directory. A writer fills its segment
- * with zeros ahead of its records, so most fdatasyncs have no new file size to commit;
+ * made in one turn of the event loop, or while the batch before them was written, share
+ * one durable write (group commit); a new segment costs one fsync of the directory. A
+ * writer fills its segment with zeros ahead of its records, so most writes have no new
+ * file size to commit;
  * zeros after the last record are an end nothing was written to yet, read like a torn
  * tail. Once every record of the oldest segments is deleted or replaced, they are
  * removed (oldest first, so no tombstone outlives the record it hides).
@@ -69,15 +70,16 @@ const SEGMENT_NAME = /^(\d{16})\.seg$/
 const LEASE = "lease"
 const LEASE_RETRY_MS = 2
 /**
- * A batch this long is written and fdatasynced in the thread pool; a shorter one on the
- * event loop, where a thread-pool round trip would cost about as much as its fdatasync.
+ * Segments are opened with `O_DSYNC` where the platform has it: a write returns once its
+ * data (and a size it changed) is on disk, so a batch is durable in one thread-pool
+ * call, a write, with no `fdatasync` after it. Elsewhere each write is followed by one.
  */
-const ASYNC_SYNC_BYTES = 64 * 1024
+const DSYNC: number = Fs.constants.O_DSYNC ?? 0
 /**
- * How far past its end a writer fills its segment with zeros. An fdatasync that finds
- * the file's size changed also commits that size (a journal commit on ext4), which
- * costs a small append about a third more than overwriting bytes already allocated;
- * so the size changes once per this many bytes, not on every append.
+ * How far past its end a writer fills its segment with zeros. A synced write that changes
+ * the file's size also commits that size (a journal commit on ext4), which costs a small
+ * append about a third more than overwriting bytes already allocated; so the size
+ * changes once per this many bytes, not on every append.
  */
 const PREALLOCATE_BYTES = 64 * 1024
 const LEASE_RETRY_MAX_MS = 50
@@ -239,18 +241,26 @@ const ifMissing = <A>(run: () => A, otherwise: A): A => {
   }
 }
 
-const writeFully = (fd: number, bytes: Buffer, position: number): void => {
-  for (let done = 0; done < bytes.length;) done += Fs.writeSync(fd, bytes, done, bytes.length - done, position + done)
-}
-
-/** `writeFully` in the thread pool; `done` gets the first error. */
-const writeFullyAsync = (fd: number, bytes: Buffer, position: number, done: (error: unknown) => void): void => {
-  const from = (offset: number): void => {
-    if (offset >= bytes.length) return done(undefined)
-    Fs.write(fd, bytes, offset, bytes.length - offset, position + offset, (error, written) =>
-      error ? done(error) : from(offset + written))
+/** Writes `buffers` one after another from `position`, in the thread pool; `done` gets the first error. */
+const writeFullyAsync = (fd: number, buffers: ReadonlyArray<Buffer>, position: number, done: (error: unknown) => void): void => {
+  const from = (rest: ReadonlyArray<Buffer>, at: number): void => {
+    if (rest.length === 0) return done(undefined)
+    Fs.writev(fd, rest, at, (error, written) => {
+      if (error) return done(error)
+      // A short write: go on from the first byte not written.
+      const left: Array<Buffer> = []
+      let skip = written
+      for (const buffer of rest) {
+        if (skip >= buffer.length) skip -= buffer.length
+        else {
+          left.push(skip > 0 ? buffer.subarray(skip) : buffer)
+          skip = 0
+        }
+      }
+      from(left, at + written)
+    })
   }
-  from(0)
+  from(buffers.filter((buffer) => buffer.length > 0), position)
 }
 
 /** fsyncs the directory `path` in the thread pool. */
@@ -294,11 +304,11 @@ const readAt = (path: string, bytes: Buffer, position: number): number => {
 }
 
 /**
- * One log directory, as this process sees it. Its I/O is synchronous, as `node:sqlite`'s
- * is for SQLite storage: a thread-pool round trip for the write and another for the
- * fdatasync cost more than a small write itself, and no other fiber ever sees the index
- * half updated. Only a large batch, a batch of deletes and the first batch of a segment
- * are written and synced in the thread pool (see `writeBatch`).
+ * One log directory, as this process sees it. A batch is written in the thread pool (one
+ * `write` to a segment opened `O_DSYNC`), so the event loop never waits for the disk;
+ * one batch is in flight at a time, and what is appended meanwhile forms the next. The
+ * rest of its I/O is synchronous and small (opening a segment, reading a record), so no
+ * other fiber ever sees the index half updated: it changes only once a batch is durable.
  */
 export class Log {
   private readonly segments: Array<Segment> = []
@@ -501,10 +511,11 @@ export class Log {
   }
 
   /**
-   * Appends a record (a tombstone when `record` is undefined) and calls `done` once it
-   * is durable or failed. Records appended in one turn of the event loop share one
-   * write and one fdatasync (group commit). Returns a canceller for an append whose
-   * caller gave up before its batch ran.
+   * Appends the record of `key`, its value's JSON `text` (a tombstone when undefined),
+   * and calls `done` once it is durable or failed. Records appended in one turn of the
+   * event loop, or while the batch before them is written, share one durable write
+   * (group commit). Returns a canceller for an append whose caller gave up before its
+   * batch ran.
    */
   append(key: string, text: string | undefined, done: (cause?: unknown) => void): () => void {
     const append: Append = { key, text, done, cancelled: false }
@@ -608,35 +619,17 @@ export class Log {
     }
     const end = writer.size + bytes.length
     const allocate = end > writer.allocated
-    zeros ??= Buffer.alloc(PREALLOCATE_BYTES)
-    // A small batch is written and synced on the event loop. A large one, a batch of
-    // deletes only (nobody waits on those to go on: a queue compacts behind its reader)
-    // and the first batch of a new segment (whose directories need an fsync too) go to
-    // the thread pool: the event loop serves sockets meanwhile, and appends made
-    // meanwhile form the next batch.
-    const inThreadPool = this.unsyncedDirectories.length > 0 || bytes.length >= ASYNC_SYNC_BYTES ||
-      kept.every((append) => append.text === undefined)
-    if (!inThreadPool) {
-      try {
-        writeFully(writer.fd, bytes, writer.size)
-        if (allocate) writeFully(writer.fd, zeros, end)
-        Fs.fdatasyncSync(writer.fd)
-      } catch (cause) {
-        abandon()
-        throw cause
-      }
-      if (allocate) writer.allocated = end + PREALLOCATE_BYTES
-      this.committed(writer, records)
-      return settle(undefined)
-    }
+    const padding = (zeros ??= Buffer.alloc(PREALLOCATE_BYTES))
+    // Written (and synced) in the thread pool: the event loop serves sockets meanwhile,
+    // and appends made meanwhile form the next batch. The first batch of a new segment
+    // is durable only once the directory entries the writer made are synced too.
     this.syncing = true
     // The batch's bytes are this write's until it is done: another log frames elsewhere.
     if (framing === target) framing = undefined
     const directories = this.unsyncedDirectories.slice()
     const steps: Array<(next: (error: unknown) => void) => void> = [
-      (next) => writeFullyAsync(writer.fd, bytes, writer.size, next),
-      (next) => (allocate ? writeFullyAsync(writer.fd, zeros!, end, next) : next(undefined)),
-      (next) => Fs.fdatasync(writer.fd, next),
+      (next) => writeFullyAsync(writer.fd, allocate ? [bytes, padding] : [bytes], writer.size, next),
+      ...(DSYNC === 0 ? [(next: (error: unknown) => void) => Fs.fdatasync(writer.fd, next)] : []),
       ...directories.map((directory) => (next: (error: unknown) => void) => fsyncDirectory(directory, next))
     ]
     runSteps(steps, (error) => {
@@ -709,7 +702,7 @@ export class Log {
     // A new segment: an earlier writer's last one may end in a torn tail.
     const number = (this.segments[this.segments.length - 1]?.number ?? 0) + 1
     const path = NodePath.join(this.dir, segmentName(number))
-    const fd = Fs.openSync(path, "wx", 0o600)
+    const fd = Fs.openSync(path, Fs.constants.O_WRONLY | Fs.constants.O_CREAT | Fs.constants.O_EXCL | DSYNC, 0o600)
     try {
       // The segment's directory entry is made durable with its first batch.
       if (!this.unsyncedDirectories.includes(this.dir)) this.unsyncedDirectories.push(this.dir)
