@@ -235,8 +235,7 @@ describe("FileStorage append-only log", () => {
         segmentBytes: 8 * 1024 * 1024,
         reclaimBytes: 1024 * 1024,
         leaseWaitMs: 0,
-        tempPath: () => Path.join(root, ".tmp-reader"),
-        syncDirectory: () => undefined
+        tempPath: () => Path.join(root, ".tmp-reader")
       })
       assert.deepStrictEqual(reader.keys(keyPrefix("s")), keys.slice(0, 2))
       // Written into the zeros: the file does not grow, and the reader still sees it.
@@ -259,8 +258,7 @@ describe("FileStorage append-only log", () => {
         segmentBytes: 2 * record(keys[0]!).length,
         reclaimBytes: 1024 * 1024,
         leaseWaitMs: 0,
-        tempPath: () => Path.join(root, `.tmp-${name}-${Math.random().toString(36).slice(2)}`),
-        syncDirectory: () => undefined
+        tempPath: () => Path.join(root, `.tmp-${name}-${Math.random().toString(36).slice(2)}`)
       })
       const writer = new Log(keyPrefix("s"), dir, root, settings("writer"))
       const reader = new Log(keyPrefix("s"), dir, root, settings("reader"))

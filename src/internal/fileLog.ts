@@ -54,8 +54,6 @@ export interface LogSettings {
   readonly leaseWaitMs: number
   /** Names a file in the root that no other writer uses (for the lease's link). */
   readonly tempPath: () => string
-  /** fsyncs a directory. */
-  readonly syncDirectory: (path: string) => void
 }
 
 /** CRC-32 of `bytes`, continuing from `value`. */
@@ -322,8 +320,8 @@ export class Log {
   /** Whether a batch is being written and synced in the thread pool now. */
   private syncing = false
   /**
-   * Directories with an entry this writer made (the log's, a segment's) not yet fsynced:
-   * the next batch is durable only once they are.
+   * Directories with an entry this writer made or removed (the log's, a segment's) not
+   * yet fsynced: the next batch is durable only once they are.
    */
   private unsyncedDirectories: Array<string> = []
   private leaseWaitSince: number | undefined
@@ -782,7 +780,9 @@ export class Log {
       removed = true
       this.segments.shift()
     }
-    if (removed) this.settings.syncDirectory(this.dir)
+    // The removals are made durable with the next batch, in the thread pool: no caller
+    // waits for a compaction, and the journal keeps them in order meanwhile.
+    if (removed && !this.unsyncedDirectories.includes(this.dir)) this.unsyncedDirectories.push(this.dir)
     if (this.writer !== undefined && this.writer.size >= this.settings.segmentBytes) {
       // Sealed: the next write starts a new segment.
       Fs.closeSync(this.writer.fd)
@@ -793,6 +793,7 @@ export class Log {
       this.lease = undefined
       try {
         Fs.rmdirSync(this.dir)
+        this.unsyncedDirectories = this.unsyncedDirectories.filter((directory) => directory !== this.dir)
       } catch {
         // Another process took the lease meanwhile, or the directory is gone.
       }

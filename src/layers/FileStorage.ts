@@ -24,7 +24,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { Conflict, Corrupt, Io, Permission, StorageError } from "../Errors.ts"
-import { fsPromises, sha256Hex, nodeFs as FsSync } from "../internal/builtins.ts"
+import { fsPromises, sha256Hex } from "../internal/builtins.ts"
 import { decodeKey, encodeKey, encodeKeyPrefix, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import { type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
 import { errorCode, isProcessAlive } from "../internal/processes.ts"
@@ -173,15 +173,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     segmentBytes: SEGMENT_BYTES,
     reclaimBytes: RECLAIM_BYTES,
     leaseWaitMs: LOCK_STALE_MS,
-    tempPath: () => pathOf(tempName()),
-    syncDirectory: (path: string) => {
-      const fd = FsSync.openSync(path, "r")
-      try {
-        FsSync.fsyncSync(fd)
-      } finally {
-        FsSync.closeSync(fd)
-      }
-    }
+    tempPath: () => pathOf(tempName())
   }
   // The directory of the log used last: a queue's writer appends to one log batch after batch.
   let lastLog = { name: "", path: "" }
