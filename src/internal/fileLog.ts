@@ -68,11 +68,12 @@ const SEGMENT_NAME = /^(\d{16})\.seg$/
 const LEASE = "lease"
 const LEASE_RETRY_MS = 2
 /**
- * Segments are opened with `O_DSYNC` where the platform has it: a write returns once its
- * data (and a size it changed) is on disk, so a batch is durable in one thread-pool
- * call, a write, with no `fdatasync` after it. Elsewhere each write is followed by one.
+ * On Linux, segments are opened with `O_DSYNC`: a write returns once its data (and a
+ * size it changed) is on disk, so a batch is durable in one thread-pool call, a write,
+ * with no `fdatasync` after it. Elsewhere each write is followed by an `fdatasync`,
+ * which libuv makes a full flush where the platform's `O_DSYNC` is weaker (macOS).
  */
-const DSYNC: number = Fs.constants.O_DSYNC ?? 0
+const DSYNC: number = process.platform === "linux" ? Fs.constants.O_DSYNC ?? 0 : 0
 /**
  * How far past its end a writer fills its segment with zeros. A synced write that changes
  * the file's size also commits that size (a journal commit on ext4), which costs a small
