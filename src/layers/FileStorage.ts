@@ -199,9 +199,9 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
 
   /**
    * Appends the record of `key`, its value's JSON `text` (a tombstone when undefined),
-   * to the log `name`; succeeds once it is durable. The log is looked up here, in the same synchronous step as the append:
-   * an empty log nobody writes is let go by its readers, and this process must never
-   * hold two logs of one directory.
+   * to the log `name`; succeeds once it is durable. The log is looked up here, in the
+   * same synchronous step as the append: an empty log nobody writes is let go by its
+   * readers, and this process must never hold two logs of one directory.
    */
   const appendTo = (name: string, operation: string, key: string, text: string | undefined) =>
     Effect.callback<void, StorageError>((resume) => {
