@@ -720,7 +720,6 @@ export const makeWith = Effect.fnUntraced(function*(
 
   const sizeOf = (frames: ReadonlyArray<string>) => frames.reduce((sum, frame) => sum + frame.length, 0)
 
-  /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
   /** Numbers one frame into the last pending batch (a new one when it is full); returns that batch. */
   const place = (frame: string, json: boolean): PendingBatch => {
     let batch = pending[pending.length - 1]
@@ -737,6 +736,7 @@ export const makeWith = Effect.fnUntraced(function*(
     return batch
   }
 
+  /** Numbers `frames` into pending batches now (no yield in between, so seqs are in call order). */
   const enqueue = (frames: ReadonlyArray<string>, json: boolean): { readonly offered: Offered; readonly startWriter: boolean } => {
     const seqs: Array<number> = []
     const touched: Array<PendingBatch> = []
