@@ -17,9 +17,8 @@
  * made in one turn of the event loop, or while the batch before them was written, share
  * one durable write (group commit); a new segment costs one fsync of the directory. A
  * writer fills its segment with zeros ahead of its records, so most writes have no new
- * file size to commit;
- * zeros after the last record are an end nothing was written to yet, read like a torn
- * tail. Once every record of the oldest segments is deleted or replaced, they are
+ * file size to commit; zeros after the last record are an end nothing was written to
+ * yet, read like a torn tail. Once every record of the oldest segments is deleted or replaced, they are
  * removed (oldest first, so no tombstone outlives the record it hides).
  *
  * Readers in other processes read the segments from disk: the index is checked against
@@ -120,9 +119,10 @@ export const encodeRecord = (key: string, text: string | undefined): Buffer => {
 
 /**
  * The buffer batches are framed into before their write, shared by every log of the
- * process (a batch is framed and written in one synchronous step): no buffer per record
- * and no copy into one per batch. It grows as batches need; a batch that needs more
- * than `KEPT_FRAMING_BYTES` frames into a buffer of its own, let go after its write.
+ * process: no buffer per record and no copy into one per batch. A batch is framed in
+ * one synchronous step and holds the buffer until its write is done (a log framing
+ * meanwhile takes a new one). It grows as batches need; a batch that needs more than
+ * `KEPT_FRAMING_BYTES` frames into a buffer of its own, let go after its write.
  */
 let framing: Buffer | undefined
 const KEPT_FRAMING_BYTES = 4 * 1024 * 1024
@@ -324,7 +324,7 @@ export class Log {
    * Directories with an entry this writer made or removed (the log's, a segment's) not
    * yet fsynced: the next batch is durable only once they are.
    */
-  private unsyncedDirectories: Array<string> = []
+  private readonly unsyncedDirectories = new Set<string>()
   private leaseWaitSince: number | undefined
 
   constructor(
@@ -625,7 +625,7 @@ export class Log {
     this.syncing = true
     // The batch's bytes are this write's until it is done: another log frames elsewhere.
     if (framing === target) framing = undefined
-    const directories = this.unsyncedDirectories.slice()
+    const directories = [...this.unsyncedDirectories]
     const steps: Array<(next: (error: unknown) => void) => void> = [
       (next) => writeFullyAsync(writer.fd, allocate ? [bytes, padding] : [bytes], writer.size, next),
       ...(DSYNC === 0 ? [(next: (error: unknown) => void) => Fs.fdatasync(writer.fd, next)] : []),
@@ -637,7 +637,7 @@ export class Log {
       let failure: unknown = error ?? undefined
       if (failure === undefined) {
         if (allocate) writer.allocated = end + PREALLOCATE_BYTES
-        this.unsyncedDirectories = this.unsyncedDirectories.filter((directory) => !directories.includes(directory))
+        for (const directory of directories) this.unsyncedDirectories.delete(directory)
         try {
           this.committed(writer, records)
         } catch (cause) {
@@ -679,7 +679,7 @@ export class Log {
           created = false
         }
         // The log's directory entry is made durable with the first batch, off the event loop.
-        if (created && !this.unsyncedDirectories.includes(this.root)) this.unsyncedDirectories.push(this.root)
+        if (created) this.unsyncedDirectories.add(this.root)
         try {
           lease = this.takeLease()
           break
@@ -704,7 +704,7 @@ export class Log {
     const fd = Fs.openSync(path, Fs.constants.O_WRONLY | Fs.constants.O_CREAT | Fs.constants.O_EXCL | DSYNC, 0o600)
     try {
       // The segment's directory entry is made durable with its first batch.
-      if (!this.unsyncedDirectories.includes(this.dir)) this.unsyncedDirectories.push(this.dir)
+      this.unsyncedDirectories.add(this.dir)
       const segment: Segment = { number, path, ino: Fs.fstatSync(fd).ino, parsedTo: 0, parsedSize: 0, sealed: false, live: 0 }
       this.segments.push(segment)
       this.writer = { fd, segment, size: 0, allocated: 0 }
@@ -783,7 +783,7 @@ export class Log {
     }
     // The removals are made durable with the next batch, in the thread pool: no caller
     // waits for a compaction, and the journal keeps them in order meanwhile.
-    if (removed && !this.unsyncedDirectories.includes(this.dir)) this.unsyncedDirectories.push(this.dir)
+    if (removed) this.unsyncedDirectories.add(this.dir)
     if (this.writer !== undefined && this.writer.size >= this.settings.segmentBytes) {
       // Sealed: the next write starts a new segment.
       Fs.closeSync(this.writer.fd)
@@ -794,7 +794,7 @@ export class Log {
       this.lease = undefined
       try {
         Fs.rmdirSync(this.dir)
-        this.unsyncedDirectories = this.unsyncedDirectories.filter((directory) => directory !== this.dir)
+        this.unsyncedDirectories.delete(this.dir)
       } catch {
         // Another process took the lease meanwhile, or the directory is gone.
       }
