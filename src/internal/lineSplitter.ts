@@ -50,6 +50,30 @@ export const makeLineSplitter = (maxLineBytes: number): LineSplitter => {
         runStart = -1
       }
       let start = 0
+      if (partBytes + bytes.length <= maxLineBytes) {
+        // The common case (chunks of a socket read, far under the limit): no line ending
+        // in this chunk, nor the rest it leaves, can pass the limit, so none is looked
+        // for alone. The line completing the kept parts is joined; the others are one run.
+        const last = bytes.lastIndexOf(NEWLINE)
+        if (last !== -1) {
+          if (parts.length > 0) {
+            const end = bytes.indexOf(NEWLINE)
+            const line = finish(bytes.subarray(0, end))
+            if (line.length > 0) lines.push(line)
+            start = end + 1
+          }
+          if (start < last) {
+            runStart = start
+            flushRun(last)
+          }
+          start = last + 1
+        }
+        if (start < bytes.length) {
+          parts.push(Buffer.from(bytes.subarray(start)))
+          partBytes += bytes.length - start
+        }
+        return { lines, tooLargeBytes: undefined }
+      }
       while (start <= bytes.length) {
         const end = bytes.indexOf(NEWLINE, start)
         if (end === -1) {

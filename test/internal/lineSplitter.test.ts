@@ -1,3 +1,4 @@
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { makeLineSplitter } from "../../src/internal/lineSplitter.ts"
 
@@ -40,5 +41,35 @@ describe("lineSplitter", () => {
     // "€" is 3 bytes: 6 of them are 18 bytes, over a limit of 16 though only 6 characters.
     expect(makeLineSplitter(16).push(bytes("ok\nfine\n€€€€€€\nafter\n"))).toEqual({ lines: ["ok", "fine"], tooLargeBytes: 18 })
     expect(makeLineSplitter(18).push(bytes("ok\n€€€€€€\r\nafter\n"))).toEqual({ lines: ["ok", "€€€€€€", "after"], tooLargeBytes: undefined })
+  })
+
+  it("yields every line within the limit, whatever the chunking, as one decode of the whole text would", () => {
+    const line = fc.array(fc.constantFrom("a", "\r", "é", "€", "x", "{}"), { maxLength: 12 }).map((cs) => cs.join(""))
+    fc.assert(
+      fc.property(
+        fc.array(line, { maxLength: 30 }),
+        fc.array(fc.integer({ min: 1, max: 80 }), { minLength: 1, maxLength: 10 }),
+        fc.integer({ min: 0, max: 40 }),
+        (lines, cuts, slack) => {
+          const all = bytes(lines.map((l) => l + "\n").join(""))
+          const expected = lines.map((l) => l.endsWith("\r") ? l.slice(0, -1) : l).filter((l) => l.length > 0)
+          // The limit is at least every line's size (CR included), so none is too large; chunks
+          // both under and over the limit are met.
+          const limit = Math.max(1, ...lines.map((l) => bytes(l).length)) + slack
+          const split = makeLineSplitter(limit)
+          const got: Array<string> = []
+          let at = 0
+          for (let i = 0; at < all.length; i++) {
+            const end = Math.min(all.length, at + cuts[i % cuts.length]!)
+            const result = split.push(all.subarray(at, end))
+            expect(result.tooLargeBytes).toBeUndefined()
+            got.push(...result.lines)
+            at = end
+          }
+          expect(got).toEqual(expected)
+        }
+      ),
+      { numRuns: 2000 }
+    )
   })
 })
