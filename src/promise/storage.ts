@@ -21,9 +21,9 @@ import { unwrapExit } from "./errors.ts"
 /** The documented storage adapter shape; `getMany` is optional. */
 export interface StorageAdapter {
   get<T = unknown>(key: string): Promise<T | null>
-  set(key: string, value: unknown): Promise<void>
+  set<T = unknown>(key: string, value: T): Promise<void>
   delete(key: string): Promise<void>
-  list(prefix: string): Promise<ReadonlyArray<string>>
+  list(prefix: string): Promise<Array<string>>
   getMany?<T = unknown>(keys: ReadonlyArray<string>): Promise<Map<string, T>>
 }
 
@@ -41,7 +41,7 @@ const fromEngine = (build: Effect.Effect<StorageAdapterShape, StorageError>): Cl
     get: <T>(key: string) => use((s) => Effect.map(s.get(key), (value) => Option.getOrNull(value) as T | null)),
     set: (key, value) => use((s) => s.set(key, value)),
     delete: (key) => use((s) => s.delete(key)),
-    list: (prefix) => use((s) => s.list(prefix)),
+    list: (prefix) => use((s) => Effect.map(s.list(prefix), (keys) => [...keys])),
     getMany: <T>(keys: ReadonlyArray<string>) =>
       use((s) => Effect.map(s.getMany(keys), (found) => new Map(found) as Map<string, T>)),
     // File and memory storages hold nothing between calls; Postgres and SQLite override both.

@@ -206,6 +206,27 @@ const layer: ContextLayer = {
 }
 
 const checkpointStorage = createInMemoryStorage()
+// noetic's StorageAdapter: `set<T>` takes a type argument, `list` resolves a mutable `string[]`;
+// a storage made here is one, and one written to that interface is accepted where storage goes.
+interface NoeticStorageAdapter {
+  get<T>(key: string): Promise<T | null>
+  set<T>(key: string, value: T): Promise<void>
+  delete(key: string): Promise<void>
+  list(prefix: string): Promise<string[]>
+  getMany?<T>(keys: string[]): Promise<Map<string, T>>
+}
+const asNoetic: NoeticStorageAdapter = checkpointStorage
+const typedSet: Promise<void> = checkpointStorage.set<{ n: number }>("k", { n: 1 })
+const listed = async (): Promise<string[]> => {
+  const keys: string[] = await checkpointStorage.list("")
+  return keys
+}
+const hostWritten: NoeticStorageAdapter = {
+  get: async () => null,
+  set: async () => {},
+  delete: async () => {},
+  list: async () => []
+}
 const hostStore: NoeticCheckpointStore = {
   save: async () => {},
   load: async () => null,
@@ -222,7 +243,7 @@ const harness = new AgentHarness({
   contextLayers: [layer],
   environment: {
     storage: {
-      adapter: createInMemoryStorage(),
+      adapter: hostWritten,
       checkpointStore: accepted,
       stepLedgerRetention: { maxEntryBytes: 128 * 1024, maxEntries: 1e3 }
     }
@@ -301,3 +322,4 @@ async function noeticUsage(): Promise<void> {
   void [parsed, version, frame, cwdSnapshot, pending]
 }
 void noeticUsage
+void [asNoetic, typedSet, listed]
