@@ -9,6 +9,7 @@ import {
   AgentIpcServer,
   createDurableOutboundQueue,
   createFileStorage,
+  createInMemoryStorage,
   createLocalFsAdapter,
   encodeFrame,
   NoeticError
@@ -110,6 +111,34 @@ describe("promise facade: the queue API noetic documents", () => {
             assert.strictEqual(error.code, "INVALID_QUEUE_INPUT")
           }
         )
+      }
+    }))
+})
+
+describe("promise facade: getHeadSeq after a crash", () => {
+  it.live("a queue reopened without close reports the last frame's seq, and numbers the next append above every seq reserved before", () =>
+    Effect.promise(async () => {
+      const storages = [
+        createInMemoryStorage(),
+        createFileStorage({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-facade-q-")) })
+      ]
+      for (const storage of storages) {
+        const socketPath = socketPathFor()
+        // Never closed: what a host that crashed leaves behind.
+        const before = await createDurableOutboundQueue({ storage, socketPath })
+        await before.append("a")
+        await before.append("b")
+        await using after = await createDurableOutboundQueue({ storage, socketPath })
+        assert.strictEqual(after.getHeadSeq(), 2)
+        assert.strictEqual(after.headSeq, 2)
+        assert.strictEqual(after.getLastAckedSeq(), 0)
+        assert.deepStrictEqual(await after.frameRange(1), [{ seq: 1, frame: "a" }, { seq: 2, frame: "b" }])
+        const next = await after.append("c")
+        assert.isAbove(next.seq, 2)
+        assert.strictEqual(after.getHeadSeq(), next.seq)
+        await after.ackUpTo(next.seq)
+        assert.strictEqual(after.getHeadSeq(), next.seq)
+        assert.strictEqual(await after.queueSize(), 0)
       }
     }))
 })

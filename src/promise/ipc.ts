@@ -48,7 +48,11 @@ export interface DurableOutboundQueue extends AsyncDisposable {
   clear(): Promise<void>
   /** How many frames are stored and not yet acknowledged. */
   queueSize(): Promise<number>
-  /** The seq of the last durable frame (0 when none). */
+  /**
+   * The seq of the last durable frame, or the acked watermark when that is higher (0
+   * when none). After a crash the next append may number above it: seqs reserved
+   * before the crash are never issued again.
+   */
   getHeadSeq(): number
   /** The acked watermark: every frame up to it is gone. */
   getLastAckedSeq(): number
@@ -89,10 +93,10 @@ export const createDurableOutboundQueue = async (
     ackUpTo: (seq) => runForFacade(Effect.asVoid(queue.ackUpTo(seq))),
     clear: () => runForFacade(queue.clear),
     queueSize: () => runForFacade(queue.size),
-    getHeadSeq: () => Effect.runSync(queue.headSeq),
+    getHeadSeq: () => Effect.runSync(queue.lastFrameSeq),
     getLastAckedSeq: () => Effect.runSync(queue.ackedSeq),
     get headSeq() {
-      return Effect.runSync(queue.headSeq)
+      return Effect.runSync(queue.lastFrameSeq)
     },
     get ackedSeq() {
       return Effect.runSync(queue.ackedSeq)

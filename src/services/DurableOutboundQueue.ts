@@ -154,6 +154,12 @@ export interface DurableOutboundQueueShape {
    * the ack of a seq you appended, not for the ack of `headSeq`.
    */
   readonly headSeq: Effect.Effect<number>
+  /**
+   * The highest seq a frame of this queue holds, or the watermark when that is higher
+   * (0 when none was ever appended): unlike `headSeq`, never a reserved seq no frame
+   * has. What noetic's `getHeadSeq()` reports.
+   */
+  readonly lastFrameSeq: Effect.Effect<number>
   /** The acked watermark: every frame up to it has been handled. */
   readonly ackedSeq: Effect.Effect<number>
   /** What the window holds now: frames (and their bytes) offered and not yet acknowledged. */
@@ -443,6 +449,9 @@ export const makeWith = Effect.fnUntraced(function*(
   const recordsHead = index.length === 0 ? 0 : index[index.length - 1]!.last
   // Numbering goes on above everything that may have been issued.
   let committed = Math.max(acked, high, recordsHead)
+  // The highest seq a written frame holds: after a crash the numbering goes on above the
+  // reserved mark, but no frame holds the seqs in between.
+  let lastFrame = Math.max(acked, recordsHead)
   let assigned = committed
   let closed = false
   // The last record written (or found), which the next batch names as its predecessor.
@@ -637,6 +646,7 @@ export const makeWith = Effect.fnUntraced(function*(
               index.push({ first: record.first, last: record.last, key: record.key, legacy: false, bytes: record.bytes })
             }
             previous = [records[records.length - 1]!.first, last]
+            lastFrame = last
             for (const batch of group) remember(batch.first, batch.frames)
           } else {
             // A burnt group leaves the window at once: nothing will ever ack it.
@@ -1036,6 +1046,7 @@ export const makeWith = Effect.fnUntraced(function*(
     clear,
     size,
     headSeq: Effect.sync(() => committed),
+    lastFrameSeq: Effect.sync(() => Math.max(lastFrame, acked)),
     ackedSeq: Effect.sync(() => acked),
     windowUsage: Effect.sync(() => ({ frames: windowUsedFrames, bytes: windowUsedBytes })),
     awaitHeadAbove,
