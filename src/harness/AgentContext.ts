@@ -46,11 +46,31 @@ export interface ContextLayer<S = unknown> {
   readonly appendEffect?: (params: AppendHookParams<S>) => Effect.Effect<{
     readonly items: ReadonlyArray<Item>
     readonly state?: S | undefined
+    /** The layer asks for its context to be rendered again (noetic's re-render request). */
+    readonly rerender?: RerenderAsk | undefined
   }>
   /** Orders the append hooks (lower first). */
   readonly slot?: number
   /** What the host gave (a noetic layer definition); `layerDefinitions` hands it back. */
   readonly definition?: unknown
+}
+
+/** When and how widely a layer's append hook asks for a re-render. */
+export interface RerenderAsk {
+  readonly timing: "immediate" | "batched"
+  readonly scope: "self" | "slot-after" | "all"
+}
+
+/** A re-render request of `appendPipeline`: the asking layer, its slot, when and how widely. */
+export interface RerenderRequest extends RerenderAsk {
+  readonly layerId: string
+  readonly slot: number
+}
+
+/** What `appendPipeline` hands back: the items to append, and the re-renders asked for. */
+export interface AppendPipelineResult {
+  readonly items: ReadonlyArray<Item>
+  readonly rerenderRequests: ReadonlyArray<RerenderRequest>
 }
 
 /** Free-form notes a step keeps for later steps. */
@@ -340,6 +360,47 @@ export class AgentContext {
       }
       yield* this.checkpoint()
       return added
+    })
+  }
+
+  /**
+   * noetic's append pipeline without the append: runs the append hooks of `layers` (in
+   * slot order, each on the previous one's items, with this context's state for each
+   * layer id) and hands back the items and re-render requests; the caller appends what
+   * it keeps. As in noetic, a layer whose `initEffect` left no state is skipped, the pipeline
+   * stops once no items are left, and a failing hook passes its items on unchanged (with
+   * a warning). The layer states it changed are checkpointed before it returns.
+   */
+  appendPipeline(layers: ReadonlyArray<ContextLayer<any>>, items: ReadonlyArray<Item>): Effect.Effect<AppendPipelineResult> {
+    return Effect.gen({ self: this }, function*() {
+      yield* this.ensureLayersInit()
+      let current = items
+      const rerenderRequests: Array<RerenderRequest> = []
+      const hooks = layers
+        .filter((layer) => layer.appendEffect !== undefined)
+        .sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
+      for (const layer of hooks) {
+        if (current.length === 0) break
+        const state = this.store.layerState.get(layer.id)
+        // An effectful init that left no state (a layer that runs disabled, or one this
+        // context never initialised) is skipped, as noetic skips a layer with an init but no state.
+        if (state === undefined && layer.initEffect !== undefined) continue
+        const exit = yield* Effect.exit(layer.appendEffect!({ items: current, state, ctx: this }))
+        if (exit._tag === "Failure") {
+          yield* Effect.logWarning(`context layer '${layer.id}': its append hook failed; its items pass on unchanged`, exit.cause)
+          continue
+        }
+        current = exit.value.items
+        if (exit.value.state !== undefined) {
+          this.store.layerState.set(layer.id, exit.value.state)
+          this.store.version++
+        }
+        if (exit.value.rerender !== undefined) {
+          rerenderRequests.push({ layerId: layer.id, slot: layer.slot ?? 0, ...exit.value.rerender })
+        }
+      }
+      yield* this.checkpoint()
+      return { items: current, rerenderRequests }
     })
   }
 

@@ -118,6 +118,20 @@ export interface OnItemAppendParams<TState> {
   state: TState
 }
 
+/** A re-render a layer's `onItemAppend` asked for, as `runAppendPipeline` reports it. */
+export interface RerenderRequest {
+  layerId: string
+  slot: number
+  timing: "immediate" | "batched"
+  scope: "self" | "slot-after" | "all"
+}
+
+/** What `runAppendPipeline` resolves with: the items to append, and the re-renders asked for. */
+export interface AppendPipelineResult {
+  items: Array<Item>
+  rerenderRequests: Array<RerenderRequest>
+}
+
 /** What `onItemAppend` returns: the items to append (filtered, changed or added to) and the new state. */
 export interface OnItemAppendResult<TState> {
   items: Array<Item>
@@ -160,6 +174,8 @@ export interface NoeticContextLayer<TState = unknown> {
   timeouts?: unknown
   provides?: unknown
   placement?: "anchor" | "live" | "auto"
+  /** When a re-render this layer asks for without a `timing` happens (default `'batched'`). */
+  rerenderTiming?: "immediate" | "batched"
 }
 
 /** A context layer: noetic's definition, or this library's `{ id, init, onAppend }` form. */
@@ -290,7 +306,13 @@ export const toEngineLayer = (layer: ContextLayer, storage: StorageAdapter): Eng
               state
             }),
           catch: (cause) => cause
-        })).pipe(Effect.map((result) => ({ items: result.items, state: result.state })))
+        })).pipe(Effect.map((result) => ({
+          items: result.items,
+          state: result.state,
+          rerender: result.rerender === true
+            ? { timing: result.timing ?? layer.rerenderTiming ?? "batched", scope: result.scope ?? "slot-after" }
+            : undefined
+        })))
     })
   }
 }
@@ -1540,6 +1562,28 @@ export class AgentHarness<I = any, O = any> {
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. A failing save is logged, never thrown. */
   checkpoint(ctx: AgentContext): Promise<void> {
     return this.#use((engine) => engine.checkpoint(Bridge.context.of(ctx)))
+  }
+
+  /**
+   * noetic's append pipeline: runs the `onItemAppend` hooks of `layers` over `items` in
+   * slot order, each layer with `ctx`'s state for its id, and resolves with the items to
+   * append and the re-render requests. It appends nothing: the caller appends what it
+   * keeps (`ctx.itemLog.append`). A layer whose `init` left no state is skipped, the
+   * pipeline stops once no items are left, and a hook that throws passes its items on
+   * unchanged (logged). `ctx` is checkpointed before the promise resolves.
+   */
+  runAppendPipeline(
+    layers: ReadonlyArray<ContextLayer>,
+    items: ReadonlyArray<Item>,
+    ctx: AgentContext
+  ): Promise<AppendPipelineResult> {
+    return Promise.resolve().then(() => {
+      const engineLayers = this.#toEngineLayers(layers) ?? []
+      return Effect.runPromise(Bridge.context.of(ctx).appendPipeline(engineLayers, items))
+    }).then((result) => ({
+      items: [...result.items],
+      rerenderRequests: result.rerenderRequests.map((request) => ({ ...request }))
+    }))
   }
 
   /**

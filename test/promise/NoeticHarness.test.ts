@@ -400,6 +400,73 @@ describe("context layers (noetic's definitions)", () => {
     expect(snapshot?.layers["counter"]).toEqual({ count: 2, seeded: "from storage" })
   })
 
+  it("runAppendPipeline runs the given layers' onItemAppend in slot order, appends nothing, reports re-renders, and checkpoints", async () => {
+    const hooksRun: Array<string> = []
+    const storage = createInMemoryStorage()
+    const tagger: NoeticContextLayer<{ seen: number }> = {
+      id: "tagger",
+      slot: 10,
+      scope: "thread",
+      hooks: {
+        async onItemAppend({ items, state }) {
+          hooksRun.push("tagger")
+          return {
+            items: items.map((item) => ({ ...item, tagged: true })),
+            state: { seen: (state?.seen ?? 0) + items.length },
+            rerender: true,
+            scope: "self"
+          }
+        }
+      },
+      rerenderTiming: "immediate"
+    }
+    const failing: NoeticContextLayer = {
+      id: "failing",
+      slot: 50,
+      scope: "thread",
+      hooks: {
+        async onItemAppend() {
+          hooksRun.push("failing")
+          throw new Error("layer bug")
+        }
+      }
+    }
+    const h = harness({
+      name: "pipeline",
+      params: {},
+      contextLayers: [counterLayer("counter", hooksRun)],
+      environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
+    })
+    const ctx = h.createContext()
+    // Slot order, not the order given: tagger (10), failing (50: its items pass on), counter (100).
+    const result = await h.runAppendPipeline(
+      [counterLayer("counter", hooksRun), failing, tagger],
+      [{ type: "message", id: "m1", content: "a" }, { type: "noise" }],
+      ctx
+    )
+    expect(hooksRun).toEqual(["counter:init:" + ctx.threadId, "tagger", "failing", "counter:append"])
+    expect(result.items).toEqual([{ type: "message", id: "m1", content: "a", tagged: true }])
+    expect(result.rerenderRequests).toEqual([{ layerId: "tagger", slot: 10, timing: "immediate", scope: "self" }])
+    // Nothing appended; the layer states changed, and a snapshot holds them.
+    expect(ctx.itemLog.items).toEqual([])
+    expect(ctx.layerState("counter")).toMatchObject({ count: 2 })
+    expect(ctx.layerState("tagger")).toEqual({ seen: 2 })
+    const snapshot = await createCheckpointStore({ storage }).load(ctx.id)
+    expect(snapshot?.layers["tagger"]).toEqual({ seen: 2 })
+    // A pipeline whose items are all filtered stops there; no layer with no hook is needed.
+    const dropAll: NoeticContextLayer = {
+      id: "drop",
+      slot: 1,
+      scope: "thread",
+      hooks: { onItemAppend: async ({ state }) => ({ items: [], state }) }
+    }
+    hooksRun.length = 0
+    const dropped = await h.runAppendPipeline([dropAll, tagger], [{ type: "message", id: "m2", content: "b" }], ctx)
+    expect(dropped).toEqual({ items: [], rerenderRequests: [] })
+    expect(hooksRun).toEqual([])
+    expect(await h.runAppendPipeline([], [{ type: "x" }], ctx)).toEqual({ items: [{ type: "x" }], rerenderRequests: [] })
+  })
+
   it("a restored context keeps its snapshot's layer state: init does not run again", async () => {
     const storage = createInMemoryStorage()
     const first: Array<string> = []
