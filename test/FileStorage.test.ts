@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Logger, Option } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -12,6 +12,38 @@ const freshRoot = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-file-stora
 suite("file", () => FileStorage.layer({ root: freshRoot() }))
 
 describe("FileStorage", () => {
+  it.effect("a root holding files in noetic's layout says so once at open, and still works as this storage", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      // What noetic's createFileStorage writes: encodeURIComponent(key) with % as __, then .json.
+      Fs.writeFileSync(Path.join(root, "execution__3Aabc__3Asnapshot.json"), JSON.stringify({ version: 2 }))
+      Fs.writeFileSync(Path.join(root, "execution__3Aabc__3Aledger__3A00000001.json"), "{}")
+      const warnings: Array<string> = []
+      const storage = yield* FileStorage.make({ root }).pipe(
+        Effect.provide(Logger.layer([
+          Logger.make((options) => {
+            if (options.logLevel === "Warn") warnings.push(String((options.message as ReadonlyArray<unknown>)[0]))
+          })
+        ]))
+      )
+      assert.strictEqual(warnings.length, 1)
+      assert.include(warnings[0], "2 file(s) in noetic's layout")
+      assert.include(warnings[0], "import-noetic")
+      assert.deepStrictEqual(yield* storage.list(""), [])
+      yield* storage.set("execution:abc:snapshot", { ours: true })
+      assert.deepStrictEqual(yield* storage.get("execution:abc:snapshot"), Option.some({ ours: true }))
+      // A root of this storage's own files only says nothing.
+      const quiet: Array<string> = []
+      yield* FileStorage.make({ root: freshRoot() }).pipe(
+        Effect.provide(Logger.layer([
+          Logger.make((options) => {
+            if (options.logLevel === "Warn") quiet.push(String(options.message))
+          })
+        ]))
+      )
+      assert.deepStrictEqual(quiet, [])
+    }))
+
   it.effect("a torn file is reported as corrupt, naming the key, and other keys are unaffected", () =>
     Effect.gen(function*() {
       const root = freshRoot()

@@ -68,6 +68,9 @@ const FileRecord = Schema.Struct({
   value: Schema.Unknown
 })
 
+/** A file noetic's file storage wrote: one of its record keys, `:` encoded as `__3A`, then `.json`. */
+const NOETIC_FILE = /^(?:execution|localSubprocess|inMemorySubprocess)__3A.*\.json$/
+
 const TEMP_PREFIX = ".tmp-"
 const DIR_MODE = 0o700
 const FILE_MODE = 0o600
@@ -120,6 +123,16 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     try: () => fsPromises().readdir(root),
     catch: (cause) => ioError("open", root, cause)
   })
+  // noetic's own file storage writes `<encodeURIComponent(key) with % as __>.json`: such
+  // files are not this storage's records and are not read. Say so, rather than let a
+  // restore come back empty without a word.
+  const noeticFiles = names.filter((name) => NOETIC_FILE.test(name)).length
+  if (noeticFiles > 0) {
+    yield* Effect.logWarning(
+      `FileStorage ${root}: ${noeticFiles} file(s) in noetic's layout (<encoded key>.json) are not read by this ` +
+        `storage; bring them over with \`noetic-effect import-noetic ${root}\` or importNoeticData`
+    )
+  }
   // Temp names carry the writer's pid: another live process sharing this root may be
   // mid-write, so only the leftovers of dead writers are removed. This process counts as
   // live too: another storage over the same root here may be mid-write.
