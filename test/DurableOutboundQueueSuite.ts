@@ -207,6 +207,28 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.isAbove(yield* reopened.append("next"), 6)
       }))
 
+    it.live("a group's records are written beside its reservation, not after it; a record that landed alone is numbered above after a crash", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        // The host dies while the reservation is still being written.
+        const metaHangs: StorageAdapterShape = {
+          ...storage,
+          set: (key, value) => key === metaKey("q") ? Effect.never : storage.set(key, value)
+        }
+        const queue = yield* makeWith(metaHangs, { socketId: "q" })
+        const append = yield* Effect.forkChild(queue.appendAll(frames(3)))
+        // The record lands while the mark is in flight; the append is not durable yet.
+        for (let i = 0; i < 200 && !(yield* storage.list(`${keyPrefix("q")}batch:`)).includes(batchKey("q", 1, 3)); i++) {
+          yield* Effect.sleep("5 millis")
+        }
+        assert.include(yield* storage.list(`${keyPrefix("q")}batch:`), batchKey("q", 1, 3))
+        assert.isUndefined(append.pollUnsafe())
+        yield* Fiber.interrupt(append)
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual((yield* reopened.frameRange(1)).map((e) => e.seq), [1, 2, 3])
+        assert.isAbove(yield* reopened.append("next"), 3)
+      }))
+
     it.effect("a lost last record is not numbered again: the high-water mark outlives it", () =>
       Effect.gen(function*() {
         const storage = yield* makeStorage

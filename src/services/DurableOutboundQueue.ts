@@ -596,10 +596,10 @@ export const makeWith = Effect.fnUntraced(function*(
   }
 
   /**
-   * Writes a group of consecutive batches: the high-water mark first when the group
-   * goes past it, then every record, together (one group commit where the storage has
-   * one). The group is durable when all its records are; when one fails, it fails
-   * whole and none of its records is left.
+   * Writes a group of consecutive batches: every record together (one group commit
+   * where the storage has one), beside a new high-water mark when the group goes past
+   * it. The group is durable when its records and that mark are; when one write fails,
+   * it fails whole and none of its records is left.
    */
   const writeGroup = (group: ReadonlyArray<PendingBatch>): Effect.Effect<void, StorageError> => {
     const lastBatch = group[group.length - 1]!
@@ -629,8 +629,18 @@ export const makeWith = Effect.fnUntraced(function*(
           return failed === undefined ? Effect.void : failed
         }
       )
-    return reserve.pipe(
-      Effect.andThen(writeAll),
+    // The reservation and the records are written at once: no seq of this group is
+    // issued (acknowledged to a producer or sent to a client) before both are durable,
+    // and a restart numbers above every record it finds, so a record that lands before
+    // its reservation is still covered.
+    // Both are waited for, failed or not, for the same reason as the records are.
+    const written: Effect.Effect<void, StorageError> = reserve === Effect.void
+      ? writeAll
+      : Effect.flatMap(
+        Effect.all([Effect.exit(reserve), Effect.exit(writeAll)], { concurrency: 2 }),
+        (exits) => exits.find(Exit.isFailure) ?? Effect.void
+      )
+    return written.pipe(
       Effect.tapError(() =>
         // These seqs are burnt (the high-water mark covers them); removing what may have
         // landed keeps a failed append from being delivered after a restart.
