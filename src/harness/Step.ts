@@ -857,11 +857,12 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     )
   }
   const maxIterations = opts.maxIterations ?? 1000
-  if (!(Number.isInteger(maxIterations) && maxIterations >= 1)) {
+  // As noetic: any finite number of at least 1 (a fractional cap allows its whole part).
+  if (!(typeof maxIterations === "number" && Number.isFinite(maxIterations) && maxIterations >= 1)) {
     invalidStep(
       "loop",
       "INVALID_MAX_ITERATIONS",
-      `maxIterations must be a whole number of at least 1, got ${String(maxIterations)}.`,
+      `maxIterations must be a finite number of at least 1, got ${String(maxIterations)}.`,
       "Omit it for the default of 1000."
     )
   }

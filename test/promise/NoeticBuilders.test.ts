@@ -261,6 +261,20 @@ describe("noetic builders: loop", () => {
     })
     const error = await rejection(runStep(bounded, 1))
     expect(error.code).toBe("LOOP_MAX_ITERATIONS")
+    // A fractional cap is accepted, as noetic accepts it: 2.5 allows two iterations.
+    let runs = 0
+    const fractional = loop({
+      id: "fractional",
+      steps: [runCode({ id: "count", execute: async (n: number) => (runs++, n) })],
+      until: () => ({ stop: false }),
+      maxIterations: 2.5
+    })
+    expect((await rejection(runStep(fractional, 1))).code).toBe("LOOP_MAX_ITERATIONS")
+    expect(runs).toBe(2)
+    for (const bad of [0, 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => loop({ id: "bad", steps: [runCode({ id: "id", execute: async (n: number) => n })], until: () => ({ stop: true }), maxIterations: bad }))
+        .toThrow(expect.objectContaining({ code: "INVALID_MAX_ITERATIONS" }))
+    }
   })
 
   it("prepareNext builds the next input from the output and verdict; onError retries or skips", async () => {
