@@ -605,11 +605,6 @@ export const makeWith = Effect.fnUntraced(function*(
     const lastBatch = group[group.length - 1]!
     const last = lastBatch.first + lastBatch.frames.length - 1
     const records = recordsOf(group)
-    const reserve = last > high
-      ? Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
-        high = written.high
-      })
-      : Effect.void
     // Frames that are JSON go in as JSON values where the storage takes JSON text: no
     // escaping each into a string, and a shorter record to checksum, write and sync.
     const writeRecord = (record: BatchRecordPlan) =>
@@ -619,25 +614,21 @@ export const makeWith = Effect.fnUntraced(function*(
           ? new JsonText(jsonRecordText(record))
           : { version: 2, first: record.first, frames: record.frames, prev: record.prev }
       )
+    // The records, and a new high-water mark when the group goes past the last, are
+    // written at once: no seq of this group is issued (acknowledged to a producer or sent
+    // to a client) before all are durable, and a restart numbers above every record it
+    // finds, so a record that lands before its reservation is still covered.
+    const writes: Array<Effect.Effect<void, StorageError>> = records.map(writeRecord)
+    if (last > high) {
+      writes.push(Effect.map(writeMeta(acked, last + Math.max(RESERVE_SEQS, batchFrames)), (written) => {
+        high = written.high
+      }))
+    }
     // Every write is waited for, failed or not, so none lands after the clean-up below.
-    const writeAll: Effect.Effect<void, StorageError> = records.length === 1
-      ? writeRecord(records[0]!)
+    const written: Effect.Effect<void, StorageError> = writes.length === 1
+      ? writes[0]!
       : Effect.flatMap(
-        Effect.forEach(records, (record) => Effect.exit(writeRecord(record)), { concurrency: "unbounded" }),
-        (exits) => {
-          const failed = exits.find(Exit.isFailure)
-          return failed === undefined ? Effect.void : failed
-        }
-      )
-    // The reservation and the records are written at once: no seq of this group is
-    // issued (acknowledged to a producer or sent to a client) before both are durable,
-    // and a restart numbers above every record it finds, so a record that lands before
-    // its reservation is still covered.
-    // Both are waited for, failed or not, for the same reason as the records are.
-    const written: Effect.Effect<void, StorageError> = reserve === Effect.void
-      ? writeAll
-      : Effect.flatMap(
-        Effect.all([Effect.exit(reserve), Effect.exit(writeAll)], { concurrency: 2 }),
+        Effect.forEach(writes, (write) => Effect.exit(write), { concurrency: "unbounded" }),
         (exits) => exits.find(Exit.isFailure) ?? Effect.void
       )
     return written.pipe(
