@@ -67,6 +67,10 @@ export interface RerenderRequest extends RerenderAsk {
   readonly slot: number
 }
 
+/** The layers of `layers` that have an append hook, in the order the hooks run (slot, lowest first). */
+const appendHooks = <L extends ContextLayer<any>>(layers: ReadonlyArray<L>): Array<L> =>
+  layers.filter((layer) => layer.appendEffect !== undefined).sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
+
 /** What `appendPipeline` hands back: the items to append, and the re-renders asked for. */
 export interface AppendPipelineResult {
   readonly items: ReadonlyArray<Item>
@@ -333,10 +337,7 @@ export class AgentContext {
     return Effect.gen({ self: this }, function*() {
       yield* this.ensureLayersInit()
       let incoming = items
-      const hooks = this.store.layers
-        .filter((layer) => layer.appendEffect !== undefined)
-        .sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
-      for (const layer of hooks) {
+      for (const layer of appendHooks(this.store.layers)) {
         const result = yield* layer.appendEffect!({ items: incoming, state: this.store.layerState.get(layer.id), ctx: this })
         incoming = result.items
         if (result.state !== undefined) {
@@ -376,10 +377,7 @@ export class AgentContext {
       yield* this.ensureLayersInit()
       let current = items
       const rerenderRequests: Array<RerenderRequest> = []
-      const hooks = layers
-        .filter((layer) => layer.appendEffect !== undefined)
-        .sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
-      for (const layer of hooks) {
+      for (const layer of appendHooks(layers)) {
         if (current.length === 0) break
         const state = this.store.layerState.get(layer.id)
         // An effectful init that left no state (a layer that runs disabled, or one this
