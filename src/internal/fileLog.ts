@@ -18,8 +18,8 @@
  * one durable write (group commit); a new segment costs one fsync of the directory. A
  * writer fills its segment with zeros ahead of its records, so most writes have no new
  * file size to commit; zeros after the last record are an end nothing was written to
- * yet, read like a torn tail. Once every record of the oldest segments is deleted or replaced, they are
- * removed (oldest first, so no tombstone outlives the record it hides).
+ * yet, read like a torn tail. Once every record of the oldest segments is deleted or
+ * replaced, they are removed (oldest first, so no tombstone outlives the record it hides).
  *
  * Readers in other processes read the segments from disk: the index is checked against
  * the directory and each segment's inode and size before every read, and only what
