@@ -349,6 +349,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     tools,
     onDivergence,
     live,
+    subprocess,
     checkpointIfChanged,
     restore,
     newContext

@@ -72,6 +72,11 @@ export interface InterpreterDeps {
   readonly onDivergence: DivergencePolicy
   /** The contexts the harness runs, by execution id (a spawn step's child agent joins while it runs). */
   readonly live: Map<string, AgentContext>
+  /**
+   * The harness default adapter: a `runCode` or `spawn` step without an adapter of its
+   * own dispatches through it, unless it runs nested steps in place (`nestedInProcess`).
+   */
+  readonly subprocess: SubprocessAdapterShape
   /** Saves `ctx` unless the last snapshot that landed is current (before a record that makes a step replay). */
   readonly checkpointIfChanged: (ctx: AgentContext) => Effect.Effect<void>
   /** The recorded context of an execution id, if any. */
@@ -440,16 +445,28 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         // A cancelled context is not a failure to retry: it would redo work after the abort.
         while: (error) => !isCancelled(error)
       })
-    // A runCode given its own adapter runs through it, except as the root of an
-    // execution: that is how an adapter runs it (in a child process or in-process).
-    return step.subprocess === undefined || frame.path.lastIndexOf("/") === 0
+    // A runCode dispatches through its adapter, except as the root of an execution:
+    // that is how an adapter runs it (in a child process or in-process).
+    const adapter = adapterOf(step)
+    return adapter === undefined || frame.path.lastIndexOf("/") === 0
       ? retried
-      : throughAdapter(step.subprocess, step, input, {
+      : throughAdapter(adapter, step, input, {
         id: `${frame.ctx.id}${frame.path}`,
         threadId: frame.ctx.threadId,
         resourceId: frame.ctx.resourceId
       }, frame.ctx, retried)
   }
+
+  /**
+   * The adapter a `runCode` or `spawn` step dispatches through (DESIGN 13): its own,
+   * else the harness default; none when that default runs nested steps in place.
+   */
+  const adapterOf = (step: RunCode<any, any, any, any> | Spawn<any, any, any, any>): SubprocessAdapterShape | undefined =>
+    step.subprocess !== undefined
+      ? step.subprocess
+      : deps.subprocess.nestedInProcess === true
+      ? undefined
+      : deps.subprocess
 
   /** Runs `run` (the in-process dispatch of `step`) as a child of `adapter`, and waits for its output. */
   const throughAdapter = (
@@ -649,10 +666,11 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         // Live while it runs, so the host can answer its ask-user prompts by its id.
         deps.live.set(child.id, child)
         const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
-        // A spawn step given an adapter dispatches its child through it (noetic's `subprocess`).
-        const dispatched = step.subprocess === undefined
+        // A spawn step dispatches its child through its adapter (noetic's `subprocess`).
+        const adapter = adapterOf(step)
+        const dispatched = adapter === undefined
           ? run
-          : throughAdapter(step.subprocess, step.child, input, child, frame.ctx, run)
+          : throughAdapter(adapter, step.child, input, child, frame.ctx, run)
         const timed = step.timeout === undefined ? dispatched : Effect.timeoutOrElse(dispatched, {
           duration: Duration.millis(step.timeout),
           orElse: () => Effect.fail(new SpawnTimeout({ stepId: step.id, timeoutMs: step.timeout! }))

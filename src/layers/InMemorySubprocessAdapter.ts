@@ -171,7 +171,8 @@ export const make = Effect.fnUntraced(function*(
         Effect.ignore(clearChild(storage, handleId))
       ),
     listLive,
-    reattach
+    reattach,
+    nestedInProcess: true
   })
 })
 

@@ -689,7 +689,10 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     stop,
     listLive,
     reattach,
-    answerAskUser
+    answerAskUser,
+    // As the harness default it leaves nested steps in the host's process: only a
+    // detached spawn, or a step given this adapter as its own, starts a child.
+    nestedInProcess: true
   } satisfies LocalSubprocessAdapterShape
 })
 

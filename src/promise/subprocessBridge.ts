@@ -234,7 +234,9 @@ const fromEngineBacked = (engine: Effect.Effect<SubprocessAdapterShape>): Subpro
   get: (handleId) => Effect.flatMap(engine, (a) => a.get(handleId)),
   stop: (handleId) => Effect.flatMap(engine, (a) => a.stop(handleId)),
   listLive: Effect.flatMap(engine, (a) => a.listLive),
-  reattach: (handleId) => Effect.flatMap(engine, (a) => a.reattach(handleId))
+  reattach: (handleId) => Effect.flatMap(engine, (a) => a.reattach(handleId)),
+  // Only this library's adapters are engine-backed, and each runs nested steps in place.
+  nestedInProcess: true
 })
 
 const shapes = new WeakMap<SubprocessAdapter, SubprocessAdapterShape>()

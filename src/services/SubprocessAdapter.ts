@@ -174,6 +174,16 @@ export interface SubprocessAdapterShape {
   readonly listLive: Effect.Effect<ReadonlyArray<SubprocessHandle>, StorageError | SubprocessError>
   /** Rebinds a recorded child after a restart; none without storage or when it is gone. */
   readonly reattach: (handleId: string) => Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError>
+  /**
+   * As the harness default, whether this adapter runs a nested dispatch in the caller's
+   * fiber: a `runCode` or `spawn` step without an adapter of its own, inside a running
+   * execution. When true the interpreter runs such a step in place, as if no adapter
+   * were configured (this library's adapters: the step is covered by its execution's
+   * ledger and checkpoints, its failures stay its own). Otherwise every such dispatch
+   * goes to `spawn` (DESIGN 13: a step's own adapter, else the harness default), which
+   * is how a host-written adapter sees the steps it is the default for.
+   */
+  readonly nestedInProcess?: boolean | undefined
 }
 
 /** Runs detached child steps. */
@@ -300,7 +310,8 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
       )
     ),
     // noetic's in-memory adapter without storage: handles are ephemeral, nothing to rebind.
-    reattach: () => Effect.succeedNone
+    reattach: () => Effect.succeedNone,
+    nestedInProcess: true
   })
 })
 

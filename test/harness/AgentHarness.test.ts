@@ -11,6 +11,7 @@ import * as ScriptedModel from "../../src/layers/ScriptedModel.ts"
 import { snapshotKey } from "../../src/schema/CheckpointSnapshot.ts"
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
 import { makeMemory, type StorageAdapterShape } from "../../src/services/StorageAdapter.ts"
+import { makeMemory as makeMemorySubprocessAdapter, type SubprocessAdapterShape } from "../../src/services/SubprocessAdapter.ts"
 
 /** Storage that counts writes, around a real backend. */
 const counting = (storage: StorageAdapterShape) => {
@@ -724,6 +725,35 @@ describe("AgentHarness", () => {
         // The note step replayed rather than ran; what it appended is still in the child's log.
         assert.strictEqual(notes, 1)
         assert.deepStrictEqual(resumed.output, ["seen"])
+      }))
+
+    it.effect("the harness default adapter gets nested runCode and spawn dispatches unless it runs them in place", () =>
+      Effect.gen(function*() {
+        const seen: Array<string> = []
+        const inPlace = yield* makeMemorySubprocessAdapter
+        // An adapter of the host's own: it records each request and runs it in-process.
+        const recording: SubprocessAdapterShape = {
+          ...inPlace,
+          nestedInProcess: undefined,
+          spawn: (request) => Effect.andThen(Effect.sync(() => seen.push(request.stepId)), inPlace.spawn(request))
+        }
+        const graph = runCode("root", (n: number, ctx) =>
+          Effect.flatMap(
+            ctx.run(runCode("inc", (x: number) => Effect.succeed(x + 1)), n),
+            (x) => ctx.run(spawn("sub", runCode("twice", (y: number) => Effect.succeed(y * 2))), x)
+          ))
+        const routed = yield* AgentHarness.make({ name: "routed", agentGraph: graph, subprocess: recording })
+        assert.strictEqual((yield* routed.execute(1)).output, 4)
+        // The root runs as itself; the spawn's child is a dispatch inside it, routed as well.
+        assert.deepStrictEqual(seen, ["inc", "twice", "twice"])
+        seen.length = 0
+        const inPlaceHarness = yield* AgentHarness.make({
+          name: "in-place",
+          agentGraph: graph,
+          subprocess: { ...recording, nestedInProcess: true }
+        })
+        assert.strictEqual((yield* inPlaceHarness.execute(1)).output, 4)
+        assert.deepStrictEqual(seen, [])
       }))
   })
 

@@ -191,6 +191,63 @@ describe("a host-written SubprocessAdapter", () => {
     expect(requests).toHaveLength(2)
   })
 
+  it("as the harness default it receives every nested runCode and spawn dispatch of a step without its own adapter", async () => {
+    const { adapter, requests } = recordingAdapter()
+    const plusOne = runCode("plusOne", async (n: number) => n + 1)
+    const graph = runCode("root", async (n: number, ctx) => {
+      const a = await ctx.run(plusOne, n)
+      return ctx.run(spawn("delegate", double), a)
+    })
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    expect((await harness.execute(4)).output).toBe(10)
+    // The root is not routed (an adapter runs a step as the root of its execution); the
+    // spawn's child is a runCode dispatched inside it, so it goes through the default too.
+    expect(requests.map((request) => request.kind === "step" ? request.stepId : request.command)).toEqual([
+      "plusOne",
+      "double",
+      "double"
+    ])
+    expect(requests[0]).toMatchObject({ kind: "step", serializedInput: 4 })
+    // A step's own adapter comes before the default.
+    const own = recordingAdapter()
+    const mine = runCode("mine", async (n: number) => -n, { subprocess: own.adapter })
+    const viaOwn = new AgentHarness({
+      name: "own-first",
+      params: {},
+      agentGraph: runCode("root2", async (n: number, ctx) => ctx.run(mine, n)),
+      environment: { subprocess: adapter }
+    })
+    cleanups.push(() => viaOwn.close())
+    expect((await viaOwn.execute(3)).output).toBe(-3)
+    expect(own.requests).toHaveLength(1)
+    expect(requests).toHaveLength(3)
+  })
+
+  it("a failure of a nested step run by the default adapter rejects the run with its message", async () => {
+    const { adapter } = recordingAdapter()
+    const graph = runCode("root", async (n: number, ctx) => ctx.run(boom, n))
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    await expect(harness.execute(1)).rejects.toThrow("the child broke")
+  })
+
+  it("this library's adapters as the default leave nested steps in place (no child process, no manifest)", async () => {
+    const storage = createInMemoryStorage()
+    const adapter = createLocalSubprocessAdapter({ storage, root: tempDir("nested-local-") })
+    let pid = 0
+    const inner = runCode("inner", async (n: number) => {
+      pid = process.pid
+      return n * 3
+    })
+    const graph = runCode("root", async (n: number, ctx) => ctx.run(spawn("sub", inner), n))
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
+    cleanups.push(() => harness.close())
+    expect((await harness.execute(5)).output).toBe(15)
+    expect(pid).toBe(process.pid)
+    expect(await storage.list("")).toEqual([])
+  })
+
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
     const harness = new AgentHarness({ name: "host", params: {} })
