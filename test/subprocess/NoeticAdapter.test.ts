@@ -195,7 +195,7 @@ describe("a host-written SubprocessAdapter", () => {
     const { adapter, requests } = recordingAdapter()
     const plusOne = runCode("plusOne", async (n: number) => n + 1)
     const graph = runCode("root", async (n: number, ctx) => {
-      const a = await ctx.run(plusOne, n)
+      const a = await ctx.harness.run(plusOne, n, ctx)
       return ctx.run(spawn("delegate", double), a)
     })
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
