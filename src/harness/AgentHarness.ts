@@ -109,6 +109,13 @@ export interface ExecuteOptions {
    * socket from then on).
    */
   readonly onRootDispatch?: () => void
+  /**
+   * Set by a subprocess adapter that runs this execution's root step (in a child
+   * process, or re-run after a restart): that root is not dispatched through its own
+   * adapter, or the harness default, again. Every other root (`execute`, `resume`,
+   * `run`) is, like any `runCode` or `spawn` dispatch (DESIGN 13).
+   */
+  readonly runByAdapter?: boolean
 }
 
 /** What `execute` and `resume` return. */
@@ -360,10 +367,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // ---------------------------------------------------------------------------
 
   /** Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final checkpoint. */
-  const runRoot = (root: AnyStep, ctx: AgentContext, input: unknown, onRootDispatch?: () => void) =>
+  const runRoot = (
+    root: AnyStep,
+    ctx: AgentContext,
+    input: unknown,
+    onRootDispatch?: () => void,
+    runByAdapter = false
+  ) =>
     Effect.gen(function*() {
       const ledger = yield* openLedger(ctx.id)
-      const frame = Interpreter.rootFrame(ctx, ledger, new Map(), onRootDispatch)
+      const frame = Interpreter.rootFrame(ctx, ledger, new Map(), onRootDispatch, runByAdapter)
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
@@ -418,7 +431,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ...(executeOptions.context === undefined ? {} : { context: executeOptions.context }),
             state: executeOptions.state
           })
-          return yield* runRoot(root, ctx, input, executeOptions.onRootDispatch)
+          return yield* runRoot(root, ctx, input, executeOptions.onRootDispatch, executeOptions.runByAdapter === true)
         }),
         "exclusive"
       ).pipe(Effect.withSpan("AgentHarness.execute", { attributes: { executionId, harness: options.name } }))
@@ -526,7 +539,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         metadata: spawnOptions.metadata,
         // The child runs with the services of the caller of detachedSpawn.
         runInProcess: Effect.provideContext(
-          Effect.map(runRoot(step, child, input), (result) => result.output),
+          Effect.map(runRoot(step, child, input, undefined, true), (result) => result.output),
           services
         ) as Effect.Effect<unknown, unknown>
       })

@@ -80,6 +80,22 @@ export class LoopMaxIterations extends Schema.TaggedError<LoopMaxIterations>("no
   }
 }
 
+/**
+ * An `inParallel` that failed as a whole (noetic's `fork_partial`): in `all` mode a path
+ * failed (the paths still running were interrupted, and are listed as cancelled), in
+ * `race` mode every path failed. `succeeded` holds the outputs of the paths that
+ * finished, `failed` each other path with what it failed with.
+ */
+export class ForkPartial extends Schema.TaggedError<ForkPartial>("noetic-effect/ForkPartial")("ForkPartial", {
+  stepId: Schema.String,
+  succeeded: Schema.Array(Schema.Struct({ stepId: Schema.String, value: Schema.Unknown })),
+  failed: Schema.Array(Schema.Struct({ stepId: Schema.String, error: Schema.Unknown }))
+}) {
+  override get message(): string {
+    return `Fork '${this.stepId}' partial failure: ${this.succeeded.length} succeeded, ${this.failed.length} failed`
+  }
+}
+
 /** The context was aborted (`ctx.abort(reason)`): the next step boundary fails with this. */
 export class StepCancelled extends Schema.TaggedError<StepCancelled>("noetic-effect/StepCancelled")("StepCancelled", {
   executionId: Schema.String,

@@ -9,6 +9,7 @@
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
@@ -21,6 +22,7 @@ import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
+  ForkPartial,
   LoopMaxIterations,
   ModelOutputInvalid,
   ReplayDiverged,
@@ -118,12 +120,19 @@ export interface RunState {
   readonly dispatched: Map<string, Map<string, number>>
   /** Called once the run's root step is dispatched: see `ExecuteOptions.onRootDispatch`. */
   readonly onRootDispatch: (() => void) | undefined
+  /**
+   * Whether a subprocess adapter runs this run's root (a detached spawn, a child
+   * process, a re-run after a restart): that root is not dispatched through an adapter
+   * again. See `ExecuteOptions.runByAdapter`.
+   */
+  readonly runByAdapter: boolean
 }
 
-export const newRunState = (onRootDispatch?: () => void): RunState => ({
+export const newRunState = (onRootDispatch?: () => void, runByAdapter = false): RunState => ({
   divergencesReported: new Set(),
   dispatched: new Map(),
-  onRootDispatch
+  onRootDispatch,
+  runByAdapter
 })
 
 /** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
@@ -209,6 +218,48 @@ const cancelledFields = (ctx: AgentContext) =>
 const isCancelled = (error: unknown): boolean =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "StepCancelled"
 
+/** The failures that are the run's rather than one step's: an `inParallel` passes them on as they are. */
+const RUN_FAILURES: ReadonlySet<string> = new Set([
+  "StepCancelled",
+  "ReplayDiverged",
+  "ToolOutcomeUnknown",
+  "StorageError",
+  "CheckpointSchemaMismatch",
+  "ExecutionLeaseHeld",
+  "ExecutionLeaseLost",
+  "ExecutionLeaseUnsupported"
+])
+
+const isRunFailure = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string" &&
+  RUN_FAILURES.has(error._tag)
+
+/**
+ * The `ForkPartial` of an `inParallel` from how each path ended: an output, a failure,
+ * or (interrupted, or never started) a cancellation because a sibling failed.
+ */
+const forkPartial = (
+  stepId: string,
+  paths: ReadonlyArray<AnyStep>,
+  exits: ReadonlyArray<Exit.Exit<unknown, unknown> | undefined>,
+  ctx: AgentContext
+): ForkPartial => {
+  const succeeded: Array<{ readonly stepId: string; readonly value: unknown }> = []
+  const failed: Array<{ readonly stepId: string; readonly error: unknown }> = []
+  paths.forEach((path, i) => {
+    const exit = exits[i]
+    if (exit !== undefined && Exit.isSuccess(exit)) return void succeeded.push({ stepId: path.id, value: exit.value })
+    const error = exit === undefined ? Option.none() : Cause.findErrorOption(exit.cause)
+    failed.push({
+      stepId: path.id,
+      error: Option.isSome(error)
+        ? error.value
+        : new StepCancelled({ executionId: ctx.id, reason: `inParallel '${stepId}' sibling failed` })
+    })
+  })
+  return new ForkPartial({ stepId, succeeded, failed })
+}
+
 /** The text of a loop iteration's output, as noetic's snapshot has it. */
 const textOf = (output: unknown): string => {
   if (typeof output === "string") return output
@@ -223,14 +274,16 @@ const textOf = (output: unknown): string => {
 
 /**
  * The frame a run starts from: the root of `ctx`, a fresh run state. `onRootDispatch`
- * is called once the root step below it is dispatched.
+ * is called once the root step below it is dispatched; `runByAdapter` when an adapter
+ * runs that root.
  */
 export const rootFrame = (
   ctx: AgentContext,
   ledger: Option.Option<ExecutionLedger>,
   counters: Map<string, number> = new Map(),
-  onRootDispatch?: () => void
-): Frame => ({ ctx, path: "", counters, ledger, run: newRunState(onRootDispatch) })
+  onRootDispatch?: () => void,
+  runByAdapter = false
+): Frame => ({ ctx, path: "", counters, ledger, run: newRunState(onRootDispatch, runByAdapter) })
 
 /** The interpreter over a harness's contexts, tools and policies. */
 export const make = (deps: InterpreterDeps): Interpreter => {
@@ -445,10 +498,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         // A cancelled context is not a failure to retry: it would redo work after the abort.
         while: (error) => !isCancelled(error)
       })
-    // A runCode dispatches through its adapter, except as the root of an execution:
-    // that is how an adapter runs it (in a child process or in-process).
-    const adapter = adapterOf(step)
-    return adapter === undefined || frame.path.lastIndexOf("/") === 0
+    const adapter = adapterOf(step, frame)
+    return adapter === undefined
       ? retried
       : throughAdapter(adapter, step, input, {
         id: `${frame.ctx.id}${frame.path}`,
@@ -458,11 +509,17 @@ export const make = (deps: InterpreterDeps): Interpreter => {
   }
 
   /**
-   * The adapter a `runCode` or `spawn` step dispatches through (DESIGN 13): its own,
-   * else the harness default; none when that default runs nested steps in place.
+   * The adapter a `runCode` or `spawn` step at `frame` dispatches through (DESIGN 13):
+   * its own, else the harness default; none when that default runs steps in place, and
+   * none for the root of a run an adapter runs (that is the adapter's dispatch of it).
    */
-  const adapterOf = (step: RunCode<any, any, any, any> | Spawn<any, any, any, any>): SubprocessAdapterShape | undefined =>
-    step.subprocess !== undefined
+  const adapterOf = (
+    step: RunCode<any, any, any, any> | Spawn<any, any, any, any>,
+    frame: Frame
+  ): SubprocessAdapterShape | undefined =>
+    frame.run.runByAdapter && frame.path.lastIndexOf("/") === 0
+      ? undefined
+      : step.subprocess !== undefined
       ? step.subprocess
       : deps.subprocess.nestedInProcess === true
       ? undefined
@@ -554,12 +611,18 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const concurrency = step.concurrency ?? "unbounded"
       const merged = (results: ReadonlyArray<unknown>) =>
         step.merge === undefined ? Effect.succeed(results) : step.merge(results, stepContext(frame))
+      // How each path ended, for the ForkPartial of a failed `all` or `race`.
+      const exits: Array<Exit.Exit<unknown, unknown> | undefined> = paths.map(() => undefined)
+      const tracked = branches.map((branch, i) => Effect.onExit(branch, (exit) => Effect.sync(() => void (exits[i] = exit))))
+      const partial = (error: unknown) =>
+        Effect.fail(isRunFailure(error) ? error : forkPartial(step.id, paths, exits, frame.ctx))
       switch (step.mode) {
         case "all":
-          return Effect.flatMap(Effect.all(branches, { concurrency }), merged)
+          // The first failure interrupts the paths still running.
+          return Effect.matchEffect(Effect.all(tracked, { concurrency }), { onSuccess: merged, onFailure: partial })
         case "race":
           // Every path starts at once: a race limited to some of them could be won by none.
-          return Effect.raceAll(branches)
+          return Effect.catch(Effect.raceAll(tracked), partial)
         case "settle":
           return Effect.flatMap(
             Effect.all(
@@ -667,7 +730,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         deps.live.set(child.id, child)
         const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
         // A spawn step dispatches its child through its adapter (noetic's `subprocess`).
-        const adapter = adapterOf(step)
+        const adapter = adapterOf(step, frame)
         const dispatched = adapter === undefined
           ? run
           : throughAdapter(adapter, step.child, input, child, frame.ctx, run)

@@ -106,7 +106,8 @@ export const runManifestStep = (
     ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
     ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
     ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
-    ...(onRootDispatch === undefined ? {} : { onRootDispatch })
+    ...(onRootDispatch === undefined ? {} : { onRootDispatch }),
+    runByAdapter: true
   }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
   return Effect.map(layer === undefined ? run : Effect.provide(run, layer), (result) => result.output)
 }

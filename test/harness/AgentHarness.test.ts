@@ -744,8 +744,8 @@ describe("AgentHarness", () => {
           ))
         const routed = yield* AgentHarness.make({ name: "routed", agentGraph: graph, subprocess: recording })
         assert.strictEqual((yield* routed.execute(1)).output, 4)
-        // The root runs as itself; the spawn's child is a dispatch inside it, routed as well.
-        assert.deepStrictEqual(seen, ["inc", "twice", "twice"])
+        // The root too; the spawn's child is a dispatch inside the spawn, routed as well.
+        assert.deepStrictEqual(seen, ["root", "inc", "twice", "twice"])
         seen.length = 0
         const inPlaceHarness = yield* AgentHarness.make({
           name: "in-place",
