@@ -113,6 +113,25 @@ describe("promise facade: the queue API noetic documents", () => {
         )
       }
     }))
+
+  it.live("append refuses a frame that is not a string, and the queue goes on numbering and keeping frames", () =>
+    Effect.promise(async () => {
+      for (const storage of [createInMemoryStorage(), createFileStorage({ root: Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-facade-q-")) })]) {
+        await using queue = await createDurableOutboundQueue({ storage, socketPath: socketPathFor() })
+        await queue.append("a")
+        for (const bad of [{ a: 1 }, 42, null, undefined]) {
+          await (queue.append as (frame: unknown) => Promise<unknown>)(bad).then(
+            () => assert.fail(`append(${String(bad)}) resolved`),
+            (error) => {
+              assert.instanceOf(error, NoeticError)
+              assert.strictEqual(error.code, "INVALID_QUEUE_INPUT")
+            }
+          )
+        }
+        assert.deepStrictEqual(await queue.append("b"), { seq: 2, frame: "b" })
+        assert.deepStrictEqual(await queue.frameRange(0), [{ seq: 1, frame: "a" }, { seq: 2, frame: "b" }])
+      }
+    }))
 })
 
 describe("promise facade: getHeadSeq after a crash", () => {

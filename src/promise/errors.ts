@@ -96,6 +96,60 @@ export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = fa
   })
 }
 
+/** The `ChildFailed` reason of an engine `SubprocessError`, if `u` is one. */
+export const childFailedReason = (u: unknown): { readonly error: unknown } | undefined => {
+  if (typeof u !== "object" || u === null || !("_tag" in u) || u._tag !== "SubprocessError" || !("reason" in u)) {
+    return undefined
+  }
+  const reason = u.reason as { readonly _tag?: unknown; readonly error?: unknown }
+  return reason._tag === "ChildFailed" ? { error: reason.error } : undefined
+}
+
+/**
+ * The error a child failed with, rebuilt from the form an adapter keeps (JSON, or the
+ * host's `metadata.error`) as noetic rehydrates it: a `noeticError` payload becomes
+ * that `NoeticError` again (a `step_failed` one with its cause, which crossed as a
+ * message when it crossed as JSON), anything else an Error with the message, name
+ * and stack recorded.
+ */
+export const childError = (recorded: unknown): unknown => {
+  if (typeof recorded !== "object" || recorded === null) return asError(recorded)
+  const fields = recorded as {
+    readonly message?: unknown
+    readonly name?: unknown
+    readonly stack?: unknown
+    readonly noeticError?: unknown
+  }
+  const message = typeof fields.message === "string" ? fields.message : undefined
+  const payload = fields.noeticError as
+    | { readonly kind?: unknown; readonly stepId?: unknown; readonly cause?: unknown; readonly retriesExhausted?: unknown }
+    | undefined
+  if (typeof payload === "object" && payload !== null && typeof payload.kind === "string") {
+    if (payload.kind === "step_failed" && typeof payload.stepId === "string") {
+      const prefix = `Step '${payload.stepId}' failed: `
+      const cause = payload.cause instanceof Error
+        ? payload.cause
+        : new Error(message === undefined ? "the child failed" : message.startsWith(prefix) ? message.slice(prefix.length) : message, {
+          cause: recorded
+        })
+      return stepFailed(payload.stepId, cause, payload.retriesExhausted === true)
+    }
+    return new NoeticError({
+      code: payload.kind.toUpperCase(),
+      message: message ?? payload.kind,
+      cause: recorded,
+      noeticError: {
+        ...(payload as { readonly kind: string }),
+        ...(payload.cause === undefined ? {} : { cause: asError(payload.cause) })
+      }
+    })
+  }
+  const error = new Error(message ?? JSON.stringify(recorded), { cause: recorded })
+  if (typeof fields.name === "string") error.name = fields.name
+  if (typeof fields.stack === "string") error.stack = fields.stack
+  return error
+}
+
 /**
  * What every configuration error of the engine carries, wherever it is raised
  * (`Errors.ts`, the harness's lease options...): a tag, a documented code, a message
@@ -143,6 +197,23 @@ export const toFacadeError = (error: unknown): Error => {
         noeticError: reason === undefined ? { kind: "cancelled" } : { kind: "cancelled", reason }
       })
     }
+    if (error._tag === "ForkPartial" && typeof fields.stepId === "string") {
+      const partial = error as unknown as {
+        readonly succeeded: ReadonlyArray<{ readonly stepId: string; readonly value: unknown }>
+        readonly failed: ReadonlyArray<{ readonly stepId: string; readonly error: unknown }>
+      }
+      return new NoeticError({
+        code,
+        message,
+        cause: error,
+        noeticError: {
+          kind: "fork_partial",
+          stepId: fields.stepId,
+          succeeded: partial.succeeded.map(({ stepId, value }) => ({ stepId, value })),
+          failed: partial.failed.map(({ error: failure, stepId }) => ({ stepId, error: payloadOfFailure(failure, stepId) }))
+        }
+      })
+    }
     if (error._tag === "ToolFailed" && typeof fields.stepId === "string") {
       // noetic: a tool that threw a NoeticError rejects with it; anything else is the step's failure.
       const cause = (error as { readonly cause?: unknown }).cause
@@ -160,6 +231,14 @@ export const toFacadeError = (error: unknown): Error => {
     return new NoeticError({ code, message, cause: error })
   }
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })
+}
+
+/** noetic's payload for what the step `stepId` failed with (a path of a failed `inParallel`). */
+const payloadOfFailure = (failure: unknown, stepId: string): NoeticErrorPayload => {
+  const facade = isNoeticError(failure) ? failure : toFacadeError(failure)
+  return isNoeticError(facade)
+    ? facade.noeticError
+    : { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
 }
 
 // Objects a host's step body threw. They are not the engine's failures, whatever their

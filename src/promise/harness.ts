@@ -53,17 +53,21 @@ import {
   stepFailed,
   toFacadeError,
   unwrapExit,
-  asError
+  asError,
+  childError,
+  childFailedReason
 } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
   fromEngineSubprocessAdapter,
+  SpawnsInFlight,
+  spawnsInFlight,
   type LiveSubprocessHandle as SubprocessHandle,
   type SubprocessAdapter,
   toFacadeHandle
 } from "./subprocess.ts"
-import { SpawnsInFlight, toEngineSubprocessShape } from "./subprocessBridge.ts"
+import { toEngineSubprocessShape } from "./subprocessBridge.ts"
 
 export { history, instructions, scratchpad }
 export type { Item }
@@ -547,7 +551,7 @@ export class StepContext extends AgentContext {
   /** Runs a child step below this one; a recorded output replays instead of running. */
   run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
     return Effect.runPromiseExitWith(this.#services)(
-      this.#step.run(step as Step.Step<I, O, unknown, never>, input),
+      this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
       { signal: this.#signal }
     ).then(unwrapExit)
   }
@@ -610,6 +614,41 @@ const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapter): A 
   if (subprocess !== undefined) Bridge.stepSubprocess.attach(built, subprocess)
   return built
 }
+
+const plainSteps = new WeakMap<object, AnyStep>()
+
+/**
+ * A step as this library runs it. noetic's `Step` is a plain object (`{ kind: 'runCode',
+ * id, execute }`, ...), which noetic code may write without a builder: such an object is
+ * built once with the builder of its kind (its fields are that builder's options) and
+ * the same step is used every time it is seen. A built step is returned as it is.
+ */
+export const asStep = <I, O>(step: AnyStep<I, O>): AnyStep<I, O> => {
+  if (Step.isStep(step) || typeof step !== "object" || step === null) return step
+  const known = plainSteps.get(step)
+  if (known !== undefined) return known as AnyStep<I, O>
+  const { kind, ...options } = step as { readonly kind?: unknown }
+  const builder = typeof kind === "string" && Object.hasOwn(plainBuilders, kind)
+    ? plainBuilders[kind as keyof typeof plainBuilders]
+    : undefined
+  if (builder === undefined) return step
+  const built = builder(options as any)
+  plainSteps.set(step, built)
+  return built as AnyStep<I, O>
+}
+
+const plainBuilders = {
+  runCode: (options: RunCodeOptions<any, any>) => runCode(options),
+  callModel: (options: CallModelOptions<any, any>) => callModel(options),
+  invokeTool: (options: InvokeToolOptions<any, any>) => invokeTool(options),
+  spawn: (options: SpawnOptions<any, any>) => spawn(options),
+  loop: (options: LoopOptions<any, any>) => loop(options),
+  inParallel: (options: InParallelOptions<any, any>) => inParallel(options),
+  conditional: (options: ConditionalOptions<any, any>) => conditional(options)
+} as const
+
+/** `asStep` over a list, leaving anything that is not an array as it is (the builder refuses it). */
+const asSteps = <A>(steps: A): A => (Array.isArray(steps) ? steps.map(asStep) as A : steps)
 
 const engineStepOptions = (options: StepBuildOptions | undefined): Step.StepOptions => ({
   ...(options?.module === undefined ? {} : { module: options.module }),
@@ -796,6 +835,48 @@ export interface Tool<I = any, O = unknown> {
   execute(args: I, ctx: StepContext): O | Promise<O>
 }
 
+/** An issue of a Standard Schema (`~standard.validate`) or Zod (`safeParse`) failure. */
+interface SchemaIssue {
+  readonly message: string
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined
+}
+
+/**
+ * The tool's input: `args` checked against the tool's `input` schema (a Standard Schema,
+ * or a Zod schema through `safeParse`) and the schema's output passed on, as noetic
+ * does; a tool without one gets `args` as they are. Rejects with `step_failed` for
+ * `stepId`, "Tool input validation failed: ..." naming each issue.
+ */
+const validToolInput = async (schema: unknown, args: unknown, stepId: string): Promise<any> => {
+  // A schema may be a function object (Effect's are).
+  if ((typeof schema !== "object" && typeof schema !== "function") || schema === null) return args
+  const zod = schema as { readonly safeParse?: unknown }
+  const standard = (schema as { readonly "~standard"?: { readonly validate?: unknown } })["~standard"]
+  let issues: ReadonlyArray<SchemaIssue> | undefined
+  let value: unknown = args
+  if (typeof zod.safeParse === "function") {
+    const result = (zod.safeParse as (u: unknown) => { success: boolean; data?: unknown; error?: { issues: Array<SchemaIssue> } })(args)
+    if (result.success) value = result.data
+    else issues = result.error?.issues ?? [{ message: "invalid input" }]
+  } else if (typeof standard?.validate === "function") {
+    const result = await (standard.validate as (u: unknown) => unknown)(args) as {
+      readonly value?: unknown
+      readonly issues?: ReadonlyArray<SchemaIssue>
+    }
+    if (result.issues !== undefined) issues = result.issues
+    else value = result.value
+  } else {
+    return args
+  }
+  if (issues === undefined) return value
+  const described = issues.map((issue) => ({
+    code: "custom",
+    message: issue.message,
+    path: (issue.path ?? []).map((segment) => typeof segment === "object" && segment !== null ? segment.key : segment)
+  }))
+  throw stepFailed(stepId, new Error(`Tool input validation failed: ${JSON.stringify(described, null, 2)}`))
+}
+
 /** Options of `invokeTool` (noetic's `InvokeToolOpts`). */
 export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions, EffectsOptions<I, O> {
   readonly id: string
@@ -828,7 +909,10 @@ export function invokeTool(
         execute: (args, ctx) =>
           Effect.flatMap(Effect.context<never>(), (services) =>
             Effect.tryPromise({
-              try: (signal) => Promise.resolve().then(() => given.execute(args, new StepContext(ctx, services, signal))),
+              try: (signal) =>
+                Promise.resolve()
+                  .then(() => validToolInput(given.input, args, idOrOptions.id))
+                  .then((parsed) => given.execute(parsed, new StepContext(ctx, services, signal))),
               // noetic: a tool's NoeticError rejects as it is, anything else as the step's failure.
               // (ToolFailed carries it to the facade's error mapping); a cancellation stays one.
               catch: (thrown) =>
@@ -883,7 +967,10 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, any>, 
       route: (typeof route === "function"
         ? (input: unknown, ctx: Step.StepContext) =>
           Effect.flatMap(Effect.context<never>(), (services) =>
-            fromPromise(() => route(input, new StepContext(ctx, services, neverAborted))))
+            Effect.map(
+              fromPromise(() => route(input, new StepContext(ctx, services, neverAborted))),
+              (picked) => (picked === null || picked === undefined ? picked : asStep(picked))
+            ))
         : route) as any
     })
   )
@@ -932,7 +1019,7 @@ export function inParallel(
 ): AnyStep {
   if (typeof idOrOptions === "string") {
     return build(() =>
-      Step.inParallel(idOrOptions, (branches ?? []) as ReadonlyArray<Step.AnyStep>, {
+      Step.inParallel(idOrOptions, asSteps(branches ?? []) as ReadonlyArray<Step.AnyStep>, {
         ...engineStepOptions(positional),
         ...(positional?.mode === undefined ? {} : { mode: positional.mode }),
         ...(positional?.concurrency === undefined ? {} : { concurrency: positional.concurrency })
@@ -949,7 +1036,7 @@ export function inParallel(
       mode: opts.mode,
       ...(opts.concurrency === undefined ? {} : { concurrency: opts.concurrency }),
       paths: (typeof paths === "function"
-        ? (input: unknown, ctx: Step.StepContext) => paths(input, facadeContext(ctx)) as ReadonlyArray<Step.AnyStep>
+        ? (input: unknown, ctx: Step.StepContext) => asSteps(paths(input, facadeContext(ctx))) as ReadonlyArray<Step.AnyStep>
         : paths) as any,
       ...(merge === undefined ? {} : {
         merge: typeof merge === "function"
@@ -1005,7 +1092,7 @@ export function loop<I>(
 export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep, positional?: any): AnyStep {
   if (typeof idOrOptions === "string") {
     return build(() =>
-      Step.loop(idOrOptions, body as Step.AnyStep, { ...positional, ...engineStepOptions(positional) })
+      Step.loop(idOrOptions, asStep(body!) as Step.AnyStep, { ...positional, ...engineStepOptions(positional) })
     )
   }
   const opts = idOrOptions
@@ -1017,7 +1104,7 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
     Step.loop({
       ...engineStepOptions(opts),
       id: opts.id,
-      steps: opts.steps as ReadonlyArray<Step.AnyStep>,
+      steps: asSteps(opts.steps) as ReadonlyArray<Step.AnyStep>,
       until: (typeof until === "function" ? (snapshot: Step.Snapshot) => fromPromise(() => until(snapshot)) : until) as any,
       ...(opts.maxIterations === undefined ? {} : { maxIterations: opts.maxIterations }),
       ...(opts.maxHistorySize === undefined ? {} : { maxHistorySize: opts.maxHistorySize }),
@@ -1064,7 +1151,7 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
     Step.spawn({
       ...engineStepOptions(opts),
       id: opts.id,
-      child: opts.child as Step.AnyStep,
+      child: asStep(opts.child) as Step.AnyStep,
       ...(context === undefined ? {} : { context }),
       ...(opts.timeout === undefined ? {} : { timeout: opts.timeout })
     }), opts.subprocess)
@@ -1103,39 +1190,11 @@ export interface DetachedHandle<O = unknown> {
   started(): Promise<void>
 }
 
-/**
- * What a detached child failed with: the error its step threw, rebuilt from the JSON
- * form the adapter keeps (as noetic rehydrates it), rather than the adapter's wrapper.
- */
+/** What a detached child failed with (see `childError`), or `failure` when it is not a child's failure. */
 const childCause = (failure: unknown): unknown => {
   const engine = failure instanceof Error ? failure.cause : undefined
-  if (
-    typeof engine !== "object" || engine === null || !("_tag" in engine) || engine._tag !== "SubprocessError" ||
-    !("reason" in engine)
-  ) return failure
-  const reason = engine.reason as { readonly _tag: string; readonly error?: unknown }
-  if (reason._tag !== "ChildFailed") return failure
-  const json = reason.error
-  if (typeof json !== "object" || json === null) return asError(json)
-  const fields = json as {
-    readonly message?: unknown
-    readonly name?: unknown
-    readonly stack?: unknown
-    readonly noeticError?: { readonly kind?: unknown; readonly stepId?: unknown; readonly retriesExhausted?: unknown }
-  }
-  const payload = fields.noeticError
-  if (
-    payload?.kind === "step_failed" && typeof payload.stepId === "string" && typeof fields.message === "string"
-  ) {
-    // A body's step_failed from the child: its cause crossed as a message only (JSON drops Error fields).
-    const prefix = `Step '${payload.stepId}' failed: `
-    const message = fields.message.startsWith(prefix) ? fields.message.slice(prefix.length) : fields.message
-    return stepFailed(payload.stepId, new Error(message, { cause: json }), payload.retriesExhausted === true)
-  }
-  const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(json))
-  if (typeof fields.name === "string") error.name = fields.name
-  if (typeof fields.stack === "string") error.stack = fields.stack
-  return Object.assign(error, { cause: json })
+  const reason = childFailedReason(engine)
+  return reason === undefined ? failure : childError(reason.error)
 }
 
 class DetachedHandleImpl<O> implements DetachedHandle<O> {
@@ -1429,12 +1488,13 @@ export class AgentHarness<I = any, O = any> {
   constructor(options: AgentHarnessOptions<I, O>) {
     this.name = options.name
     this.params = options.params
-    this.agentGraph = options.agentGraph
+    const agentGraph = options.agentGraph === undefined ? undefined : asStep(options.agentGraph)
+    this.agentGraph = agentGraph
     const storage = options.environment?.storage
     const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
     // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
     const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
-      ...(options.agentGraph === undefined ? {} : { agentGraph: options.agentGraph as Step.AnyStep }),
+      ...(agentGraph === undefined ? {} : { agentGraph: agentGraph as Step.AnyStep }),
       ...(storage?.lease === undefined ? {} : {
         lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
       })
@@ -1495,7 +1555,7 @@ export class AgentHarness<I = any, O = any> {
       Engine,
       Effect.orDie(EngineHarness.make({
         name: options.name,
-        agentGraph: options.agentGraph as Step.AnyStep | undefined,
+        agentGraph: agentGraph as Step.AnyStep | undefined,
         params: options.params,
         tools,
         context: this.#layers,
@@ -1512,10 +1572,9 @@ export class AgentHarness<I = any, O = any> {
       Layer.mergeAll(engine, modelLayer(options.model), self) as Layer.Layer<Engine | FacadeHarness, StorageError>
     )
     const runtime = this.#runtime
-    this.subprocess = this.#spawns.wrap(
-      subprocessOption ?? fromEngineSubprocessAdapter(
-        Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
-      )
+    // The host's adapter itself, as in noetic (its own methods, called as it wrote them).
+    this.subprocess = subprocessOption ?? fromEngineSubprocessAdapter(
+      Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
     )
     // reattachLiveChildren lists through the adapter as harness.subprocess.listLive() does: after the spawns in flight.
     engines.set(this, (f) => this.#spawns.drain().then(() => this.#use(f)))
@@ -1663,7 +1722,7 @@ export class AgentHarness<I = any, O = any> {
    */
   run<SI, SO>(step: AnyStep<SI, SO>, input: SI, ctx: AgentContext): Promise<SO> {
     if (ctx instanceof StepContext) return ctx.run(step, input)
-    return this.#use((engine) => engine.run(step as Step.Step<SI, SO, unknown, never>, input, Bridge.context.of(ctx)))
+    return this.#use((engine) => engine.run(asStep(step) as Step.Step<SI, SO, unknown, never>, input, Bridge.context.of(ctx)))
   }
 
   /**
@@ -1672,11 +1731,12 @@ export class AgentHarness<I = any, O = any> {
    * parent context checkpoints when the child settles.
    */
   detachedSpawn<SI, SO = unknown>(
-    step: AnyStep<SI, SO>,
+    given: AnyStep<SI, SO>,
     input: SI,
     parentCtx: AgentContext,
     options: DetachedSpawnOptions = {}
   ): DetachedHandle<SO> {
+    const step = asStep(given)
     const { subprocess, ...rest } = options
     const chosen = subprocess ?? subprocessOf(step)
     const adapter = chosen === undefined
@@ -1699,6 +1759,7 @@ export class AgentHarness<I = any, O = any> {
       })
     )
     this.#spawns.track(started)
+    spawnsInFlight(chosen ?? this.subprocess).track(started)
     return new DetachedHandleImpl<SO>({
       handleId,
       stepId: step.id,

@@ -24,7 +24,7 @@ import {
 } from "../services/SubprocessAdapter.ts"
 import * as Bridge from "./bridge.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
-import { NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
+import { childError, childFailedReason, isNoeticError, NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
 import { fileStorageRoot, runForFacade, sqliteStoragePath, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
 /** noetic's lifecycle states of a subprocess handle. */
@@ -148,10 +148,15 @@ const facadeStatus = (status: HandleStatus): SubprocessStatus =>
 
 const iso = (millis: number) => new Date(millis).toISOString()
 
-/** A failure as noetic carries it on `metadata.error`. */
+/** A failure as noetic carries it on `metadata.error` (a `NoeticError` with its `noeticError` payload). */
 export const serializeError = (error: unknown): SerializedError => {
   if (error instanceof Error) {
-    return { message: error.message, name: error.name, ...(error.stack === undefined ? {} : { stack: error.stack }) }
+    return {
+      message: error.message,
+      name: error.name,
+      ...(error.stack === undefined ? {} : { stack: error.stack }),
+      ...(isNoeticError(error) ? { noeticError: error.noeticError } : {})
+    }
   }
   if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
     const name = "name" in error && typeof error.name === "string" ? error.name : undefined
@@ -190,7 +195,12 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
     const error = Cause.findErrorOption(exit.cause)
     const stoppedChild = Option.isSome(error) && error.value.reason._tag === "Stopped"
     const facadeError = toFacadeError(Option.isSome(error) ? error.value : Cause.squash(exit.cause))
-    settled = { status: stoppedChild ? "stopped" : "failed", error: serializeError(facadeError) }
+    // A child's own failure is recorded as the child's error (noetic's metadata.error), not the adapter's wrapper.
+    const child = Option.isSome(error) ? childFailedReason(error.value) : undefined
+    settled = {
+      status: stoppedChild ? "stopped" : "failed",
+      error: serializeError(child === undefined ? facadeError : childError(child.error))
+    }
     failure = facadeError
     return facadeError
   }
@@ -307,6 +317,42 @@ interface FacadeSpawnOptions {
   readonly stepRunner?: ((request: StepSubprocessRequest, handle: SubprocessHandle) => Promise<unknown>) | undefined
 }
 
+/**
+ * Spawns started (by a harness's `detachedSpawn`) but not finished: `listLive`, `get`
+ * and `reattach` wait for them, so a child is listed from the moment `detachedSpawn`
+ * returned.
+ */
+export class SpawnsInFlight {
+  readonly #pending = new Set<Promise<unknown>>()
+
+  /** Records a spawn until it settles (either way). */
+  track(spawn: Promise<unknown>): void {
+    const settled = spawn.then(() => {}, () => {})
+    this.#pending.add(settled)
+    void settled.then(() => this.#pending.delete(settled))
+  }
+
+  /** Resolves once every spawn tracked so far has settled. */
+  drain(): Promise<void> {
+    return this.#pending.size === 0 ? Promise.resolve() : Promise.all(this.#pending).then(() => {})
+  }
+}
+
+const adapterSpawns = new WeakMap<object, SpawnsInFlight>()
+
+/**
+ * The spawns in flight through `adapter`. This library's adapters wait for them in
+ * `listLive`, `get` and `reattach`; a host-written adapter is called as it is.
+ */
+export const spawnsInFlight = (adapter: object): SpawnsInFlight => {
+  let spawns = adapterSpawns.get(adapter)
+  if (spawns === undefined) {
+    spawns = new SpawnsInFlight()
+    adapterSpawns.set(adapter, spawns)
+  }
+  return spawns
+}
+
 /** Wraps an engine adapter (built lazily, once) as noetic's Promise adapter. */
 export const fromEngineSubprocessAdapter = (
   build: Effect.Effect<SubprocessAdapterShape>,
@@ -315,8 +361,11 @@ export const fromEngineSubprocessAdapter = (
   const engine = Effect.runSync(Effect.cached(build))
   const use = <A, E>(f: (adapter: SubprocessAdapterShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
+  // Set below: the adapter object, whose spawns in flight the reads wait for.
+  let self: object = {}
+  const afterSpawns = <A>(read: () => Promise<A>): Promise<A> => spawnsInFlight(self).drain().then(read)
   const get = (handleId: string) =>
-    use((a) => a.get(handleId)).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
+    afterSpawns(() => use((a) => a.get(handleId))).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   const control = (handleId: string, what: "pause" | "resume"): Promise<SubprocessControlResult> =>
     use((a) => {
       const operation = a[what]
@@ -330,7 +379,7 @@ export const fromEngineSubprocessAdapter = (
       if (!done) return { kind: "unsupported", handle, message: `child ${handleId} has settled: it cannot ${what}` }
       return { kind: "ok", handle }
     })
-  return Bridge.subprocessAdapter.attach({
+  self = Bridge.subprocessAdapter.attach({
     spawn: (request) =>
       use((a) => {
         if (request.kind === "step") return a.spawn(engineStepRequest(request, options.stepRunner))
@@ -358,9 +407,11 @@ export const fromEngineSubprocessAdapter = (
     pause: (handleId) => control(handleId, "pause"),
     resume: (handleId) => control(handleId, "resume"),
     isAlive: (handle) => get(handle.id).then((live) => live !== null && (live.status === "running" || live.status === "paused")),
-    listLive: () => use((a) => a.listLive).then((handles) => Promise.all(handles.map(readyView))),
-    reattach: (handleId) => use((a) => a.reattach(handleId)).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
+    listLive: () => afterSpawns(() => use((a) => a.listLive)).then((handles) => Promise.all(handles.map(readyView))),
+    reattach: (handleId) =>
+      afterSpawns(() => use((a) => a.reattach(handleId))).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   } satisfies EngineSubprocessAdapter, engine)
+  return self as EngineSubprocessAdapter
 }
 
 const spawnFailedError = (message: string) =>

@@ -262,46 +262,5 @@ export const toEngineSubprocessShape = (adapter: SubprocessAdapter, where: strin
   return shape
 }
 
-/**
- * Spawns a facade harness started but has not finished: `listLive` waits for them, so
- * a child is listed from the moment `detachedSpawn` returned.
- */
-export class SpawnsInFlight {
-  readonly #pending = new Set<Promise<unknown>>()
-
-  /** Records a spawn until it settles (either way). */
-  track(spawn: Promise<unknown>): void {
-    const settled = spawn.then(() => {}, () => {})
-    this.#pending.add(settled)
-    void settled.then(() => this.#pending.delete(settled))
-  }
-
-  /** Resolves once every spawn tracked so far has settled. */
-  drain(): Promise<void> {
-    return Promise.all(this.#pending).then(() => {})
-  }
-
-  /**
-   * `adapter` whose `listLive` (and `get`, `reattach`) first wait for the spawns in
-   * flight. Every other member is the adapter's own, called on the adapter itself (a
-   * host's class with private fields keeps working).
-   */
-  wrap<A extends SubprocessAdapter>(adapter: A): A {
-    const drain = () => this.drain()
-    const waiting: Record<PropertyKey, unknown> = {
-      listLive: () => drain().then(() => adapter.listLive()),
-      get: (handleId: string) => drain().then(() => adapter.get(handleId)),
-      reattach: (handleId: string) => drain().then(() => adapter.reattach(handleId))
-    }
-    return new Proxy(adapter, {
-      get: (target, property) => {
-        if (Object.hasOwn(waiting, property)) return waiting[property]
-        const value: unknown = Reflect.get(target, property, target)
-        return typeof value === "function" ? value.bind(target) : value
-      }
-    })
-  }
-}
-
 /** The facade view of an engine handle (re-exported for the harness). */
 export { toFacadeHandle }

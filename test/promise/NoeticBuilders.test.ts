@@ -2,7 +2,7 @@
  * The step builders written as noetic documents them (option objects, Promise
  * bodies): what each runs, and the NoeticConfigError codes each throws at build time.
  */
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
 import { describe, expect, it } from "vitest"
 import {
   type AnyStep,
@@ -191,6 +191,27 @@ describe("noetic builders: invokeTool", () => {
     const step = invokeTool({ id: "find", tool: search, args: { limit: 2 } })
     expect(await runStep(step, { query: "rl", limit: 10 })).toEqual(["rl:2"])
     expect(seen).toEqual([{ query: "rl", limit: 2 }])
+  })
+
+  it("checks the args against the tool's input schema (a Standard Schema) and passes the parsed value on", async () => {
+    const seen: Array<unknown> = []
+    const input = Schema.toStandardSchemaV1(
+      Schema.Struct({ q: Schema.String.pipe(Schema.decodeTo(Schema.String, SchemaTransformation.transform({
+        decode: (q: string) => q.toUpperCase(),
+        encode: (q: string) => q.toLowerCase()
+      }))) })
+    )
+    const shout = { name: "shout", input, execute: async (args: { q: string }) => (seen.push(args), args.q) }
+    expect(await runStep(invokeTool({ id: "ok", tool: shout }), { q: "hi" })).toBe("HI")
+    const failure = await runStep(invokeTool({ id: "bad", tool: shout }), { q: 42 } as never).then(
+      () => undefined,
+      (error: unknown) => error
+    )
+    expect(isNoeticError(failure)).toBe(true)
+    expect((failure as NoeticError).noeticError).toMatchObject({ kind: "step_failed", stepId: "bad" })
+    expect((failure as Error).message).toMatch(/Tool input validation failed/)
+    // The tool never saw the bad input.
+    expect(seen).toEqual([{ q: "HI" }])
   })
 
   it("throws EMPTY_STEP_ID and MISSING_TOOL", () => {
@@ -384,6 +405,33 @@ describe("noetic builders: inParallel", () => {
       paths: () => [runCode({ id: "never", execute: () => new Promise<number>(() => {}) }), work("fast", 7)]
     })
     expect(await runStep(race, undefined)).toBe(7)
+  })
+
+  it("a failed all or race rejects with noetic's fork_partial: what succeeded, and what failed with what", async () => {
+    const ok = runCode({ id: "ok", execute: async (n: number) => n })
+    const bad = runCode({ id: "bad", execute: async (): Promise<number> => { throw new Error("nope") } })
+    const slow = runCode({ id: "slow", execute: () => new Promise<number>(() => {}) })
+    const failure = (step: AnyStep<number, unknown>) => runStep(step, 1).then(() => undefined, (error: unknown) => error)
+
+    const all = await failure(inParallel({ id: "P", mode: "all", paths: () => [ok, bad, slow], merge: (r: Array<number>) => r.length }))
+    expect(isNoeticError(all)).toBe(true)
+    const payload = (all as NoeticError).noeticError as {
+      kind: string
+      stepId: string
+      succeeded: Array<{ stepId: string; value: unknown }>
+      failed: Array<{ stepId: string; error: { kind: string; stepId?: string; cause?: Error } }>
+    }
+    expect(payload.kind).toBe("fork_partial")
+    expect(payload.stepId).toBe("P")
+    expect(payload.succeeded).toEqual([{ stepId: "ok", value: 1 }])
+    // The failing path with its own error; the path still running, interrupted, as cancelled.
+    expect(payload.failed.map((f) => [f.stepId, f.error.kind])).toEqual([["bad", "step_failed"], ["slow", "cancelled"]])
+    expect(payload.failed[0]!.error.cause!.message).toBe("nope")
+    expect((all as Error).message).toBe("Fork 'P' partial failure: 1 succeeded, 2 failed")
+
+    const race = await failure(inParallel({ id: "R", mode: "race", paths: () => [bad, bad] }))
+    expect((race as NoeticError).noeticError).toMatchObject({ kind: "fork_partial", stepId: "R", succeeded: [] })
+    expect(((race as NoeticError).noeticError as unknown as { failed: Array<unknown> }).failed).toHaveLength(2)
   })
 
   it("throws EMPTY_STEP_ID, and MISSING_MERGE_FUNCTION for all and settle without merge", () => {

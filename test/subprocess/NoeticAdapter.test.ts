@@ -151,9 +151,12 @@ describe("a host-written SubprocessAdapter", () => {
     const adapter = new ClassAdapter()
     const harness = new AgentHarness({ name: "host", params: {}, environment: { subprocess: adapter } })
     cleanups.push(() => harness.close())
+    // The host's object itself, as in noetic.
+    expect(harness.subprocess).toBe(adapter)
     const handle = harness.detachedSpawn(double, 4, await harness.createContext())
-    expect((await harness.subprocess.listLive()).map((h) => h.id)).toEqual(["host-0"])
     expect(await handle.await()).toBe(8)
+    expect((await harness.subprocess.listLive()).map((h) => h.id)).toEqual([])
+    expect(await harness.subprocess.get("host-0")).toMatchObject({ status: "completed" })
     expect(await harness.subprocess.stop("host-0")).toMatchObject({ kind: "stopped" })
     expect(await harness.subprocess.pause("nope")).toEqual({ kind: "not_found", handleId: "nope" })
     expect(adapter.requests).toHaveLength(1)
@@ -191,7 +194,7 @@ describe("a host-written SubprocessAdapter", () => {
     expect(requests).toHaveLength(2)
   })
 
-  it("as the harness default it receives every nested runCode and spawn dispatch of a step without its own adapter", async () => {
+  it("as the harness default it receives every runCode and spawn dispatch of a step without its own adapter", async () => {
     const { adapter, requests } = recordingAdapter()
     const plusOne = runCode("plusOne", async (n: number) => n + 1)
     const graph = runCode("root", async (n: number, ctx) => {
@@ -201,14 +204,15 @@ describe("a host-written SubprocessAdapter", () => {
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
     cleanups.push(() => harness.close())
     expect((await harness.execute(4)).output).toBe(10)
-    // The root is not routed (an adapter runs a step as the root of its execution); the
-    // spawn's child is a runCode dispatched inside it, so it goes through the default too.
+    // The root too, as in noetic; the spawn's child is a runCode dispatched inside the
+    // spawn, so it goes through the default as well.
     expect(requests.map((request) => request.kind === "step" ? request.stepId : request.command)).toEqual([
+      "root",
       "plusOne",
       "double",
       "double"
     ])
-    expect(requests[0]).toMatchObject({ kind: "step", serializedInput: 4 })
+    expect(requests[1]).toMatchObject({ kind: "step", serializedInput: 4 })
     // A step's own adapter comes before the default.
     const own = recordingAdapter()
     const mine = runCode("mine", async (n: number) => -n, { subprocess: own.adapter })
@@ -221,6 +225,19 @@ describe("a host-written SubprocessAdapter", () => {
     cleanups.push(() => viaOwn.close())
     expect((await viaOwn.execute(3)).output).toBe(-3)
     expect(own.requests).toHaveLength(1)
+    expect(requests).toHaveLength(5)
+  })
+
+  it("a runCode given the adapter goes through it as a harness's root and through harness.run; a detached spawn of it, once", async () => {
+    const { adapter, requests } = recordingAdapter()
+    const own = runCode("own", async (n: number) => n + 1, { subprocess: adapter })
+    const harness = new AgentHarness({ name: "host", params: {}, agentGraph: own })
+    cleanups.push(() => harness.close())
+    expect((await harness.execute(1)).output).toBe(2)
+    expect(await harness.run(own, 2, harness.createContext())).toBe(3)
+    expect(requests.map((request) => request.kind === "step" && request.serializedInput)).toEqual([1, 2])
+    // The adapter's own run of it (what _localExecutor does) is not sent back to it.
+    expect(await harness.detachedSpawn(own, 3, harness.createContext()).await()).toBe(4)
     expect(requests).toHaveLength(3)
   })
 
@@ -290,6 +307,7 @@ describe("the library's adapters speak noetic's interface", () => {
 
     const parent = await harness.createContext()
     const release = Path.join(base, "go")
+    expect(harness.subprocess).toBe(adapter)
     const running = harness.detachedSpawn(waitForRelease, { release, value: "v" }, parent)
     // Listed from the moment detachedSpawn returned.
     expect((await harness.subprocess.listLive()).map((h) => h.id)).toContain(running.handleId)
