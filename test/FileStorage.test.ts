@@ -18,6 +18,8 @@ describe("FileStorage", () => {
       // What noetic's createFileStorage writes: encodeURIComponent(key) with % as __, then .json.
       Fs.writeFileSync(Path.join(root, "execution__3Aabc__3Asnapshot.json"), JSON.stringify({ version: 2 }))
       Fs.writeFileSync(Path.join(root, "execution__3Aabc__3Aledger__3A00000001.json"), "{}")
+      // A host's own key, as noetic writes it.
+      Fs.writeFileSync(Path.join(root, "plain.json"), "1")
       const warnings: Array<string> = []
       const storage = yield* FileStorage.make({ root }).pipe(
         Effect.provide(Logger.layer([
@@ -27,7 +29,7 @@ describe("FileStorage", () => {
         ]))
       )
       assert.strictEqual(warnings.length, 1)
-      assert.include(warnings[0], "2 file(s) in noetic's layout")
+      assert.include(warnings[0], "3 file(s) in noetic's layout")
       assert.include(warnings[0], "import-noetic")
       assert.deepStrictEqual(yield* storage.list(""), [])
       yield* storage.set("execution:abc:snapshot", { ours: true })

@@ -68,8 +68,12 @@ const FileRecord = Schema.Struct({
   value: Schema.Unknown
 })
 
-/** A file noetic's file storage wrote: one of its record keys, `:` encoded as `__3A`, then `.json`. */
-const NOETIC_FILE = /^(?:execution|localSubprocess|inMemorySubprocess)__3A.*\.json$/
+/**
+ * A file noetic's file storage wrote: `<encoded key>.json`. This storage escapes `.` in
+ * every name it writes (and its temp files start with one), so no name of its own ends
+ * in `.json`.
+ */
+const NOETIC_FILE = /^[^.].*\.json$/
 
 const TEMP_PREFIX = ".tmp-"
 const DIR_MODE = 0o700
