@@ -346,9 +346,21 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })
       )
 
+  const ledgersOf = (executionId: string) => leases.ledgerOf(executionId) ?? Option.getOrUndefined(ledgerService)
   const openLedger = (executionId: string): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
-    const ledgers = leases.ledgerOf(executionId) ?? Option.getOrUndefined(ledgerService)
+    const ledgers = ledgersOf(executionId)
     return ledgers === undefined ? Effect.succeedNone : Effect.asSome(ledgers.open(executionId))
+  }
+  // harness.run keeps one ledger per context (per ledger service: a new lease opens
+  // afresh). What it loaded first keeps replaying after retention evicts its keys, as
+  // within one execute, so a host driving steps itself over a restored context re-runs
+  // only the steps evicted before it was restored, not each one a re-run evicts.
+  const runLedgers = new WeakMap<ContextStore, { readonly from: unknown; readonly ledger: Option.Option<ExecutionLedger> }>()
+  const runLedgerOf = (ctx: AgentContext): Effect.Effect<Option.Option<ExecutionLedger>, StorageError> => {
+    const from = ledgersOf(ctx.id)
+    const kept = runLedgers.get(ctx.store)
+    if (kept !== undefined && kept.from === from) return Effect.succeed(kept.ledger)
+    return Effect.tap(openLedger(ctx.id), (ledger) => Effect.sync(() => runLedgers.set(ctx.store, { from, ledger })))
   }
 
   const { dispatch } = Interpreter.make({
@@ -495,7 +507,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           counters = new Map()
           runCounters.set(ctx.store, counters)
         }
-        const ledger = yield* openLedger(ctx.id)
+        const ledger = yield* runLedgerOf(ctx)
         yield* ctx.ensureLayersInit()
         return yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
       }),

@@ -83,7 +83,8 @@ export const loadStep = (
         entry,
         message: `cannot load step ${JSON.stringify(stepId)}: ${
           notes.length === 0 ? "the step recorded no module and the adapter has no entry" : notes.join("; ")
-        }. Export the step from a module without top-level side effects, or give the adapter an entry module.`
+        }. Export the step from a module without top-level side effects, or give the adapter an entry module ` +
+          "(noetic: registryEntry)."
       })
     })
   })

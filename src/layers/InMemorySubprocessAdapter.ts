@@ -17,13 +17,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { make as makeHarness } from "../harness/AgentHarness.ts"
 import { loadStep, runManifestStep } from "../harness/StepLoader.ts"
 import { listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { randomId } from "../internal/randomId.ts"
-import { manifestKey } from "../schema/SubprocessManifest.ts"
+import { manifestKey, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { clearChild, loadManifest, saveManifest } from "../services/SubprocessRecords.ts"
@@ -51,6 +52,15 @@ export interface InMemorySubprocessAdapterOptions {
    */
   /** A module (path or URL) to load a re-run step from when its manifest records none (imported ones). */
   readonly entry?: string | undefined
+  /**
+   * Re-runs a recorded child whose step cannot be loaded in this process (noetic's
+   * `stepRunner`), given its manifest, input and handle id. Without it, a child recorded
+   * with no module (a request made by id) while the adapter has no `entry` is reattached
+   * as a placeholder, as noetic's in-memory adapter reattaches every child: a running
+   * handle, `reattachMode: 'replay'`, that settles only when stopped. One whose module no
+   * longer exports its step fails to reattach with `StepUnavailable` (`listLive` skips it).
+   */
+  readonly rerun?: ((manifest: SubprocessManifest, input: unknown, handleId: string) => Effect.Effect<unknown, unknown>) | undefined
   readonly runProcess?: ((request: ProcessRequest, handleId: string) => Effect.Effect<void, unknown>) | undefined
 }
 
@@ -131,18 +141,36 @@ export const make = Effect.fnUntraced(function*(
             reason: new Corrupt({ key: manifestKey(handleId), message: `the recorded input is not JSON: ${String(cause)}` })
           })
       })
-      const { layer, step } = yield* loadStep(handleId, manifest.stepId, manifest.module, options.entry ?? null)
-      const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
-        options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
-        Effect.orDie,
-        Scope.provide(scope)
-      )
-      // The caller that spawned it is gone; the services come from the step's module.
-      const runInProcess = runManifestStep(harness, manifest, input, layer)
+      const loaded = yield* Effect.result(loadStep(handleId, manifest.stepId, manifest.module, options.entry ?? null))
+      let runInProcess: Effect.Effect<unknown, unknown>
+      if (Result.isSuccess(loaded)) {
+        const { layer, step } = loaded.success
+        const harness = yield* makeHarness({ name: `subprocess:${manifest.stepId}`, agentGraph: step }).pipe(
+          options.checkpointStore === undefined ? (e) => e : Effect.provideService(CheckpointStore, options.checkpointStore),
+          Effect.orDie,
+          Scope.provide(scope)
+        )
+        // The caller that spawned it is gone; the services come from the step's module.
+        runInProcess = runManifestStep(harness, manifest, input, layer)
+      } else if (options.rerun !== undefined) {
+        runInProcess = options.rerun(manifest, input, handleId)
+      } else if (manifest.module !== null || options.entry !== undefined) {
+        // A module that no longer exports the step (renamed, removed): say so, and keep
+        // the manifest for a build that exports it again.
+        return yield* loaded.failure
+      } else {
+        runInProcess = Effect.andThen(
+          Effect.logWarning(
+            `subprocess ${handleId}: ${loaded.failure.message}; it is reattached as a placeholder that settles ` +
+              "only when stopped (give the adapter an entry module or a stepRunner to re-run it)"
+          ),
+          Effect.never
+        )
+      }
       return Option.some(yield* spawn({
         handleId,
-        stepId: step.id,
-        module: step.module,
+        stepId: manifest.stepId,
+        module: manifest.module ?? undefined,
         input,
         executionId: manifest.executionId,
         parentExecutionId: manifest.parentExecutionId ?? undefined,

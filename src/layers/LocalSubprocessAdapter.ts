@@ -411,7 +411,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           stepId: request.stepId,
           module,
           entry,
-          message: `step ${request.stepId} recorded no module and the adapter has no entry: a child process cannot load it`
+          message: `step ${request.stepId} recorded no module and the adapter has no entry (noetic: registryEntry): ` +
+            "a child process cannot load it"
         })
       })
     }

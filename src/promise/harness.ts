@@ -325,17 +325,6 @@ export const toEngineLayer = (layer: ContextLayer, storage: StorageAdapter): Eng
 let defaultLayerStorage: StorageAdapter | undefined
 const layerStorageDefault = (): StorageAdapter => (defaultLayerStorage ??= createInMemoryStorage())
 
-/** `base` with each layer of `overrides` replacing the one of the same id; new ids are added after. */
-const mergeLayers = (
-  base: ReadonlyArray<EngineContextLayer<any>>,
-  overrides: ReadonlyArray<EngineContextLayer<any>>
-): ReadonlyArray<EngineContextLayer<any>> => {
-  const byId = new Map(overrides.map((layer) => [layer.id, layer]))
-  const merged = base.map((layer) => byId.get(layer.id) ?? layer)
-  const present = new Set(base.map((layer) => layer.id))
-  return [...merged, ...overrides.filter((layer) => !present.has(layer.id))]
-}
-
 // -----------------------------------------------------------------------------
 // Contexts
 // -----------------------------------------------------------------------------
@@ -386,8 +375,11 @@ export class AgentContext {
     return Bridge.context.of(this).resourceId
   }
   /** Host wiring given to `execute`, `createContext` or `restore`; assignable, never persisted. */
+  /** Host wiring, never persisted: `{}` until something else is given or assigned, as in noetic. */
   get state(): any {
-    return Bridge.context.of(this).state
+    const engine = Bridge.context.of(this)
+    if (engine.state === undefined) engine.state = {}
+    return engine.state
   }
   set state(value: unknown) {
     Bridge.context.of(this).state = value
@@ -422,10 +414,12 @@ export class AgentContext {
       ...(previous === undefined || previous === null ? {} : { previousCwd: previous })
     }
   }
-  /** The layers of this context, as they were given (noetic definitions stay themselves). */
-  get layers(): Array<ContextLayer> {
-    return [...Bridge.context.of(this).layerDefinitions] as Array<ContextLayer>
-  }
+  /**
+   * The layers of this context, as they were given (noetic definitions stay themselves);
+   * absent when it has none (neither the harness nor the call gave any), as in noetic,
+   * whose `Context` declares `layers?`. Read through an accessor defined below the class.
+   */
+  declare readonly layers?: Array<ContextLayer>
   /** The harness this context belongs to: `ctx.harness.run(step, input, ctx)` composes steps. */
   get harness(): AgentHarness {
     return this.#harness ?? (detachedRunner as unknown as AgentHarness)
@@ -506,6 +500,17 @@ export class AgentContext {
     return run(Bridge.context.of(this).cancelAskUser(promptId, reason))
   }
 }
+
+// `layers` is optional in noetic's `Context`: an accessor on the prototype keeps the
+// class's declaration optional (a class `get` could only be typed `X | undefined`).
+Object.defineProperty(AgentContext.prototype, "layers", {
+  configurable: true,
+  enumerable: false,
+  get(this: AgentContext): Array<ContextLayer> | undefined {
+    const layers = Bridge.context.of(this).layerDefinitions
+    return layers.length === 0 ? undefined : [...layers] as Array<ContextLayer>
+  }
+})
 
 const wrapped = new WeakMap<EngineContext, AgentContext>()
 
@@ -1334,10 +1339,12 @@ export interface AgentHarnessOptions<I = any, O = any> {
 export interface RestoreContextOptions {
   readonly parent?: AgentContext
   readonly state?: unknown
-  /** Layers for the restored context: each replaces the harness layer of the same id. */
+  /** The restored context's layers instead of the harness's, as in `createContext`. */
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers` (the seed page's name). */
   readonly context?: ReadonlyArray<ContextLayer>
+  /** Layers added after the harness's (or `contextLayers`), as in `createContext`. */
+  readonly extraContextLayers?: ReadonlyArray<ContextLayer>
 }
 
 /** Options of `createContext` (noetic's, plus this library's `id`). */
@@ -1382,7 +1389,7 @@ export interface DetachedSpawnOptions {
 /** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
 const layerMergers = new WeakMap<
   AgentHarness,
-  (given: ReadonlyArray<ContextLayer> | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
+  (options: RestoreContextOptions | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
 >()
 
 const engines = new WeakMap<
@@ -1447,9 +1454,9 @@ const modelLayer = (model: AgentHarnessOptions["model"]): Layer.Layer<LanguageMo
 
 const engineRestoreOptions = (
   options: RestoreContextOptions | undefined,
-  layersFor: (given: ReadonlyArray<ContextLayer> | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
+  layersFor: (options: RestoreContextOptions | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
 ): EngineHarness.RestoreContextOptions => {
-  const layers = layersFor(options?.contextLayers ?? options?.context)
+  const layers = layersFor(options)
   return {
     ...(options?.parent === undefined ? {} : { parent: Bridge.context.of(options.parent) }),
     ...(options?.state === undefined ? {} : { state: options.state }),
@@ -1502,7 +1509,8 @@ export class AgentHarness<I = any, O = any> {
     if (Result.isFailure(checked)) throw toFacadeError(checked.failure)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
     this.#ledgerStorage = storage?.adapter
-    this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? defaultLayers()
+    // As in noetic, a harness given no layers gives its contexts none (`defaultContextLayers` lists the usual ones).
+    this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
 
     let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, StorageError> = Layer.empty
     if (storage?.checkpointStore !== undefined) {
@@ -1578,7 +1586,7 @@ export class AgentHarness<I = any, O = any> {
     )
     // reattachLiveChildren lists through the adapter as harness.subprocess.listLive() does: after the spawns in flight.
     engines.set(this, (f) => this.#spawns.drain().then(() => this.#use(f)))
-    layerMergers.set(this, (given) => this.#mergedLayers(given))
+    layerMergers.set(this, (options) => this.#restoreLayers(options))
   }
 
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
@@ -1600,9 +1608,11 @@ export class AgentHarness<I = any, O = any> {
   }
 
   /** The harness's layers with each of `given` replacing the one of the same id. */
-  #mergedLayers = (given: ReadonlyArray<ContextLayer> | undefined) => {
-    const overrides = this.#toEngineLayers(given)
-    return overrides === undefined ? undefined : mergeLayers(this.#layers, overrides)
+  /** The layers of a restored context, as `createContext` picks them: none given, the snapshot's harness default. */
+  #restoreLayers = (options: RestoreContextOptions | undefined) => {
+    const base = this.#toEngineLayers(options?.contextLayers ?? options?.context)
+    const extra = this.#toEngineLayers(options?.extraContextLayers)
+    return extra === undefined ? base : [...(base ?? this.#layers), ...extra]
   }
 
   /** Runs the root graph; resolves with `{ executionId, output }`. Rejects `NO_STEP_CONFIGURED` without a graph. */
@@ -1652,7 +1662,7 @@ export class AgentHarness<I = any, O = any> {
    */
   restore(executionId: string, options?: RestoreContextOptions): Promise<AgentContext | null> {
     return this.#use((engine) =>
-      Effect.map(engine.restore(executionId, engineRestoreOptions(options, this.#mergedLayers)), (ctx) =>
+      Effect.map(engine.restore(executionId, engineRestoreOptions(options, this.#restoreLayers)), (ctx) =>
         Option.getOrNull(Option.map(ctx, (engineCtx) => wrapContext(engineCtx, this))))
     )
   }
@@ -1663,7 +1673,7 @@ export class AgentHarness<I = any, O = any> {
     options?: RestoreContextOptions
   ): Promise<{ readonly executionId: string; readonly output: O } | null> {
     return this.#use((engine) =>
-      Effect.map(engine.resume(executionId, engineRestoreOptions(options, this.#mergedLayers)), Option.getOrNull)
+      Effect.map(engine.resume(executionId, engineRestoreOptions(options, this.#restoreLayers)), Option.getOrNull)
     ) as Promise<{ readonly executionId: string; readonly output: O } | null>
   }
 

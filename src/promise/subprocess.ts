@@ -639,6 +639,26 @@ export const createInMemorySubprocessAdapter = (options: InMemorySubprocessAdapt
           storage,
           checkpointStore,
           entry: options.registryEntry,
+          // A recorded child whose step this process cannot load is re-run by the stepRunner, as noetic runs it.
+          ...(stepRunner === undefined ? {} : {
+            rerun: (manifest, input, handleId) =>
+              Effect.tryPromise({
+                try: () =>
+                  stepRunner({
+                    kind: "step",
+                    stepId: manifest.stepId,
+                    serializedInput: input,
+                    executionId: manifest.executionId,
+                    overrides: {
+                      ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
+                      ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
+                      ...(manifest.cwdInit === null ? {} : { cwdInit: manifest.cwdInit })
+                    },
+                    metadata: { ...manifest.metadata }
+                  }, stubHandle(handleId, manifest.metadata)),
+                catch: (error) => error
+              })
+          }),
           runProcess: (request, handleId) =>
             run === undefined
               ? Effect.void

@@ -83,6 +83,38 @@ describe("Promise facade: AgentHarness", () => {
     expect(DEFAULT_STEP_LEDGER_RETENTION).toEqual({ maxEntryBytes: 128 * 1024, maxEntries: 1000 })
   })
 
+  it("retention through harness.run on a restored context: evicted steps re-run, the retained ones replay", async () => {
+    const storage = createInMemoryStorage()
+    const checkpointStore = createCheckpointStore({ storage })
+    const harness = track(new AgentHarness({
+      name: "bounded",
+      params: {},
+      environment: { storage: { adapter: storage, checkpointStore, stepLedgerRetention: { maxEntries: 3 } } }
+    }))
+    const calls: Array<string> = []
+    const steps = [1, 2, 3, 4, 5].map((n) =>
+      runCode({
+        id: `s${n}`,
+        execute: async () => {
+          calls.push(`s${n}`)
+          return `out-${n}`
+        }
+      })
+    )
+    // A host driving steps itself: five top-level dispatches on one context.
+    const ctx = harness.createContext()
+    for (const step of steps) await harness.run(step, "go", ctx)
+    expect(calls).toHaveLength(5)
+    const resumed = await harness.restore(ctx.id)
+    calls.length = 0
+    const outputs: Array<unknown> = []
+    for (const step of steps) outputs.push(await harness.run(step, "go", resumed!))
+    // Only the two evicted before the restart run again; re-recording them evicts more
+    // keys in storage, but what the context loaded still replays.
+    expect(calls).toEqual(["s1", "s2"])
+    expect(outputs).toEqual(["out-1", "out-2", "out-3", "out-4", "out-5"])
+  })
+
   it("a bad lease ttl throws a NoeticConfigError naming the problem", () => {
     const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
     for (const ttlMs of [0, -5, Number.NaN, Infinity]) {

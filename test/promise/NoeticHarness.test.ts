@@ -151,7 +151,7 @@ describe("AgentHarness methods", () => {
       name: "exec-layers",
       params: {},
       contextLayers: [base],
-      agentGraph: runCode({ id: "layers", execute: async (_: void, ctx) => ctx.layers.map((layer) => layer.id) })
+      agentGraph: runCode({ id: "layers", execute: async (_: void, ctx) => (ctx.layers ?? []).map((layer) => layer.id) })
     })
     expect((await h.execute(undefined)).output).toEqual(["base"])
     expect((await h.execute(undefined, { contextLayers: [other] })).output).toEqual(["other"])
@@ -507,7 +507,7 @@ describe("context layers (noetic's definitions)", () => {
     expect(configCode(() => h.createContext({ contextLayers: [layer] }))).toBe("UNSUPPORTED_LAYER_HOOK")
   })
 
-  it("restore accepts contextLayers: the caller's layer replaces the harness layer of the same id", async () => {
+  it("restore accepts contextLayers: they replace the harness layers, as createContext's do", async () => {
     const storage = createInMemoryStorage()
     const harnessHooks: Array<string> = []
     const callerHooks: Array<string> = []
@@ -529,6 +529,43 @@ describe("context layers (noetic's definitions)", () => {
     // The seed page's spelling, `context`, is the same option.
     const again = await h.restore(ctx.id, { context: [callerLayer] })
     expect(again!.layers).toEqual([callerLayer])
+  })
+
+  it("restore picks layers as createContext does: given ones replace the harness's, extra ones add, none keeps the harness's", async () => {
+    const storage = createInMemoryStorage()
+    const fromHarness = counterLayer("from-harness", [])
+    const fromCaller = counterLayer("from-caller", [])
+    const h = harness({
+      name: "restore-layers",
+      params: {},
+      contextLayers: [fromHarness],
+      environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
+    })
+    const ctx = h.createContext()
+    await h.checkpoint(ctx)
+    expect((await h.restore(ctx.id, { contextLayers: [fromCaller] }))!.layers).toEqual([fromCaller])
+    expect((await h.restore(ctx.id, { extraContextLayers: [fromCaller] }))!.layers).toEqual([fromHarness, fromCaller])
+    expect((await h.restore(ctx.id))!.layers).toEqual([fromHarness])
+  })
+
+  it("a context of a harness with no layers has none (layers undefined), and its state starts as {}", async () => {
+    const h = harness({ name: "bare", params: {} })
+    const ctx = h.createContext()
+    expect(ctx.layers).toBeUndefined()
+    expect(ctx.state).toEqual({})
+    ctx.state.queue = ["kept"]
+    expect(ctx.state).toEqual({ queue: ["kept"] })
+    expect(h.createContext({ state: { given: 1 } }).state).toEqual({ given: 1 })
+    // A step's context sees the same: noetic code writes to ctx.state without passing one.
+    const graph = runCode({
+      id: "writes-state",
+      execute: async (_: void, stepCtx) => {
+        stepCtx.state.seen = true
+        return [stepCtx.layers, stepCtx.state]
+      }
+    })
+    const run = harness({ name: "bare-run", params: {}, agentGraph: graph })
+    expect((await run.execute(undefined)).output).toEqual([undefined, { seen: true }])
   })
 })
 

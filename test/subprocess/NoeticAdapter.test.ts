@@ -430,6 +430,55 @@ describe("the library's adapters speak noetic's interface", () => {
   })
 })
 
+  it("in-memory adapter with storage: a request by id (no module) from an earlier adapter is listed and reattached", async () => {
+    const storage = createInMemoryStorage()
+    const first = createInMemorySubprocessAdapter({ storage, stepRunner: () => new Promise(() => {}) })
+    const request = { kind: "step", stepId: "greet", serializedInput: "hi", executionId: "exec-r", overrides: {} } as const
+    const spawned = await first.spawn(request)
+    expect(spawned.status).toBe("running")
+    await first.close()
+
+    // Nothing can load "greet" here and no stepRunner is given: a placeholder, as noetic reattaches it.
+    const second = createInMemorySubprocessAdapter({ storage })
+    cleanups.push(() => second.close())
+    const live = await second.listLive()
+    expect(live.map((h) => [h.id, h.status, h.metadata?.stepId, h.metadata?.reattachMode])).toEqual([
+      [spawned.id, "running", "greet", "replay"]
+    ])
+    expect(await second.reattach(spawned.id)).toMatchObject({ id: spawned.id, status: "running" })
+    // stop clears the manifest: a later adapter finds nothing.
+    expect(await second.stop(spawned.id, "cleanup")).toMatchObject({ kind: "stopped" })
+    const third = createInMemorySubprocessAdapter({ storage })
+    cleanups.push(() => third.close())
+    expect(await third.listLive()).toEqual([])
+    expect(await third.reattach(spawned.id)).toBeNull()
+  })
+
+  it("in-memory adapter with storage: a later adapter's stepRunner re-runs a recorded request it cannot load", async () => {
+    const storage = createInMemoryStorage()
+    const first = createInMemorySubprocessAdapter({ storage, stepRunner: () => new Promise(() => {}) })
+    const spawned = await first.spawn({ kind: "step", stepId: "greet", serializedInput: "hi", executionId: "exec-s", overrides: { threadId: "t" } })
+    await first.close()
+    const seen: Array<unknown> = []
+    const second = createInMemorySubprocessAdapter({
+      storage,
+      stepRunner: async (request) => {
+        seen.push(request)
+        return `hello ${String(request.serializedInput)}`
+      }
+    })
+    cleanups.push(() => second.close())
+    const again = await second.reattach(spawned.id)
+    expect(again).toMatchObject({ id: spawned.id, metadata: { reattachMode: "replay" } })
+    for (let i = 0; i < 100 && (await second.get(spawned.id))?.status === "running"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    expect(await second.get(spawned.id)).toMatchObject({ status: "completed", metadata: { result: "hello hi" } })
+    expect(seen).toEqual([expect.objectContaining({ kind: "step", stepId: "greet", serializedInput: "hi", executionId: "exec-s", overrides: { threadId: "t" } })])
+    // Settled: its manifest is gone.
+    expect(await second.listLive()).toEqual([])
+  })
+
 describe("noetic's process requests on the local adapter", () => {
   it("runs an OS command as a durable child: listed, reattached by a later adapter, stopped", async () => {
     const base = tempDir("nnp-")
