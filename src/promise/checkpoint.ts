@@ -91,6 +91,22 @@ export interface CheckpointStore {
 }
 
 /** A checkpoint store over `storage`; its step ledgers live in the same storage. */
+/**
+ * noetic's checkpoint key parts. A snapshot is at `ExecPrefix + id + SnapshotSuffix`
+ * here too; this library keeps its other records of an execution under
+ * `execution:<id>:items:<n>` and `execution:<id>:ledger:<seq>`, and never writes the
+ * other suffixes (noetic's own, kept for code that names them).
+ */
+export const CheckpointKeys = {
+  ExecPrefix: "execution:",
+  SnapshotSuffix: ":snapshot",
+  FrontierSuffix: ":frontier",
+  LayersSuffix: ":layers:",
+  CwdSuffix: ":cwd",
+  AskUserSuffix: ":askUser",
+  ItemLogSuffix: ":itemLog"
+} as const
+
 export const createCheckpointStore = (options: { readonly storage: StorageAdapter }): CheckpointStore => {
   // Built once and shared, so the store's per-process state (which executions it
   // has indexed) is the same for the facade and for a harness that reaches the engine.

@@ -1167,7 +1167,13 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
 // -----------------------------------------------------------------------------
 
 /** A detached child's lifecycle, as noetic reports it. */
-export type DetachedStatus = "running" | "completed" | "failed"
+export type DetachedStatus = (typeof DetachedStatus)[keyof typeof DetachedStatus]
+/** The statuses by name, as noetic exports them (`DetachedStatus.Completed`). */
+export const DetachedStatus = {
+  Running: "running",
+  Completed: "completed",
+  Failed: "failed"
+} as const
 
 /**
  * What `detachedSpawn` returns at once (noetic's `DetachedHandle`): `id` (the child's

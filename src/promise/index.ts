@@ -17,10 +17,12 @@ export {
   createPostgresStorage,
   createSqliteStorage,
   type PostgresStorageAdapter,
+  storageGetMany,
   type SqliteStorageAdapter,
   type StorageAdapter
 } from "./storage.ts"
 export {
+  CheckpointKeys,
   type CheckpointSnapshot,
   CheckpointSchemaVersion,
   CheckpointSnapshotSchema,
@@ -52,7 +54,7 @@ export {
   defaultContextLayers,
   type DetachedHandle,
   type DetachedSpawnOptions,
-  type DetachedStatus,
+  DetachedStatus,
   type EffectsOptions,
   type ExecuteOptions,
   type ExecutionContext,

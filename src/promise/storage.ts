@@ -109,6 +109,25 @@ const scopedStorage = (
 export const createInMemoryStorage = (): ClosableStorageAdapter => fromEngine(makeMemory)
 
 /**
+ * Reads many keys at once, as noetic's `storageGetMany`: the storage's `getMany` when it
+ * has one, else a parallel `get` of each key. Keys with no value are absent from the map.
+ */
+export const storageGetMany = async <T>(
+  storage: Pick<StorageAdapter, "get" | "getMany">,
+  keys: ReadonlyArray<string>
+): Promise<Map<string, T>> => {
+  if (keys.length === 0) return new Map()
+  if (storage.getMany !== undefined) return storage.getMany<T>([...keys])
+  const values = await Promise.all(keys.map((key) => storage.get<T>(key)))
+  const found = new Map<string, T>()
+  keys.forEach((key, i) => {
+    const value = values[i]
+    if (value !== null && value !== undefined) found.set(key, value)
+  })
+  return found
+}
+
+/**
  * A durable storage under `root`: one fsynced file per key, created 0600 in a 0700
  * directory. Without `root` it is `$NOETIC_HOME/checkpoints`, else `~/.noetic/checkpoints`.
  */

@@ -651,3 +651,41 @@ describe("detachedSpawn (noetic's DetachedHandle)", () => {
     expect((await h.restore(parent.id))?.id).toBe(parent.id)
   })
 })
+
+describe("noetic's small exports", () => {
+  it("DetachedStatus names the statuses a handle reports", async () => {
+    const { DetachedStatus } = await import("../../src/promise/index.ts")
+    expect(DetachedStatus).toEqual({ Running: "running", Completed: "completed", Failed: "failed" })
+    const h = harness({ name: "status", params: {} })
+    const handle = h.detachedSpawn(runCode({ id: "one", execute: async () => 1 }), undefined, h.createContext())
+    await handle.await()
+    expect(handle.status).toBe(DetachedStatus.Completed)
+  })
+
+  it("storageGetMany uses getMany when there is one, else a get per key; missing keys are absent", async () => {
+    const { storageGetMany } = await import("../../src/promise/index.ts")
+    const storage = createInMemoryStorage()
+    await storage.set("a", 1)
+    await storage.set("b", { two: 2 })
+    expect(await storageGetMany(storage, ["a", "b", "missing"])).toEqual(new Map<string, unknown>([["a", 1], ["b", { two: 2 }]]))
+    const gets: Array<string> = []
+    const withoutGetMany = {
+      get: async <T>(key: string) => {
+        gets.push(key)
+        return (await storage.get<T>(key))
+      }
+    }
+    expect(await storageGetMany(withoutGetMany, ["b", "missing"])).toEqual(new Map([["b", { two: 2 }]]))
+    expect(gets).toEqual(["b", "missing"])
+    expect(await storageGetMany(withoutGetMany, [])).toEqual(new Map())
+  })
+
+  it("CheckpointKeys spell the key a snapshot is saved under", async () => {
+    const { CheckpointKeys } = await import("../../src/promise/index.ts")
+    const storage = createInMemoryStorage()
+    const h = harness({ name: "keys", params: {}, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } })
+    const ctx = h.createContext()
+    await h.checkpoint(ctx)
+    expect(await storage.get(`${CheckpointKeys.ExecPrefix}${ctx.id}${CheckpointKeys.SnapshotSuffix}`)).not.toBeNull()
+  })
+})
