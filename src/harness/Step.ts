@@ -50,9 +50,10 @@ export interface StepOptions {
    * first of the 4 frames below the builder outside this library and `node_modules`.
    * Pass it to pin the module (a step built by a helper in another file records the
    * helper's module, which may not export it; a helper package deeper than that
-   * records none).
+   * records none). `null` records none: no child process imports a module for it
+   * (an adapter's `entry` can still define it).
    */
-  readonly module?: string | undefined
+  readonly module?: string | null | undefined
   /** A subprocess adapter for every detached dispatch of this step. */
   readonly subprocess?: SubprocessAdapterShape | undefined
 }
@@ -366,7 +367,11 @@ const withModule = <S extends object>(
 ): S & { readonly module: string | undefined } => {
   const given = options?.module
   // `callerModuleUrlLater` formats the captured frames once, on the first read.
-  const moduleOf = given !== undefined ? () => given : callerModuleUrlLater(wrapper ?? builder)
+  const moduleOf = given === null
+    ? () => undefined
+    : given !== undefined
+    ? () => given
+    : callerModuleUrlLater(wrapper ?? builder)
   return Object.defineProperty(step, "module", {
     enumerable: true,
     configurable: true,

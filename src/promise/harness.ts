@@ -374,8 +374,10 @@ export class AgentContext {
   get resourceId(): string | undefined {
     return Bridge.context.of(this).resourceId
   }
-  /** Host wiring given to `execute`, `createContext` or `restore`; assignable, never persisted. */
-  /** Host wiring, never persisted: `{}` until something else is given or assigned, as in noetic. */
+  /**
+   * Host wiring given to `execute`, `createContext` or `restore`; assignable, never
+   * persisted. `{}` until something else is given or assigned, as in noetic.
+   */
   get state(): any {
     const engine = Bridge.context.of(this)
     if (engine.state === undefined) engine.state = {}
@@ -600,8 +602,11 @@ export const subprocessOf = (step: AnyStep): SubprocessAdapter | undefined =>
 
 /** Options every builder's positional form takes. */
 export interface StepBuildOptions {
-  /** The module that defines the step (`import.meta.url`), imported by a child process. */
-  readonly module?: string
+  /**
+   * The module that defines the step (`import.meta.url`), imported by a child process;
+   * `null` records none (a child process then needs the adapter's `registryEntry`).
+   */
+  readonly module?: string | null
   /** A subprocess adapter for every detached dispatch of this step. */
   readonly subprocess?: SubprocessAdapter
 }
@@ -628,7 +633,7 @@ const plainSteps = new WeakMap<object, AnyStep>()
  * built once with the builder of its kind (its fields are that builder's options) and
  * the same step is used every time it is seen. A built step is returned as it is.
  */
-export const asStep = <I, O>(step: AnyStep<I, O>): AnyStep<I, O> => {
+const asStep = <I, O>(step: AnyStep<I, O>): AnyStep<I, O> => {
   if (Step.isStep(step) || typeof step !== "object" || step === null) return step
   const known = plainSteps.get(step)
   if (known !== undefined) return known as AnyStep<I, O>
@@ -637,7 +642,9 @@ export const asStep = <I, O>(step: AnyStep<I, O>): AnyStep<I, O> => {
     ? plainBuilders[kind as keyof typeof plainBuilders]
     : undefined
   if (builder === undefined) return step
-  const built = builder(options as any)
+  // The builder's caller here is this module: record no module (an object literal says
+  // nothing of where it was written) unless the object names one.
+  const built = builder({ module: null, ...options } as any)
   plainSteps.set(step, built)
   return built as AnyStep<I, O>
 }

@@ -13,6 +13,7 @@ import {
   createCheckpointStore,
   createFileStorage,
   createInMemorySubprocessAdapter,
+  createLocalSubprocessAdapter,
   isNoeticConfigError,
   isNoeticError
 } from "../../src/promise/index.ts"
@@ -121,6 +122,19 @@ describe("noetic steps written as plain objects", () => {
     const error = await harness.detachedSpawn(throws, "x", harness.createContext()).await().catch((e: unknown) => e)
     expect(isNoeticError(error)).toBe(true)
     expect((error as any).noeticError).toMatchObject({ kind: "step_failed", stepId: "throws-sync", cause: { message: "sync boom" } })
+  })
+
+  it("a plain step records no module: a local child needs registryEntry, never imports the caller's file", async () => {
+    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "plain-local-"))
+    const local = createLocalSubprocessAdapter({ root })
+    const harness = make({ name: "plain-local", params: {} })
+    const step = plain({ kind: "runCode", id: "by-id-only", execute: async () => 1 })
+    const failure = await harness.detachedSpawn(step, null, harness.createContext(), { subprocess: local }).await().then(
+      () => undefined,
+      (error: unknown) => error
+    )
+    await local.close()
+    expect(String((failure as Error)?.message)).toMatch(/recorded no module.*registryEntry/)
   })
 
   it("a plain step with a bad shape gets the builder's NoeticConfigError when it is first used", () => {
