@@ -361,9 +361,9 @@ export const fromEngineSubprocessAdapter = (
   const engine = Effect.runSync(Effect.cached(build))
   const use = <A, E>(f: (adapter: SubprocessAdapterShape) => Effect.Effect<A, E>) =>
     runForFacade(Effect.flatMap(engine, f))
-  // Set below: the adapter object, whose spawns in flight the reads wait for.
-  let self: object = {}
-  const afterSpawns = <A>(read: () => Promise<A>): Promise<A> => spawnsInFlight(self).drain().then(read)
+  // The spawns harnesses start through this adapter (registered for it below): reads wait for them.
+  const spawns = new SpawnsInFlight()
+  const afterSpawns = <A>(read: () => Promise<A>): Promise<A> => spawns.drain().then(read)
   const get = (handleId: string) =>
     afterSpawns(() => use((a) => a.get(handleId))).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   const control = (handleId: string, what: "pause" | "resume"): Promise<SubprocessControlResult> =>
@@ -379,7 +379,7 @@ export const fromEngineSubprocessAdapter = (
       if (!done) return { kind: "unsupported", handle, message: `child ${handleId} has settled: it cannot ${what}` }
       return { kind: "ok", handle }
     })
-  self = Bridge.subprocessAdapter.attach({
+  const adapter = Bridge.subprocessAdapter.attach({
     spawn: (request) =>
       use((a) => {
         if (request.kind === "step") return a.spawn(engineStepRequest(request, options.stepRunner))
@@ -411,7 +411,8 @@ export const fromEngineSubprocessAdapter = (
     reattach: (handleId) =>
       afterSpawns(() => use((a) => a.reattach(handleId))).then((h) => (Option.isSome(h) ? readyView(h.value) : null))
   } satisfies EngineSubprocessAdapter, engine)
-  return self as EngineSubprocessAdapter
+  adapterSpawns.set(adapter, spawns)
+  return adapter
 }
 
 const spawnFailedError = (message: string) =>
