@@ -234,6 +234,10 @@ describe("promise facade: AgentIpcServer and AgentIpcClient", () => {
       client.acknowledgeDurableFrames(2)
       assert.strictEqual(client.getLastAckedDurableSeq(), 2)
       while ((await server.queueSize()) !== 1) await new Promise((resolve) => setTimeout(resolve, 5))
+      // An ack past what was delivered stops at the highest delivered seq, and says so.
+      client.acknowledgeDurableFrames(9)
+      assert.strictEqual(client.getLastAckedDurableSeq(), 3)
+      while ((await server.queueSize()) !== 0) await new Promise((resolve) => setTimeout(resolve, 5))
 
       server.broadcastAskUserRequest({ id: "q1", input: { question: "ok?" }, createdAt: 7 })
       const prompts = streams.askUser[Symbol.asyncIterator]()

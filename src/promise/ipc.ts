@@ -589,12 +589,18 @@ export class AgentIpcClient implements AsyncDisposable {
     void runForFacade(this.client!.resume(ackedThrough)).catch((error) => this.fail(error))
   }
 
-  /** Acknowledges every durable frame up to `throughSeq`; a seq at or below the last ack is a no-op. */
+  /**
+   * Acknowledges every durable frame up to `throughSeq`, as far as frames were delivered
+   * (a frame not yet received cannot have been handled: the ack stops at the highest
+   * delivered seq, and a later call acknowledges the rest); a seq at or below the last
+   * ack is a no-op.
+   */
   acknowledgeDurableFrames(throughSeq: number): void {
     this.requireConnected()
-    if (throughSeq <= this.lastAckedDurableSeq) return
-    this.lastAckedDurableSeq = throughSeq
-    void runForFacade(this.client!.ack(throughSeq)).catch((error) => {
+    const target = Math.min(throughSeq, this.getHighestDeliveredDurableSeq())
+    if (!(target > this.lastAckedDurableSeq)) return
+    this.lastAckedDurableSeq = target
+    void runForFacade(this.client!.ack(target)).catch((error) => {
       this.lastError = error instanceof Error ? error : new Error(String(error))
     })
   }
