@@ -29,9 +29,8 @@ import { CheckpointStore, type CheckpointStoreShape } from "../services/Checkpoi
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { clearChild, loadManifest, saveManifest } from "../services/SubprocessRecords.ts"
 import {
-  makeMemory,
+  makeMemoryWith,
   type ProcessRequest,
-  processStepId,
   SpawnFailed,
   type SpawnRequest,
   SubprocessAdapter,
@@ -71,29 +70,7 @@ const spawnFailed = (handleId: string, message: string, cause: unknown) =>
 export const make = Effect.fnUntraced(function*(
   options: InMemorySubprocessAdapterOptions = {}
 ): Effect.fn.Return<SubprocessAdapterShape, never, Scope.Scope> {
-  const memory = yield* makeMemory
-  const runProcess = options.runProcess ?? (() => Effect.void)
-  const spawnProcess = Effect.fn("InMemorySubprocessAdapter.spawnProcess")(function*(request: ProcessRequest) {
-    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
-    return yield* memory.spawn({
-      handleId,
-      stepId: processStepId(request.command),
-      module: undefined,
-      input: null,
-      executionId: handleId,
-      parentExecutionId: undefined,
-      metadata: {
-        ...request.metadata,
-        runtime: "in-memory",
-        command: request.command,
-        args: request.args,
-        cwd: request.cwd,
-        detached: request.detached
-      },
-      runInProcess: runProcess(request, handleId)
-    })
-  })
-  const base: SubprocessAdapterShape = { ...memory, spawnProcess }
+  const base = yield* makeMemoryWith({ runProcess: options.runProcess })
   const storage = options.storage
   if (storage === undefined) return base
   const scope = yield* Effect.scope
@@ -191,7 +168,7 @@ export const make = Effect.fnUntraced(function*(
 
   return SubprocessAdapter.of({
     spawn,
-    spawnProcess,
+    spawnProcess: base.spawnProcess,
     get: base.get,
     stop: (handleId) =>
       Effect.andThen(

@@ -96,6 +96,29 @@ export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = fa
   })
 }
 
+/** The `HandleEvicted` reason under a facade error (or an engine `SubprocessError`), if that is what `u` is. */
+export const handleEvictedOf = (
+  u: unknown
+): { readonly handleId: string; readonly gracePeriodMs: number } | undefined => {
+  const engine = u instanceof Error && !("_tag" in u) ? u.cause : u
+  if (typeof engine !== "object" || engine === null || !("_tag" in engine) || engine._tag !== "SubprocessError") {
+    return undefined
+  }
+  const reason = (engine as { readonly reason?: { readonly _tag?: unknown; readonly handleId?: unknown; readonly gracePeriodMs?: unknown } })
+    .reason
+  return reason?._tag === "HandleEvicted" && typeof reason.handleId === "string" && typeof reason.gracePeriodMs === "number"
+    ? { handleId: reason.handleId, gracePeriodMs: reason.gracePeriodMs }
+    : undefined
+}
+
+/** noetic's `handle_evicted`: the adapter kept answering null for a child of step `stepId` that had not settled. */
+export const handleEvicted = (handleId: string, stepId: string, gracePeriod: number): NoeticError =>
+  new NoeticError({
+    code: "HANDLE_EVICTED",
+    message: `Subprocess handle '${handleId}' evicted (step '${stepId}'): adapter returned null for ${gracePeriod}ms`,
+    noeticError: { kind: "handle_evicted", handleId, stepId, gracePeriod }
+  })
+
 /** The `ChildFailed` reason of an engine `SubprocessError`, if `u` is one. */
 export const childFailedReason = (u: unknown): { readonly error: unknown } | undefined => {
   if (typeof u !== "object" || u === null || !("_tag" in u) || u._tag !== "SubprocessError" || !("reason" in u)) {

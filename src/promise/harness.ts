@@ -55,7 +55,9 @@ import {
   unwrapExit,
   asError,
   childError,
-  childFailedReason
+  childFailedReason,
+  handleEvicted,
+  handleEvictedOf
 } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -1250,9 +1252,11 @@ class DetachedHandleImpl<O> implements DetachedHandle<O> {
         return value
       },
       (failure: unknown) => {
+        const evicted = handleEvictedOf(failure)
         const cause = childCause(failure)
-        const error = isNoeticError(cause) && cause.noeticError.kind === "step_failed" &&
-            cause.noeticError.stepId === this.stepId
+        const error = evicted !== undefined
+          ? handleEvicted(evicted.handleId, this.stepId, evicted.gracePeriodMs)
+          : isNoeticError(cause) && cause.noeticError.kind === "step_failed" && cause.noeticError.stepId === this.stepId
           ? cause
           : stepFailed(this.stepId, cause)
         this.#error = error.message
@@ -1639,6 +1643,16 @@ export class AgentHarness<I = any, O = any> {
     return this.#use((engine) => engine.execute(input, engineOptions)) as Promise<
       { readonly executionId: string; readonly output: O }
     >
+  }
+
+  /**
+   * Cancels `ctx` and the contexts under it (noetic's `cancel`): the same as
+   * `ctx.abort(reason)`, a no-op when it is aborted already. Steps running under it fail
+   * at their next boundary with `cancelled`. (noetic also runs layers' `onComplete` and
+   * `dispose` here; this library refuses those hooks when a layer is given.)
+   */
+  async cancel(ctx: AgentContext, reason?: string): Promise<void> {
+    if (!ctx.aborted) ctx.abort(reason)
   }
 
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. A failing save is logged, never thrown. */

@@ -147,6 +147,7 @@ export {
   type TaskLogger
 } from "./ipc.ts"
 export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
+export { createDetachedSignal, type DetachedSignal } from "./detachedSignal.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use
 // the facade can name them.

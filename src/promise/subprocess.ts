@@ -660,13 +660,14 @@ export const createInMemorySubprocessAdapter = (options: InMemorySubprocessAdapt
                 catch: (error) => error
               })
           }),
-          runProcess: (request, handleId) =>
-            run === undefined
-              ? Effect.void
-              : Effect.tryPromise({
+          // Without `run` a process child has nothing to run: complete when spawn returns, as in noetic.
+          ...(run === undefined ? {} : {
+            runProcess: (request, handleId) =>
+              Effect.tryPromise({
                 try: () => run(noeticProcessRequest(request), stubHandle(handleId, request.metadata)),
                 catch: (error) => error
               })
+          })
         })
         return injecting(shape, options.metadataInjector)
       }).pipe(Scope.provide(scope), Effect.orDie),

@@ -18,6 +18,7 @@ import { Io, StorageError } from "../Errors.ts"
 import {
   ChildFailed,
   childFailed,
+  HandleEvicted,
   type HandleStatus,
   SpawnFailed,
   type SpawnRequest,
@@ -25,7 +26,6 @@ import {
   SubprocessError,
   type SubprocessHandle as EngineHandle,
   stopped,
-  UnknownHandle,
   unknownHandle
 } from "../services/SubprocessAdapter.ts"
 import { NoeticConfigError } from "./errors.ts"
@@ -132,9 +132,10 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
             return yield* Deferred.fail(
               result,
               new SubprocessError({
-                reason: new UnknownHandle({
+                reason: new HandleEvicted({
                   handleId: initial.id,
-                  message: `the host adapter forgot handle ${initial.id} before it settled`
+                  gracePeriodMs: EVICTED_GRACE_MS,
+                  message: `the host adapter answered null for handle ${initial.id} for ${EVICTED_GRACE_MS} ms before it settled`
                 })
               })
             )

@@ -57,6 +57,15 @@ export class UnknownHandle extends Schema.TaggedError<UnknownHandle>("noetic-eff
   { handleId: Schema.String, message: Schema.String }
 ) {}
 
+/**
+ * A host-written adapter's `get` kept answering null for a child that had not settled
+ * (noetic's `handle_evicted`): after `gracePeriodMs` the child counts as gone.
+ */
+export class HandleEvicted extends Schema.TaggedError<HandleEvicted>("noetic-effect/SubprocessError/HandleEvicted")(
+  "HandleEvicted",
+  { handleId: Schema.String, gracePeriodMs: Schema.Number, message: Schema.String }
+) {}
+
 /** The child was stopped before it settled. */
 export class Stopped extends Schema.TaggedError<Stopped>("noetic-effect/SubprocessError/Stopped")("Stopped", {
   handleId: Schema.String,
@@ -75,6 +84,7 @@ export const SubprocessErrorReason = Schema.Union([
   ChildExited,
   StepUnavailable,
   UnknownHandle,
+  HandleEvicted,
   Stopped,
   SpawnFailed
 ])
@@ -234,12 +244,24 @@ const messageOf = (error: unknown): string => {
 export const childFailed = (handleId: string, error: unknown): SubprocessError =>
   new SubprocessError({ reason: new ChildFailed({ handleId, message: messageOf(error), error: toJsonError(error) }) })
 
+/** Options of {@link makeMemoryWith}. */
+export interface MemoryAdapterOptions {
+  /**
+   * Runs a process request in this process (noetic's `run` hook). Without it a process
+   * child has nothing to run: it has completed when `spawnProcess` returns.
+   */
+  readonly runProcess?: ((request: ProcessRequest, handleId: string) => Effect.Effect<void, unknown>) | undefined
+}
+
 /**
- * An in-process adapter: each child runs as a fiber in the layer's scope (so it ends
- * with the layer). It keeps no manifests: `listLive` is the children of this process
- * still running, and `reattach` is none.
+ * An in-process adapter (noetic's in-memory one): each child runs as a fiber in the
+ * layer's scope (so it ends with the layer), its handle's metadata says `runtime:
+ * 'in-memory'`. It keeps no manifests: `listLive` is the children of this process still
+ * running, and `reattach` is none.
  */
-export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> = Effect.gen(function*() {
+export const makeMemoryWith = (
+  options: MemoryAdapterOptions = {}
+): Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> => Effect.gen(function*() {
   const scope = yield* Effect.scope
   const handles = new Map<
     string,
@@ -278,7 +300,7 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
       stepId: request.stepId,
       executionId: request.executionId,
       parentExecutionId: request.parentExecutionId,
-      metadata: request.metadata ?? {},
+      metadata: { ...request.metadata, runtime: request.metadata?.runtime ?? "in-memory" },
       startedAt: yield* Clock.currentTimeMillis,
       status: Effect.sync(() => status),
       await: Deferred.await(result)
@@ -294,8 +316,33 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     return handle
   })
 
+  const spawnProcess = Effect.fn("SubprocessAdapter.spawnProcess")(function*(request: ProcessRequest) {
+    const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
+    const handle = yield* spawn({
+      handleId,
+      stepId: processStepId(request.command),
+      module: undefined,
+      input: null,
+      executionId: handleId,
+      parentExecutionId: undefined,
+      metadata: {
+        ...request.metadata,
+        runtime: "in-memory",
+        command: request.command,
+        args: request.args,
+        cwd: request.cwd,
+        detached: request.detached
+      },
+      runInProcess: options.runProcess === undefined ? Effect.void : options.runProcess(request, handleId)
+    })
+    // Nothing to run: the child is complete by the time its handle is seen, as in noetic.
+    if (options.runProcess === undefined) yield* Effect.exit(handle.await)
+    return handle
+  })
+
   return SubprocessAdapter.of({
     spawn,
+    spawnProcess,
     get: (handleId) => Effect.sync(() => Option.map(Option.fromUndefinedOr(handles.get(handleId)), (e) => e.handle)),
     stop: (handleId) =>
       Effect.suspend(() => {
@@ -314,6 +361,9 @@ export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scop
     nestedInProcess: true
   })
 })
+
+/** {@link makeMemoryWith} without options: process children complete at once. */
+export const makeMemory: Effect.Effect<SubprocessAdapterShape, never, Scope.Scope> = makeMemoryWith()
 
 /** The in-process adapter for the life of the layer. */
 export const layerMemory: Layer.Layer<SubprocessAdapter> = Layer.effect(SubprocessAdapter, makeMemory)

@@ -689,3 +689,31 @@ describe("noetic's small exports", () => {
     expect(await storage.get(`${CheckpointKeys.ExecPrefix}${ctx.id}${CheckpointKeys.SnapshotSuffix}`)).not.toBeNull()
   })
 })
+
+describe("noetic's cancel and createDetachedSignal", () => {
+  it("harness.cancel(ctx, reason) aborts the context and those under it; a step under it fails cancelled; twice is a no-op", async () => {
+    const h = harness({ name: "cancel", params: {} })
+    const root = h.createContext()
+    const child = h.createContext({ parent: root })
+    await h.cancel(root, "user stopped")
+    expect(root.aborted).toBe(true)
+    expect(child.aborted).toBe(true)
+    await h.cancel(root, "again")
+    const error = await h.run(runCode({ id: "after", execute: async () => 1 }), undefined, child).then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(error)).toBe(true)
+    expect((error as NoeticError).noeticError).toMatchObject({ kind: "cancelled", reason: "user stopped" })
+  })
+
+  it("createDetachedSignal settles once: the first resolve or reject wins", async () => {
+    const { createDetachedSignal } = await import("../../src/promise/index.ts")
+    const resolved = createDetachedSignal<number>()
+    resolved.resolve(1)
+    resolved.resolve(2)
+    resolved.reject(new Error("late"))
+    expect(await resolved.done).toBe(1)
+    const rejected = createDetachedSignal<number>()
+    rejected.reject(new Error("first"))
+    rejected.resolve(3)
+    await expect(rejected.done).rejects.toThrow("first")
+  })
+})

@@ -9,7 +9,9 @@ import {
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
   createPostgresStorage,
+  isNoeticError,
   NoeticConfigError,
+  type NoeticError,
   runCode,
   spawn
 } from "../../src/promise/index.ts"
@@ -265,6 +267,32 @@ describe("a host-written SubprocessAdapter", () => {
     expect(await storage.list("")).toEqual([])
   })
 
+  it("a host adapter whose get keeps answering null: await() rejects with noetic's handle_evicted; a transient null is tolerated", async () => {
+    const forgetful = (nullsBeforeSettled: number): SubprocessAdapter => {
+      const { adapter } = recordingAdapter()
+      let calls = 0
+      return {
+        ...adapter,
+        spawn: (request) => adapter.spawn(request),
+        get: async (handleId) => {
+          calls++
+          if (nullsBeforeSettled === Infinity || calls <= nullsBeforeSettled) return null
+          return adapter.get(handleId)
+        }
+      }
+    }
+    const harness = new AgentHarness({ name: "evicting", params: {} })
+    cleanups.push(() => harness.close())
+    const gone = harness.detachedSpawn(double, 1, harness.createContext(), { subprocess: forgetful(Infinity) })
+    const error = await gone.await().then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(error)).toBe(true)
+    expect((error as NoeticError).noeticError).toMatchObject({ kind: "handle_evicted", handleId: "host-0", stepId: "double" })
+    expect(gone.status).toBe("failed")
+    // One null, then the real handle: the child's output arrives.
+    const flaky = harness.detachedSpawn(double, 2, harness.createContext(), { subprocess: forgetful(1) })
+    expect(await flaky.await()).toBe(4)
+  })
+
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
     const harness = new AgentHarness({ name: "host", params: {} })
@@ -408,6 +436,23 @@ describe("the library's adapters speak noetic's interface", () => {
     // In-process children cannot be suspended.
     expect(await adapter.pause(stepHandle.id)).toMatchObject({ kind: "unsupported", handle: { id: stepHandle.id } })
     expect(await adapter.pause("missing")).toEqual({ kind: "not_found", handleId: "missing" })
+  })
+
+  it("in-memory adapter, and the harness's default: runtime 'in-memory'; a process request with nothing to run has completed", async () => {
+    const adapter = createInMemorySubprocessAdapter()
+    cleanups.push(() => adapter.close())
+    const planner = await adapter.spawn({ command: "planner", cwd: "/repo", metadata: { role: "planner" } })
+    expect(planner.metadata).toMatchObject({ runtime: "in-memory", role: "planner", command: "planner", cwd: "/repo" })
+    expect((await adapter.get(planner.id))?.status).toBe("completed")
+    expect(await adapter.stop(planner.id, "done")).toMatchObject({ kind: "stopped" })
+
+    const harness = new AgentHarness({ name: "default-adapter", params: {} })
+    cleanups.push(() => harness.close())
+    const noop = await harness.subprocess.spawn({ command: "noop" })
+    expect(noop.metadata?.runtime).toBe("in-memory")
+    const step = harness.detachedSpawn(double, 2, harness.createContext())
+    expect(await step.await()).toBe(4)
+    expect((await harness.subprocess.get(step.handleId))?.metadata).toMatchObject({ runtime: "in-memory", result: 4 })
   })
 
   it("in-memory adapter with storage: a reattached child carries metadata.reattachMode 'replay'", async () => {
