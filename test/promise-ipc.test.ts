@@ -5,6 +5,7 @@ import * as NodeNet from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import {
+  AgentHarness,
   AgentIpcClient,
   AgentIpcServer,
   createDurableOutboundQueue,
@@ -12,6 +13,7 @@ import {
   createInMemoryStorage,
   createLocalFsAdapter,
   encodeFrame,
+  runCode,
   NoeticError
 } from "../src/promise/index.ts"
 import { socketPathFor } from "./ipcHelpers.ts"
@@ -290,4 +292,39 @@ describe("promise facade: AgentIpcServer and AgentIpcClient", () => {
     await fs.rm(dir, { recursive: true, force: true })
     await fs.access(Path.dirname(dir))
   })
+})
+
+describe("promise facade: an AgentHarness served over IPC", () => {
+  it.live("AgentIpcServer takes this library's AgentHarness: a sent message runs the graph, status reads the thread's turn", () =>
+    Effect.promise(async () => {
+      const socketPath = socketPathFor()
+      const seen: Array<string> = []
+      const harness = new AgentHarness({
+        name: "served",
+        params: {},
+        agentGraph: runCode({ id: "reply", execute: async (text: string) => void seen.push(text) })
+      })
+      const server = new AgentIpcServer({
+        harness,
+        chatHistoryStore: { readChatHistory: async () => [], appendChatItem: async () => undefined },
+        logger: async () => undefined,
+        taskId: "task-h",
+        role: "worker",
+        runnerId: "runner-h",
+        threadId: "thread-h",
+        socketPath,
+        askUserService: { peek: () => null, handleResolve: () => undefined, handleCancel: () => undefined, cancelAll: () => undefined },
+        fs: createLocalFsAdapter()
+      })
+      await server.listen()
+      const client = new AgentIpcClient({ socketPath })
+      await client.connect()
+      await client.send({ messageId: "m1", text: "hello" })
+      while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.deepStrictEqual(seen, ["hello"])
+      assert.deepStrictEqual(await client.getStatus(), { kind: "idle" })
+      client.close()
+      await server.close()
+      await harness.close()
+    }))
 })

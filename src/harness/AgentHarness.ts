@@ -116,6 +116,8 @@ export interface ExecuteOptions {
    * `run`) is, like any `runCode` or `spawn` dispatch (DESIGN 13).
    */
   readonly runByAdapter?: boolean
+  /** `executionId` was just made by the caller: nothing can be recorded under it, so no restore is tried. */
+  readonly newExecution?: boolean
 }
 
 /** What `execute` and `resume` return. */
@@ -432,7 +434,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       return yield* withLease(
         executionId,
         Effect.gen(function*() {
-          const restored = executeOptions.executionId === undefined
+          const restored = executeOptions.executionId === undefined || executeOptions.newExecution === true
             ? Option.none<AgentContext>()
             : yield* restore(executionId, { state: executeOptions.state })
           const ctx = Option.isSome(restored) ? restored.value : yield* createContext({

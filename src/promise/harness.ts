@@ -1384,7 +1384,9 @@ export interface CreateContextOptions {
 }
 
 /** Options of `execute` (noetic's, plus this library's `executionId` and `cwd`). */
-export interface ExecuteOptions extends Omit<EngineHarness.ExecuteOptions, "context"> {
+export interface ExecuteOptions
+  extends Omit<EngineHarness.ExecuteOptions, "context" | "runByAdapter" | "newExecution">
+{
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers`. */
   readonly context?: ReadonlyArray<ContextLayer>
@@ -1483,6 +1485,15 @@ const engineRestoreOptions = (
 
 const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
 
+/** The thread `execute` runs a turn under when given none (noetic's default session). */
+const DEFAULT_THREAD_ID = "__default__"
+
+/** A thread's turn, as `getStatus` reports it (noetic's `HarnessStatus`). */
+export type HarnessStatus =
+  | { readonly kind: "idle" }
+  | { readonly kind: "generating"; readonly startedAt: number; readonly turnId: string }
+  | { readonly kind: "aborting"; readonly turnId: string }
+
 /**
  * An agent harness. Durable when `environment.storage.checkpointStore` is given;
  * otherwise every durability hook is a no-op. `close()` (or `await using`) releases it.
@@ -1502,6 +1513,8 @@ export class AgentHarness<I = any, O = any> {
   readonly #ledgerStorage: StorageAdapter | undefined
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
+  /** The turns `execute` is running, by thread id (noetic's sessions, one per thread). */
+  readonly #turns = new Map<string, { readonly turnId: string; readonly startedAt: number; aborting: boolean }>()
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -1639,10 +1652,51 @@ export class AgentHarness<I = any, O = any> {
     const base = this.#toEngineLayers(contextLayers ?? context)
     const extra = this.#toEngineLayers(extraContextLayers)
     const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
-    const engineOptions: EngineHarness.ExecuteOptions = layers === undefined ? rest : { ...rest, context: layers }
-    return this.#use((engine) => engine.execute(input, engineOptions)) as Promise<
+    // The execution id is known before the run starts, so `abort` can reach its context.
+    const executionId = rest.executionId ?? nodeCrypto().randomUUID()
+    const engineOptions: EngineHarness.ExecuteOptions = {
+      ...rest,
+      executionId,
+      ...(rest.executionId === undefined ? { newExecution: true } : {}),
+      ...(layers === undefined ? {} : { context: layers })
+    }
+    const thread = rest.threadId ?? DEFAULT_THREAD_ID
+    const turn = { turnId: executionId, startedAt: Date.now(), aborting: false }
+    this.#turns.set(thread, turn)
+    const done = () => {
+      if (this.#turns.get(thread) === turn) this.#turns.delete(thread)
+    }
+    return (this.#use((engine) => engine.execute(input, engineOptions)) as Promise<
       { readonly executionId: string; readonly output: O }
-    >
+    >).finally(done)
+  }
+
+  /**
+   * What the thread's turn is doing (noetic's `HarnessStatus`): `{ kind: 'idle' }`, or
+   * `{ kind: 'generating', startedAt, turnId }` while an `execute` on that thread runs
+   * (the turn id is its execution id), `{ kind: 'aborting', turnId }` once `abort` asked
+   * it to stop. Without a thread id, the turns `execute` ran without one.
+   */
+  getStatus(scope?: { readonly threadId?: string }): HarnessStatus {
+    const turn = this.#turns.get(scope?.threadId ?? DEFAULT_THREAD_ID)
+    if (turn === undefined) return { kind: "idle" }
+    return turn.aborting
+      ? { kind: "aborting", turnId: turn.turnId }
+      : { kind: "generating", startedAt: turn.startedAt, turnId: turn.turnId }
+  }
+
+  /**
+   * Stops the thread's running turn (noetic's `abort`): its context is aborted, so the
+   * run's next step boundary fails it with `cancelled` and its `execute` rejects. A
+   * thread with no running turn is left as it is.
+   */
+  async abort(scope?: { readonly threadId?: string; readonly reason?: string }): Promise<void> {
+    const turn = this.#turns.get(scope?.threadId ?? DEFAULT_THREAD_ID)
+    if (turn === undefined) return
+    turn.aborting = true
+    await this.#use((engine) =>
+      Effect.sync(() => Option.map(engine.liveContext(turn.turnId), (ctx) => ctx.abort(scope?.reason)))
+    )
   }
 
   /**

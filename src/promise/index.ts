@@ -58,6 +58,7 @@ export {
   type EffectsOptions,
   type ExecuteOptions,
   type ExecutionContext,
+  type HarnessStatus,
   type HarnessTool,
   history,
   inParallel,

@@ -717,3 +717,34 @@ describe("noetic's cancel and createDetachedSignal", () => {
     await expect(rejected.done).rejects.toThrow("first")
   })
 })
+
+describe("noetic's getStatus and abort", () => {
+  it("a thread's turn reads generating while execute runs, aborting once abort asks, idle after; execute rejects cancelled", async () => {
+    let started: () => void = () => {}
+    const running = new Promise<void>((resolve) => (started = resolve))
+    const graph = runCode({
+      id: "long",
+      execute: async (_: string, ctx) => {
+        started()
+        // Steps until the context is aborted: the next one fails cancelled.
+        for (;;) await ctx.harness.run(runCode({ id: "tick", execute: () => new Promise((r) => setTimeout(r, 5)) }), undefined, ctx)
+      }
+    })
+    const h = harness({ name: "turns", params: {}, agentGraph: graph })
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
+    const turn = h.execute("go", { threadId: "t-1" }).then(() => undefined, (e: unknown) => e)
+    await running
+    const status = h.getStatus({ threadId: "t-1" })
+    expect(status).toMatchObject({ kind: "generating", turnId: expect.any(String) })
+    expect(h.getStatus()).toEqual({ kind: "idle" })
+    await h.abort({ threadId: "t-1", reason: "user stop" })
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "aborting", turnId: (status as { turnId: string }).turnId })
+    const error = await turn
+    expect(isNoeticError(error)).toBe(true)
+    expect((error as NoeticError).noeticError).toMatchObject({ kind: "cancelled", reason: "user stop" })
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
+    // Nothing running: abort leaves the thread as it is.
+    await h.abort({ threadId: "t-1" })
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
+  })
+})
