@@ -45,10 +45,6 @@ export interface InMemorySubprocessAdapterOptions {
   readonly storage?: StorageAdapterShape | undefined
   /** The checkpoint store a reattached child re-runs under, so its completed steps replay. */
   readonly checkpointStore?: CheckpointStoreShape | undefined
-  /**
-   * Runs a process request in this process (noetic's `run` hook); without it a process
-   * child completes at once. Process children keep no manifest: there is nothing to re-run.
-   */
   /** A module (path or URL) to load a re-run step from when its manifest records none (imported ones). */
   readonly entry?: string | undefined
   /**
@@ -60,6 +56,11 @@ export interface InMemorySubprocessAdapterOptions {
    * longer exports its step fails to reattach with `StepUnavailable` (`listLive` skips it).
    */
   readonly rerun?: ((manifest: SubprocessManifest, input: unknown, handleId: string) => Effect.Effect<unknown, unknown>) | undefined
+  /**
+   * Runs a process request in this process (noetic's `run` hook); without it a process
+   * child has completed when `spawnProcess` returns. Process children keep no manifest:
+   * there is nothing to re-run.
+   */
   readonly runProcess?: ((request: ProcessRequest, handleId: string) => Effect.Effect<void, unknown>) | undefined
 }
 

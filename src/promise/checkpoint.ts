@@ -90,7 +90,6 @@ export interface CheckpointStore {
   clear(executionId: string): Promise<void>
 }
 
-/** A checkpoint store over `storage`; its step ledgers live in the same storage. */
 /**
  * noetic's checkpoint key parts. A snapshot is at `ExecPrefix + id + SnapshotSuffix`
  * here too; this library keeps its other records of an execution under
@@ -107,6 +106,7 @@ export const CheckpointKeys = {
   ItemLogSuffix: ":itemLog"
 } as const
 
+/** A checkpoint store over `storage`; its step ledgers live in the same storage. */
 export const createCheckpointStore = (options: { readonly storage: StorageAdapter }): CheckpointStore => {
   // Built once and shared, so the store's per-process state (which executions it
   // has indexed) is the same for the facade and for a harness that reaches the engine.

@@ -1404,13 +1404,13 @@ export interface DetachedSpawnOptions {
   readonly metadata?: Readonly<Record<string, unknown>>
 }
 
-/** How functions of this module reach the engine behind a facade harness. */
 /** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
 const layerMergers = new WeakMap<
   AgentHarness,
   (options: RestoreContextOptions | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
 >()
 
+/** How functions of this module reach the engine behind a facade harness. */
 const engines = new WeakMap<
   AgentHarness,
   <A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>) => Promise<A>
@@ -1637,7 +1637,6 @@ export class AgentHarness<I = any, O = any> {
     })
   }
 
-  /** The harness's layers with each of `given` replacing the one of the same id. */
   /** The layers of a restored context, as `createContext` picks them: none given, the snapshot's harness default. */
   #restoreLayers = (options: RestoreContextOptions | undefined) => {
     const base = this.#toEngineLayers(options?.contextLayers ?? options?.context)
