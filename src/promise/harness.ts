@@ -769,14 +769,25 @@ export function runCode(
   options?: StepBuildOptions & { readonly retry?: Step.RetryPolicy }
 ): AnyStep {
   const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body! } : idOrOptions
+  // noetic runs `attempt < maxAttempts` attempts: a count below 1 (or NaN) builds and makes
+  // none, failing the step when it runs; a fraction rounds up; Infinity retries for good.
+  const attempts = opts.retry?.maxAttempts
+  const noAttempts = attempts !== undefined && !(attempts >= 1)
+  const retry = opts.retry === undefined || noAttempts ? undefined : {
+    ...opts.retry,
+    maxAttempts: attempts === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(attempts!)
+  }
+  const execute = noAttempts && typeof opts.execute === "function"
+    ? () => Promise.reject(new Error("No attempts executed"))
+    : opts.execute
   return build(() =>
     Step.runCode({
       ...engineStepOptions(opts),
       id: opts.id,
-      execute: (typeof opts.execute === "function"
-        ? effectBody(opts.execute, opts.id, (opts.retry?.maxAttempts ?? 1) > 1)
-        : opts.execute) as any,
-      ...(opts.retry === undefined ? {} : { retry: opts.retry }),
+      execute: (typeof execute === "function"
+        ? effectBody(execute, opts.id, (retry?.maxAttempts ?? 1) > 1)
+        : execute) as any,
+      ...(retry === undefined ? {} : { retry }),
       ...engineEffects(opts)
     }), opts.subprocess)
 }

@@ -94,6 +94,29 @@ describe("noetic builders: runCode", () => {
     expect(attempts).toBe(2)
   })
 
+  it("retry.maxAttempts as noetic counts it: below 1 builds and fails the step unrun, a fraction rounds up", async () => {
+    let calls = 0
+    const none = runCode({
+      id: "none",
+      retry: { maxAttempts: 0, backoff: "fixed", initialDelay: 1 },
+      execute: async () => ++calls
+    })
+    const error = await runStep(none, undefined).then(() => undefined, (e: unknown) => e)
+    expect((error as NoeticError).noeticError).toMatchObject({ kind: "step_failed", stepId: "none" })
+    expect((error as Error).message).toContain("No attempts executed")
+    expect(calls).toBe(0)
+    const partial = runCode({
+      id: "partial",
+      retry: { maxAttempts: 2.5, backoff: "fixed", initialDelay: 1 },
+      execute: async () => {
+        calls++
+        throw new Error("again")
+      }
+    })
+    await expect(runStep(partial, undefined)).rejects.toThrow("again")
+    expect(calls).toBe(3)
+  })
+
   it("a retried step records only its final success, and a resumed run replays it without calling the body", async () => {
     const storage = createInMemoryStorage()
     let flakyCalls = 0
