@@ -96,6 +96,16 @@ export class ForkPartial extends Schema.TaggedError<ForkPartial>("noetic-effect/
   }
 }
 
+/** A loop built with a `maxIterations` below 1, NaN or Infinity ran (see `checkMaxIterationsWhenRun`). */
+export class InvalidMaxIterations extends Schema.TaggedError<InvalidMaxIterations>("noetic-effect/InvalidMaxIterations")(
+  "InvalidMaxIterations",
+  { stepId: Schema.String, maxIterations: Schema.Number }
+) {
+  override get message(): string {
+    return `Invalid maxIterations: ${this.maxIterations}`
+  }
+}
+
 /** The context was aborted (`ctx.abort(reason)`): the next step boundary fails with this. */
 export class StepCancelled extends Schema.TaggedError<StepCancelled>("noetic-effect/StepCancelled")("StepCancelled", {
   executionId: Schema.String,

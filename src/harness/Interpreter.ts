@@ -23,6 +23,7 @@ import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
   ForkPartial,
+  InvalidMaxIterations,
   LoopMaxIterations,
   ModelOutputInvalid,
   ReplayDiverged,
@@ -643,6 +644,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
   /** Runs the body steps until the verdict stops it. */
   const loopStep = (step: Loop<any, any, any, any>, input: unknown, frame: Frame): Interpreted => {
     return Effect.gen(function*() {
+      if (!(Number.isFinite(step.maxIterations) && step.maxIterations >= 1)) {
+        return yield* new InvalidMaxIterations({ stepId: step.id, maxIterations: step.maxIterations })
+      }
       const ctx = stepContext(frame)
       const startedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const history: Array<unknown> = []

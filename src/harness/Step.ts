@@ -818,6 +818,12 @@ export interface LoopOptions<S extends AnyStep> extends StepOptions {
   readonly maxHistorySize?: number | undefined
   readonly prepareNext?: ((output: Output<S>, verdict: Verdict, ctx: StepContext) => Input<S>) | undefined
   readonly onError?: ((error: unknown, ctx: StepContext) => LoopErrorAction) | undefined
+  /**
+   * A `maxIterations` below 1, NaN or Infinity fails the loop when it runs
+   * (`InvalidMaxIterations`, as noetic does) instead of being refused when it is built.
+   * @internal The Promise facade's, for noetic's code.
+   */
+  readonly checkMaxIterationsWhenRun?: boolean | undefined
 }
 
 /**
@@ -863,7 +869,10 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
   }
   const maxIterations = opts.maxIterations ?? 1000
   // As noetic: any finite number of at least 1 (a fractional cap allows its whole part).
-  if (!(typeof maxIterations === "number" && Number.isFinite(maxIterations) && maxIterations >= 1)) {
+  if (
+    !(typeof maxIterations === "number" && Number.isFinite(maxIterations) && maxIterations >= 1) &&
+    opts.checkMaxIterationsWhenRun !== true
+  ) {
     invalidStep(
       "loop",
       "INVALID_MAX_ITERATIONS",

@@ -1132,6 +1132,8 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
       steps: asSteps(opts.steps) as ReadonlyArray<Step.AnyStep>,
       until: (typeof until === "function" ? (snapshot: Step.Snapshot) => fromPromise(() => until(snapshot)) : until) as any,
       ...(opts.maxIterations === undefined ? {} : { maxIterations: opts.maxIterations }),
+      // noetic builds any maxIterations and fails the loop when it runs with a bad one.
+      checkMaxIterationsWhenRun: true,
       ...(opts.maxHistorySize === undefined ? {} : { maxHistorySize: opts.maxHistorySize }),
       ...(prepareNext === undefined ? {} : {
         prepareNext: (output: unknown, verdict: Step.Verdict, ctx: Step.StepContext) =>

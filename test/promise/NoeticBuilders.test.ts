@@ -315,10 +315,14 @@ describe("noetic builders: loop", () => {
     })
     expect((await rejection(runStep(fractional, 1))).code).toBe("LOOP_MAX_ITERATIONS")
     expect(runs).toBe(2)
+    // As in noetic, a cap below 1, NaN or Infinity builds, and fails the loop when it runs, body unrun.
     for (const bad of [0, 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-      expect(() => loop({ id: "bad", steps: [runCode({ id: "id", execute: async (n: number) => n })], until: () => ({ stop: true }), maxIterations: bad }))
-        .toThrow(expect.objectContaining({ code: "INVALID_MAX_ITERATIONS" }))
+      const built = loop({ id: "bad", steps: [runCode({ id: "count", execute: async (n: number) => (runs++, n) })], until: () => ({ stop: true }), maxIterations: bad })
+      const failed = await rejection(runStep(built, 1))
+      expect(failed.noeticError).toMatchObject({ kind: "step_failed", stepId: "bad" })
+      expect(failed.message).toBe(`Step 'bad' failed: Invalid maxIterations: ${bad}`)
     }
+    expect(runs).toBe(2)
   })
 
   it("prepareNext builds the next input from the output and verdict; onError retries or skips", async () => {
