@@ -1210,7 +1210,9 @@ export interface DetachedHandle<O = unknown> {
   readonly error: string | undefined
   /**
    * The child's output. Rejects with a `NoeticError` carrying `noeticError { kind:
-   * 'step_failed', stepId, cause }` when the child fails, or when `timeout` ms pass
+   * 'step_failed', stepId, cause }` when the child fails (a plain Error when a host
+   * adapter recorded the failure without a `noeticError` payload, as noetic rehydrates
+   * it), `handle_evicted` when the adapter lost the handle, or when `timeout` ms pass
    * first (the child keeps running).
    */
   await(timeout?: number): Promise<O>
@@ -1228,6 +1230,18 @@ const childCause = (failure: unknown): unknown => {
   const engine = failure instanceof Error ? failure.cause : undefined
   const reason = childFailedReason(engine)
   return reason === undefined ? failure : childError(reason.error)
+}
+
+/**
+ * Whether `failure` is a child's error an adapter recorded as a plain `{ message, name?,
+ * stack? }` (no `noeticError` payload, no tag of this library's): noetic rejects with it
+ * as a plain Error, and so does a handle here.
+ */
+const plainChildError = (failure: unknown): boolean => {
+  const reason = childFailedReason(failure instanceof Error ? failure.cause : undefined)
+  const recorded = reason?.error
+  return typeof recorded === "object" && recorded !== null && typeof (recorded as { message?: unknown }).message === "string" &&
+    !("noeticError" in recorded) && !("_tag" in recorded)
 }
 
 class DetachedHandleImpl<O> implements DetachedHandle<O> {
@@ -1270,6 +1284,8 @@ class DetachedHandleImpl<O> implements DetachedHandle<O> {
         const error = evicted !== undefined
           ? handleEvicted(evicted.handleId, this.stepId, evicted.gracePeriodMs)
           : isNoeticError(cause) && cause.noeticError.kind === "step_failed" && cause.noeticError.stepId === this.stepId
+          ? cause
+          : plainChildError(failure) && cause instanceof Error
           ? cause
           : stepFailed(this.stepId, cause)
         this.#error = error.message

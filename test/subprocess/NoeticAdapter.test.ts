@@ -293,6 +293,31 @@ describe("a host-written SubprocessAdapter", () => {
     expect(await flaky.await()).toBe(4)
   })
 
+  it("a plain metadata.error (no noeticError) rejects await() with a plain Error of its message, as noetic rehydrates it", async () => {
+    const { adapter } = recordingAdapter()
+    let id = 0
+    const failing: SubprocessAdapter = {
+      ...adapter,
+      spawn: async () => ({ id: `plain-${id++}`, status: "running", startedAt: new Date().toISOString(), metadata: {} }),
+      get: async (handleId) => ({
+        id: handleId,
+        status: "failed",
+        startedAt: new Date().toISOString(),
+        metadata: { error: { message: "boom", name: "BoomError" } }
+      })
+    }
+    const harness = new AgentHarness({ name: "plain-error", params: {} })
+    cleanups.push(() => harness.close())
+    const handle = harness.detachedSpawn(double, 1, harness.createContext(), { subprocess: failing })
+    const error = await handle.await().then(() => undefined, (e: unknown) => e)
+    expect(error).toBeInstanceOf(Error)
+    expect(isNoeticError(error)).toBe(false)
+    expect((error as Error).message).toBe("boom")
+    expect((error as Error).name).toBe("BoomError")
+    expect(handle.error).toBe("boom")
+    expect(handle.status).toBe("failed")
+  })
+
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
     const harness = new AgentHarness({ name: "host", params: {} })
