@@ -96,16 +96,21 @@ export const stepFailed = (stepId: string, cause: unknown, retriesExhausted = fa
   })
 }
 
-/** The `HandleEvicted` reason under a facade error (or an engine `SubprocessError`), if that is what `u` is. */
-export const handleEvictedOf = (
-  u: unknown
-): { readonly handleId: string; readonly gracePeriodMs: number } | undefined => {
+/** The reason of the engine `SubprocessError` that `u` is, or that the facade error `u` wraps. */
+const subprocessReason = (u: unknown): { readonly _tag?: unknown; readonly [field: string]: unknown } | undefined => {
   const engine = u instanceof Error && !("_tag" in u) ? u.cause : u
   if (typeof engine !== "object" || engine === null || !("_tag" in engine) || engine._tag !== "SubprocessError") {
     return undefined
   }
-  const reason = (engine as { readonly reason?: { readonly _tag?: unknown; readonly handleId?: unknown; readonly gracePeriodMs?: unknown } })
-    .reason
+  const reason = (engine as { readonly reason?: unknown }).reason
+  return typeof reason === "object" && reason !== null ? reason as { readonly [field: string]: unknown } : undefined
+}
+
+/** The `HandleEvicted` reason under a facade error (or an engine `SubprocessError`), if that is what `u` is. */
+export const handleEvictedOf = (
+  u: unknown
+): { readonly handleId: string; readonly gracePeriodMs: number } | undefined => {
+  const reason = subprocessReason(u)
   return reason?._tag === "HandleEvicted" && typeof reason.handleId === "string" && typeof reason.gracePeriodMs === "number"
     ? { handleId: reason.handleId, gracePeriodMs: reason.gracePeriodMs }
     : undefined
@@ -119,14 +124,19 @@ export const handleEvicted = (handleId: string, stepId: string, gracePeriod: num
     noeticError: { kind: "handle_evicted", handleId, stepId, gracePeriod }
   })
 
-/** The `ChildFailed` reason of an engine `SubprocessError`, if `u` is one. */
+/** The `ChildFailed` reason under a facade error (or an engine `SubprocessError`), if that is what `u` is. */
 export const childFailedReason = (u: unknown): { readonly error: unknown } | undefined => {
-  if (typeof u !== "object" || u === null || !("_tag" in u) || u._tag !== "SubprocessError" || !("reason" in u)) {
-    return undefined
-  }
-  const reason = u.reason as { readonly _tag?: unknown; readonly error?: unknown }
-  return reason._tag === "ChildFailed" ? { error: reason.error } : undefined
+  const reason = subprocessReason(u)
+  return reason?._tag === "ChildFailed" ? { error: reason.error } : undefined
 }
+
+/**
+ * Whether a child's recorded error is a plain `{ message, name?, stack? }` (no
+ * `noeticError` payload, no tag of this library's): noetic rehydrates it as a plain Error.
+ */
+export const isPlainRecordedError = (recorded: unknown): boolean =>
+  typeof recorded === "object" && recorded !== null && typeof (recorded as { message?: unknown }).message === "string" &&
+  !("noeticError" in recorded) && !("_tag" in recorded)
 
 /**
  * The error a child failed with, rebuilt from the form an adapter keeps (JSON, or the
@@ -233,7 +243,7 @@ export const toFacadeError = (error: unknown): Error => {
           kind: "fork_partial",
           stepId: fields.stepId,
           succeeded: partial.succeeded.map(({ stepId, value }) => ({ stepId, value })),
-          failed: partial.failed.map(({ error: failure, stepId }) => ({ stepId, error: payloadOfFailure(failure, stepId) }))
+          failed: partial.failed.map(({ error: failure, stepId }) => ({ stepId, error: payloadOf(failure, stepId) }))
         }
       })
     }
@@ -256,12 +266,12 @@ export const toFacadeError = (error: unknown): Error => {
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })
 }
 
-/** noetic's payload for what the step `stepId` failed with (a path of a failed `inParallel`). */
-const payloadOfFailure = (failure: unknown, stepId: string): NoeticErrorPayload => {
-  const facade = isNoeticError(failure) ? failure : toFacadeError(failure)
-  return isNoeticError(facade)
-    ? facade.noeticError
-    : { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
+/** noetic's payload for what the step `stepId` failed with (a settled path, a loop's `onError`, a failed `inParallel`). */
+export const payloadOf = (error: unknown, stepId: string): NoeticErrorPayload => {
+  if (isNoeticError(error)) return error.noeticError
+  const facade = typeof error === "object" && error !== null && "_tag" in error ? toFacadeError(error) : error
+  if (isNoeticError(facade)) return facade.noeticError
+  return { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
 }
 
 // Objects a host's step body threw. They are not the engine's failures, whatever their

@@ -53,18 +53,19 @@ import {
   stepFailed,
   toFacadeError,
   unwrapExit,
-  asError,
   childError,
   childFailedReason,
   handleEvicted,
-  handleEvictedOf
+  handleEvictedOf,
+  isPlainRecordedError,
+  payloadOf
 } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
   fromEngineSubprocessAdapter,
   SpawnsInFlight,
-  spawnsInFlight,
+  spawnsThrough,
   type LiveSubprocessHandle as SubprocessHandle,
   type SubprocessAdapter,
   toFacadeHandle
@@ -699,13 +700,6 @@ const facadeContext = (ctx: Step.StepContext): StepContext => new StepContext(ct
 const fromPromise = <A>(f: () => A | PromiseLike<A>): Effect.Effect<Awaited<A>, unknown> =>
   Effect.tryPromise({ try: () => Promise.resolve().then(f) as Promise<Awaited<A>>, catch: hostThrown })
 
-/** noetic's payload for what a step failed with. */
-const payloadOf = (error: unknown, stepId: string): NoeticErrorPayload => {
-  if (isNoeticError(error)) return error.noeticError
-  const facade = typeof error === "object" && error !== null && "_tag" in error ? toFacadeError(error) : error
-  if (isNoeticError(facade)) return facade.noeticError
-  return { kind: "step_failed", stepId, cause: asError(facade), retriesExhausted: false }
-}
 
 /** What `reconcile` answers: `Reconciled.completed(output)` or `Reconciled.rerun`. */
 export type Reconciled<O> = Step.Reconciled<O>
@@ -1225,24 +1219,6 @@ export interface DetachedHandle<O = unknown> {
   started(): Promise<void>
 }
 
-/** What a detached child failed with (see `childError`), or `failure` when it is not a child's failure. */
-const childCause = (failure: unknown): unknown => {
-  const engine = failure instanceof Error ? failure.cause : undefined
-  const reason = childFailedReason(engine)
-  return reason === undefined ? failure : childError(reason.error)
-}
-
-/**
- * Whether `failure` is a child's error an adapter recorded as a plain `{ message, name?,
- * stack? }` (no `noeticError` payload, no tag of this library's): noetic rejects with it
- * as a plain Error, and so does a handle here.
- */
-const plainChildError = (failure: unknown): boolean => {
-  const reason = childFailedReason(failure instanceof Error ? failure.cause : undefined)
-  const recorded = reason?.error
-  return typeof recorded === "object" && recorded !== null && typeof (recorded as { message?: unknown }).message === "string" &&
-    !("noeticError" in recorded) && !("_tag" in recorded)
-}
 
 class DetachedHandleImpl<O> implements DetachedHandle<O> {
   readonly id: string
@@ -1280,12 +1256,14 @@ class DetachedHandleImpl<O> implements DetachedHandle<O> {
       },
       (failure: unknown) => {
         const evicted = handleEvictedOf(failure)
-        const cause = childCause(failure)
+        // What the child failed with, rebuilt as noetic rehydrates it, rather than the adapter's wrapper.
+        const child = childFailedReason(failure)
+        const cause = child === undefined ? failure : childError(child.error)
         const error = evicted !== undefined
           ? handleEvicted(evicted.handleId, this.stepId, evicted.gracePeriodMs)
           : isNoeticError(cause) && cause.noeticError.kind === "step_failed" && cause.noeticError.stepId === this.stepId
           ? cause
-          : plainChildError(failure) && cause instanceof Error
+          : child !== undefined && isPlainRecordedError(child.error) && cause instanceof Error
           ? cause
           : stepFailed(this.stepId, cause)
         this.#error = error.message
@@ -1878,7 +1856,7 @@ export class AgentHarness<I = any, O = any> {
       })
     )
     this.#spawns.track(started)
-    spawnsInFlight(chosen ?? this.subprocess).track(started)
+    spawnsThrough(chosen ?? this.subprocess)?.track(started)
     return new DetachedHandleImpl<SO>({
       handleId,
       stepId: step.id,

@@ -341,17 +341,10 @@ export class SpawnsInFlight {
 const adapterSpawns = new WeakMap<object, SpawnsInFlight>()
 
 /**
- * The spawns in flight through `adapter`. This library's adapters wait for them in
- * `listLive`, `get` and `reattach`; a host-written adapter is called as it is.
+ * The spawns in flight through `adapter`, for this library's adapters, which wait for
+ * them in `listLive`, `get` and `reattach`; none for a host-written adapter, called as it is.
  */
-export const spawnsInFlight = (adapter: object): SpawnsInFlight => {
-  let spawns = adapterSpawns.get(adapter)
-  if (spawns === undefined) {
-    spawns = new SpawnsInFlight()
-    adapterSpawns.set(adapter, spawns)
-  }
-  return spawns
-}
+export const spawnsThrough = (adapter: object): SpawnsInFlight | undefined => adapterSpawns.get(adapter)
 
 /** Wraps an engine adapter (built lazily, once) as noetic's Promise adapter. */
 export const fromEngineSubprocessAdapter = (
@@ -573,7 +566,9 @@ export interface InMemorySubprocessAdapterOptions {
 }
 
 /** noetic's view of an engine step request, as a `metadataInjector` or a host-written adapter sees it. */
-export const noeticStepRequest = (request: SpawnRequest): StepSubprocessRequest => ({
+export const noeticStepRequest = (
+  request: Pick<SpawnRequest, "stepId" | "input" | "executionId" | "threadId" | "resourceId" | "cwdInit" | "metadata">
+): StepSubprocessRequest => ({
   kind: "step",
   stepId: request.stepId,
   serializedInput: request.input,
@@ -645,18 +640,18 @@ export const createInMemorySubprocessAdapter = (options: InMemorySubprocessAdapt
             rerun: (manifest, input, handleId) =>
               Effect.tryPromise({
                 try: () =>
-                  stepRunner({
-                    kind: "step",
-                    stepId: manifest.stepId,
-                    serializedInput: input,
-                    executionId: manifest.executionId,
-                    overrides: {
-                      ...(manifest.threadId === null ? {} : { threadId: manifest.threadId }),
-                      ...(manifest.resourceId === null ? {} : { resourceId: manifest.resourceId }),
-                      ...(manifest.cwdInit === null ? {} : { cwdInit: manifest.cwdInit })
-                    },
-                    metadata: { ...manifest.metadata }
-                  }, stubHandle(handleId, manifest.metadata)),
+                  stepRunner(
+                    noeticStepRequest({
+                      stepId: manifest.stepId,
+                      input,
+                      executionId: manifest.executionId,
+                      threadId: manifest.threadId ?? undefined,
+                      resourceId: manifest.resourceId ?? undefined,
+                      cwdInit: manifest.cwdInit ?? undefined,
+                      metadata: manifest.metadata
+                    }),
+                    stubHandle(handleId, manifest.metadata)
+                  ),
                 catch: (error) => error
               })
           }),
