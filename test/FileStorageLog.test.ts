@@ -196,6 +196,42 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(yield* storage.get(batchKey("s", 2, 2)), Option.some("second"))
     }), { timeout: 60_000 })
 
+  it.live("a lone append's write is issued before the event loop takes another turn; appends of one task share it", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      yield* storage.set(batchKey("s", 1, 1), "first")
+      const fs: typeof Fs = process.getBuiltinModule("node:fs")
+      const writev = fs.writev
+      const events: Array<string> = []
+      fs.writev = ((...args: Parameters<typeof Fs.writev>) => {
+        events.push("writev")
+        return writev(...args)
+      }) as typeof Fs.writev
+      try {
+        // A turn of the event loop asked for before the append still comes after its write.
+        setImmediate(() => events.push("next turn"))
+        const lone = yield* Effect.forkChild(storage.set(batchKey("s", 2, 2), "lone"), { startImmediately: true })
+        yield* Fiber.join(lone)
+        assert.deepStrictEqual(events.slice(0, 2), ["writev", "next turn"])
+        events.length = 0
+        yield* Effect.forEach([3, 4, 5], (seq) => storage.set(batchKey("s", seq, seq), seq), {
+          concurrency: "unbounded",
+          discard: true
+        })
+        assert.deepStrictEqual(events, ["writev"])
+      } finally {
+        fs.writev = writev
+      }
+      assert.deepStrictEqual(yield* storage.scan(`${keyPrefix("s")}batch:`), [
+        [batchKey("s", 1, 1), "first"],
+        [batchKey("s", 2, 2), "lone"],
+        [batchKey("s", 3, 3), 3],
+        [batchKey("s", 4, 4), 4],
+        [batchKey("s", 5, 5), 5]
+      ])
+    }), { timeout: 60_000 })
+
   it.live("logs of two queues writing large batches at once keep each other's records whole", () =>
     Effect.gen(function*() {
       // With the thread pool held, the first log's write waits in the pool while the

@@ -14,8 +14,10 @@
  * followed by a record: damage with no intact record after it in its segment is a
  * write that never completed and is dropped; damage before an intact record is
  * `Corrupt`, naming the key when its header is intact and the log otherwise. Appends
- * made in one turn of the event loop, or while the batch before them was written, share
- * one durable write (group commit); a new segment costs one fsync of the directory. A
+ * made in one task of the event loop (Effect's scheduler runs every ready fiber in one),
+ * or while the batch before them was written, share one durable write (group commit);
+ * the batch is written from a microtask, so a lone append waits for no further turn of
+ * the loop. A new segment costs one fsync of the directory. A
  * writer fills its segment with zeros ahead of its records, so most writes have no new
  * file size to commit; zeros after the last record are an end nothing was written to
  * yet, read like a torn tail. Once every record of the oldest segments is deleted or
@@ -55,8 +57,11 @@ export interface LogSettings {
   readonly tempPath: () => string
 }
 
+/** `zlib.crc32`, looked up at its first use. */
+let zlibCrc32: ((data: Uint8Array, value?: number) => number) | undefined
+
 /** CRC-32 of `bytes`, continuing from `value`. */
-const crc32 = (bytes: Uint8Array, value?: number): number => nodeZlib().crc32(bytes, value)
+const crc32 = (bytes: Uint8Array, value?: number): number => (zlibCrc32 ??= nodeZlib().crc32)(bytes, value)
 
 const MAGIC = 0x4e454c31 // "NEL1": the record format's version is in its magic.
 const HEADER_BYTES = 21
@@ -511,7 +516,7 @@ export class Log {
 
   /**
    * Appends the record of `key`, its value's JSON `text` (a tombstone when undefined),
-   * and calls `done` once it is durable or failed. Records appended in one turn of the
+   * and calls `done` once it is durable or failed. Records appended in one task of the
    * event loop, or while the batch before them is written, share one durable write
    * (group commit). Returns a canceller for an append whose caller gave up before its
    * batch ran.
@@ -528,7 +533,7 @@ export class Log {
   private schedule(delay: number): void {
     if (this.scheduled) return
     this.scheduled = true
-    if (delay === 0) setImmediate(() => this.flush())
+    if (delay === 0) queueMicrotask(() => this.flush())
     else setTimeout(() => this.flush(), delay)
   }
 
@@ -536,7 +541,9 @@ export class Log {
     this.scheduled = false
     // A batch is being made durable in the thread pool: its completion flushes again.
     if (this.syncing) return
-    const batch = this.pending.filter((append) => !append.cancelled)
+    const batch = this.pending.some((append) => append.cancelled)
+      ? this.pending.filter((append) => !append.cancelled)
+      : this.pending
     this.pending = []
     if (batch.length === 0) return
     let writer: NonNullable<Log["writer"]> | "busy"
@@ -580,16 +587,21 @@ export class Log {
     batch: ReadonlyArray<Append>,
     settle: (error: unknown) => void
   ): void {
-    // A delete writes a tombstone only for a key the log holds (or that this batch sets).
-    const present = new Map<string, boolean>()
-    const kept: Array<Append> = []
-    for (const append of batch) {
-      const held = present.get(append.key) ?? this.index.has(append.key)
-      if (append.text === undefined && !held) continue
-      present.set(append.key, append.text !== undefined)
-      kept.push(append)
+    // A delete writes a tombstone only for a key the log holds (or that this batch sets);
+    // a lone set (a queue's writer awaiting each batch) is kept as it is.
+    let kept: ReadonlyArray<Append> = batch
+    if (batch.length > 1 || batch[0]!.text === undefined) {
+      const present = new Map<string, boolean>()
+      const some: Array<Append> = []
+      for (const append of batch) {
+        const held = present.get(append.key) ?? this.index.has(append.key)
+        if (append.text === undefined && !held) continue
+        present.set(append.key, append.text !== undefined)
+        some.push(append)
+      }
+      if (some.length === 0) return settle(undefined)
+      kept = some
     }
-    if (kept.length === 0) return settle(undefined)
     let target = framing ??= Buffer.allocUnsafe(PREALLOCATE_BYTES)
     const records: Array<Header> = []
     let length = 0
