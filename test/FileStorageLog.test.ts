@@ -196,6 +196,31 @@ describe("FileStorage append-only log", () => {
       assert.deepStrictEqual(yield* storage.get(batchKey("s", 2, 2)), Option.some("second"))
     }), { timeout: 60_000 })
 
+  it.live("a new segment's batch fails when the directory sync beside its write fails; the next write starts afresh", () =>
+    Effect.gen(function*() {
+      const root = freshRoot()
+      const storage = yield* FileStorage.make({ root })
+      const fs: typeof Fs = process.getBuiltinModule("node:fs")
+      const fsync = fs.fsync
+      let failed = 0
+      fs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+        if (failed++ > 0) return fsync(fd, callback)
+        const error: NodeJS.ErrnoException = new Error("EIO: i/o error, fsync")
+        error.code = "EIO"
+        setImmediate(() => callback(error))
+      }) as typeof Fs.fsync
+      const first = yield* storage.set(batchKey("s", 1, 1), "first").pipe(
+        Effect.ensuring(Effect.sync(() => {
+          fs.fsync = fsync
+        })),
+        Effect.flip
+      )
+      assert.strictEqual(first.reason._tag, "Io")
+      assert.include(first.message, "EIO")
+      yield* storage.set(batchKey("s", 2, 2), "second")
+      assert.deepStrictEqual(yield* storage.get(batchKey("s", 2, 2)), Option.some("second"))
+    }), { timeout: 60_000 })
+
   it.live("a lone append's write is issued before the event loop takes another turn; appends of one task share it", () =>
     Effect.gen(function*() {
       const root = freshRoot()

@@ -286,6 +286,22 @@ const runSteps = (
   from(0)
 }
 
+/** Runs callback tasks at once; `done` gets the first error, or undefined, once every one has finished. */
+const runAll = (
+  tasks: ReadonlyArray<(next: (error: unknown) => void) => void>,
+  done: (error: unknown) => void
+): void => {
+  if (tasks.length === 1) return tasks[0]!(done)
+  let left = tasks.length
+  let failure: unknown = undefined
+  for (const task of tasks) {
+    task((error) => {
+      if (error && failure === undefined) failure = error
+      if (--left === 0) done(failure)
+    })
+  }
+}
+
 /** Whether a record's magic starts at `at` in the file. */
 const startsRecord = (path: string, at: number): boolean => {
   const bytes = Buffer.alloc(4)
@@ -633,17 +649,18 @@ export class Log {
     const padding = (zeros ??= Buffer.alloc(PREALLOCATE_BYTES))
     // Written (and synced) in the thread pool: the event loop serves sockets meanwhile,
     // and appends made meanwhile form the next batch. The first batch of a new segment
-    // is durable only once the directory entries the writer made are synced too.
+    // is durable only once the directory entries the writer made are synced too; those
+    // syncs run beside the write (the batch counts as durable once all have finished).
     this.syncing = true
     // The batch's bytes are this write's until it is done: another log frames elsewhere.
     if (framing === target) framing = undefined
     const directories = [...this.unsyncedDirectories]
-    const steps: Array<(next: (error: unknown) => void) => void> = [
-      (next) => writeFullyAsync(writer.fd, allocate ? [bytes, padding] : [bytes], writer.size, next),
-      ...(DSYNC === 0 ? [(next: (error: unknown) => void) => Fs.fdatasync(writer.fd, next)] : []),
+    const write = (next: (error: unknown) => void) =>
+      writeFullyAsync(writer.fd, allocate ? [bytes, padding] : [bytes], writer.size, next)
+    runAll([
+      DSYNC === 0 ? (next) => runSteps([write, (synced) => Fs.fdatasync(writer.fd, synced)], next) : write,
       ...directories.map((directory) => (next: (error: unknown) => void) => fsyncDirectory(directory, next))
-    ]
-    runSteps(steps, (error) => {
+    ], (error) => {
       this.syncing = false
       if (target.length <= KEPT_FRAMING_BYTES && (framing === undefined || framing.length < target.length)) framing = target
       let failure: unknown = error ?? undefined
