@@ -9,7 +9,9 @@
  * (`$NOETIC_HOME`, else `~/.noetic`): `subprocess/subprocess.db`,
  * `checkpoints/checkpoints.db` (SQLite, see `NoeticHome`) and `run/`. A `root` given as
  * a directory is a file storage, with `checkpoints/` and `run/` beside it by default; one
- * given as a database file (`.db`) is SQLite. Directories are 0700, files 0600.
+ * given as a database file (`.db`) is SQLite. Directories are 0700, files 0600. An
+ * adapter given neither `root` nor `manifestStorage` is not durable (`durable`): its
+ * children use the home's layout, but `listLive` is empty and `reattach` finds nothing.
  *
  * A spawn writes the manifest, starts `node [execArgv] subprocessChild.js` detached,
  * then records its pid and start time (`/proc/<pid>/stat` field 22). The child finds
@@ -127,6 +129,15 @@ export interface LocalSubprocessAdapterOptions {
   readonly manifestStorage?: StorageAdapterShape | undefined
   /** Whether children outlive the adapter's scope (see the module doc). Default false. */
   readonly outliveHost?: boolean | undefined
+  /**
+   * Whether `listLive` and `reattach` (and `stop`, `pause`, `resume` of a handle this
+   * adapter did not spawn) find children from the records in storage. Default: true
+   * when `root` or `manifestStorage` is given. Without either, the adapter has no
+   * storage of its own choosing (DESIGN §11): its children still keep their records in
+   * the home's subprocess database, but it lists nothing and reattaches nothing, a
+   * fresh start after every restart, as a storage-less noetic adapter.
+   */
+  readonly durable?: boolean | undefined
   /** Sees every frame a child streams before the result (items, events, ask-user prompts); it is acked after. */
   readonly onFrame?: ((handle: SubprocessHandle, frame: V1ServerFrame) => Effect.Effect<void>) | undefined
 }
@@ -187,10 +198,13 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   // Without a root, the home's layout: its SQLite databases (or the file storages an
   // older setup left there) and its run/ directory.
   const home = roots()
-  const root = NodePath.resolve(options.root ?? storageLocation(home.subprocess, SUBPROCESS_DATABASE).path)
-  const beside = options.root === undefined ? home.home : NodePath.dirname(root)
+  const homeRoot = NodePath.resolve(storageLocation(home.subprocess, SUBPROCESS_DATABASE).path)
+  const root = options.root === undefined ? homeRoot : NodePath.resolve(options.root)
+  // The home's own subprocess storage, given or not, keeps the home's layout around it.
+  const atHome = root === homeRoot
+  const beside = atHome ? home.home : NodePath.dirname(root)
   const checkpointRoot = NodePath.resolve(
-    options.checkpointRoot ?? (options.root === undefined
+    options.checkpointRoot ?? (atHome
       ? storageLocation(home.checkpoints, CHECKPOINTS_DATABASE).path
       : NodePath.join(beside, "checkpoints"))
   )
@@ -590,9 +604,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const withPid = (manifest: SubprocessManifest): Effect.Effect<SubprocessManifest, StorageError> =>
     awaitRecordedPid(manifest, (handleId) => loadManifest(storage, handleId), { pollMs })
 
-  const reattach = sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))
+  const durable = options.durable ?? (options.root !== undefined || options.manifestStorage !== undefined)
 
-  const listLive = listLiveFrom(manifests, reattach).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
+  const reattach = durable
+    ? sharedReattach((handleId) => adopt(handleId).pipe(Effect.withSpan("LocalSubprocessAdapter.reattach")))
+    : (_handleId: string) => Effect.succeed(Option.none<SubprocessHandle>())
+
+  const listLive = durable
+    ? listLiveFrom(manifests, reattach).pipe(Effect.withSpan("LocalSubprocessAdapter.listLive"))
+    : Effect.succeed<ReadonlyArray<SubprocessHandle>>([])
 
   const waitUntilDead = (manifest: SubprocessManifest, child: Child, ms: number) =>
     Effect.gen(function*() {

@@ -453,7 +453,9 @@ export interface LocalSubprocessAdapterOptions
    * host's own) keeps the host's manifests, which `listLive` and `reattach` read,
    * while the children exchange their records under `root` (default
    * `$NOETIC_HOME/subprocess`). One without `get`, `set`, `delete` and `list` is
-   * refused with `NoeticConfigError` `SUBPROCESS_STORAGE_UNSUPPORTED`.
+   * refused with `NoeticConfigError` `SUBPROCESS_STORAGE_UNSUPPORTED`. Without
+   * `storage` (or `root`), `listLive()` is empty and `reattach()` is null: every restart
+   * is a fresh start, while the children still exchange their records under the home.
    */
   readonly storage?: StorageAdapter
   /** The subprocess root as a directory, instead of `storage`. */

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import {
   AgentHarness,
   createFileStorage,
+  createHomeStorage,
   createInMemoryStorage,
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
@@ -425,6 +426,44 @@ describe("the library's adapters speak noetic's interface", () => {
     await expect(
       bare.spawn({ kind: "step", stepId: "double", serializedInput: 1, executionId: "e2", overrides: {} })
     ).rejects.toMatchObject({ name: "NoeticError" })
+  }, 60_000)
+
+  it("local adapter without storage: listLive() is empty and reattach() null, even for its own live child; with storage, found", async () => {
+    const before = process.env.NOETIC_HOME
+    process.env.NOETIC_HOME = tempDir("nnh-")
+    try {
+      const registryEntry = Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+      const release = Path.join(process.env.NOETIC_HOME, "release")
+      const bare = createLocalSubprocessAdapter({ registryEntry, pollMs: 20, outliveHost: true })
+      const handle = await bare.spawn({
+        kind: "step",
+        stepId: "waitForRelease",
+        serializedInput: { release, value: "v" },
+        executionId: "exec-bare",
+        overrides: {}
+      })
+      expect(handle.status).toBe("running")
+      expect(await bare.listLive()).toEqual([])
+      expect(await bare.reattach(handle.id)).toBeNull()
+      await bare.close()
+      // Another storage-less adapter over the same home finds nothing either: a fresh start.
+      const later = createLocalSubprocessAdapter({ registryEntry, pollMs: 20 })
+      cleanups.push(() => later.close())
+      expect(await later.listLive()).toEqual([])
+      expect(await later.reattach(handle.id)).toBeNull()
+      expect(await later.stop(handle.id)).toEqual({ kind: "not_found", handleId: handle.id })
+      // The home's subprocess storage given as storage lists and reattaches the same child.
+      const durable = createLocalSubprocessAdapter({ storage: createHomeStorage("subprocess"), registryEntry, pollMs: 20 })
+      cleanups.push(() => durable.close())
+      expect((await durable.listLive()).map((live) => live.id)).toEqual([handle.id])
+      const again = await durable.reattach(handle.id)
+      expect(again).toMatchObject({ id: handle.id, status: "running" })
+      Fs.writeFileSync(release, "")
+      expect(await again!.await()).toMatchObject({ echoed: "v" })
+    } finally {
+      if (before === undefined) delete process.env.NOETIC_HOME
+      else process.env.NOETIC_HOME = before
+    }
   }, 60_000)
 
   it("default harness adapter: listLive lists a child right after detachedSpawn", async () => {
