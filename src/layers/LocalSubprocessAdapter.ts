@@ -596,6 +596,16 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         return Option.none()
       }
       const child = yield* newChild(manifest)
+      // Still lingering for an acknowledgement no host will send, it would hold its
+      // queue's records until its linger ends: it is told to go (its pid and start time
+      // match), and its records are cleared once it has.
+      if (yield* alive(manifest)) {
+        signalChild(manifest, "SIGTERM")
+        if (!(yield* waitUntilDead(manifest, child, stopGraceMs)) && (yield* alive(manifest))) {
+          signalChild(manifest, "SIGKILL")
+          yield* waitUntilDead(manifest, child, 2_000)
+        }
+      }
       yield* settle(child, stored.value)
       return Option.some(child.handle)
     })

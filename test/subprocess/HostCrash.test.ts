@@ -77,4 +77,29 @@ describe("Survive a host crash (real processes)", () => {
       const { results } = yield* second.nextLine
       assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
     }), { timeout: 120_000 })
+
+  it.live("a child that finished while the host was down and still lingers is told to exit; none of its records is left", () =>
+    Effect.gen(function*() {
+      const base = yield* crashBase
+      const release = Path.join(base, "release")
+      // The default linger: the child waits for a host to acknowledge its persisted result.
+      const first = yield* startHost(hostScript, [base, "spawn", release])
+      const { handleId } = yield* first.nextLine
+      const child = yield* childPid(base, handleId)
+      yield* sigkill(first.proc)
+      Fs.writeFileSync(release, "go")
+      const storage = yield* FileStorage.make({ root: Path.join(base, "subprocess") })
+      yield* waitUntil(Effect.map(
+        storage.list(""),
+        (keys) => keys.some((key) => key.includes(handleId) && key.includes("result"))
+      ).pipe(Effect.orDie))
+      assert.isTrue(yield* isAlive(child.pid, child.pidStarttime), "the child lingers with its result persisted")
+
+      const second = yield* startHost(hostScript, [base, "reattach", release])
+      assert.deepStrictEqual((yield* second.nextLine).handles.map((h: { handleId: string }) => h.handleId), [handleId])
+      const { results } = yield* second.nextLine
+      assert.deepStrictEqual(results, [{ handleId, output: { echoed: "job-1", pid: child.pid }, status: "completed" }])
+      assert.isFalse(yield* isAlive(child.pid, child.pidStarttime), "the lingering child was told to exit")
+      assert.deepStrictEqual((yield* storage.list("")).filter((key) => key.includes(handleId)), [])
+    }), { timeout: 120_000 })
 })
