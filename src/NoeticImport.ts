@@ -7,7 +7,10 @@
  *
  * noetic's on-disk format: one file `<encoded key>.json` per key, holding the raw JSON
  * value, where the encoding is `encodeURIComponent(key)` with every `%` replaced by
- * `__`. The keys it uses:
+ * `__`; noetic's hardened file storage escapes every `_` as `_u` first. A name holding
+ * `_u` can be either: the record itself settles it (a snapshot's `executionId`, a
+ * manifest's `handleId`, a ledger entry's execution among the snapshots found), else
+ * the escaped reading wins. The keys it uses:
  * - `execution:<id>:snapshot`: the v2 `CheckpointSnapshot` (the same shape as ours);
  * - `execution:<id>:ledger:<seq, 8 digits>`: `{ path, stepId, kind, output, completedAt }`
  *   (paths are `/<stepId>#<n>` segments, as ours are);
@@ -75,21 +78,59 @@ export interface NoeticImportTargets {
   readonly subprocess?: StorageAdapterShape | undefined
 }
 
-/** noetic's file name of a key. */
-export const encodeNoeticKey = (key: string): string => encodeURIComponent(key).replace(/%/g, "__")
+/** noetic's file name of a key; `escaped`: its hardened encoding, which writes every `_` as `_u` first. */
+export const encodeNoeticKey = (key: string, options?: { readonly escaped?: boolean }): string =>
+  encodeURIComponent(options?.escaped === true ? key.replaceAll("_", "_u") : key).replace(/%/g, "__")
 
 /** The key of a noetic file name (without `.json`); undefined when it does not decode. */
-export const decodeNoeticKey = (encoded: string): string | undefined => {
+export const decodeNoeticKey = (encoded: string, options?: { readonly escaped?: boolean }): string | undefined => {
   try {
-    return decodeURIComponent(encoded.replaceAll("__", "%"))
+    const key = decodeURIComponent(encoded.replaceAll("__", "%"))
+    return options?.escaped === true ? key.replaceAll("_u", "_") : key
   } catch {
     return undefined
   }
 }
 
+/**
+ * The keys a noetic file name (without `.json`) can stand for: its escaped reading
+ * first, then the first encoding's, each only when it encodes back to the same name.
+ */
+export const noeticKeysOf = (encoded: string): ReadonlyArray<string> => {
+  const keys: Array<string> = []
+  for (const escaped of [true, false]) {
+    const key = decodeNoeticKey(encoded, { escaped })
+    if (key !== undefined && encodeNoeticKey(key, { escaped }) === encoded && !keys.includes(key)) keys.push(key)
+  }
+  return keys
+}
+
 const SNAPSHOT = /^execution:(.+):snapshot$/
 const LEDGER = /^execution:(.+):ledger:(\d+)$/
 const MANIFEST = /^(localSubprocess|inMemorySubprocess):manifest:(.+)$/
+
+const kindOf = (key: string): NoeticRecordKind | undefined =>
+  SNAPSHOT.test(key) ? "snapshot" : LEDGER.test(key) ? "ledger" : MANIFEST.test(key) ? "manifest" : undefined
+
+/**
+ * Which of the keys a file name reads as (see {@link noeticKeysOf}) the record says it
+ * is: a snapshot's own `executionId`, a manifest's `handleId`, a ledger entry of an
+ * execution whose snapshot was found; else the first (escaped) reading.
+ */
+const keyOfRecord = (
+  keys: ReadonlyArray<string>,
+  kind: NoeticRecordKind,
+  value: unknown,
+  executionIds: ReadonlyArray<string>
+): string => {
+  const says = (key: string): boolean => {
+    if (kind === "snapshot") return isRecord(value) && value.executionId === SNAPSHOT.exec(key)?.[1]
+    if (kind === "manifest") return isRecord(value) && value.handleId === MANIFEST.exec(key)?.[2]
+    if (kind === "ledger") return executionIds.includes(LEDGER.exec(key)?.[1] ?? "")
+    return false
+  }
+  return keys.find(says) ?? keys[0]!
+}
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
 
@@ -202,23 +243,23 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
   const fail = (key: string, file: string, kind: NoeticRecordKind, message: string) =>
     void failures.push(new NoeticRecordUnreadable({ key, file, kind, message }))
 
-  for (const file of files) {
-    const key = decodeNoeticKey(file.slice(0, -".json".length))
-    if (key === undefined) {
+  // Snapshots first: a ledger entry whose name reads two ways is settled by them.
+  const named = files.map((file) => ({ file, keys: noeticKeysOf(file.slice(0, -".json".length)) }))
+  const snapshotFirst = [
+    ...named.filter(({ keys }) => keys.some((key) => SNAPSHOT.test(key))),
+    ...named.filter(({ keys }) => !keys.some((key) => SNAPSHOT.test(key)))
+  ]
+  for (const { file, keys } of snapshotFirst) {
+    if (keys.length === 0) {
       fail(file, file, "file", "the file name is not an encoded key")
       continue
     }
-    const kind: NoeticRecordKind | undefined = SNAPSHOT.test(key)
-      ? "snapshot"
-      : LEDGER.test(key)
-      ? "ledger"
-      : MANIFEST.test(key)
-      ? "manifest"
-      : undefined
+    const kind = keys.map(kindOf).find((found) => found !== undefined)
     if (kind === undefined) {
-      skipped.push(key)
+      skipped.push(keys[0]!)
       continue
     }
+    const ofKind = keys.filter((key) => kindOf(key) === kind)
     const read = yield* Effect.result(Effect.try({
       try: (): unknown => {
         const text = Fs.readFileSync(Path.join(directory, file), "utf8")
@@ -229,10 +270,11 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
       catch: (cause) => cause instanceof Error ? cause.message : String(cause)
     }))
     if (Result.isFailure(read)) {
-      fail(key, file, kind, `unreadable: ${read.failure}`)
+      fail(ofKind[0]!, file, kind, `unreadable: ${read.failure}`)
       continue
     }
     const value = read.success
+    const key = ofKind.length === 1 ? ofKind[0]! : keyOfRecord(ofKind, kind, value, executionIds)
 
     if (kind === "snapshot") {
       const executionId = SNAPSHOT.exec(key)![1]!

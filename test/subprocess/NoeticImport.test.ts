@@ -186,6 +186,62 @@ describe("import of noetic's on-disk data", () => {
     }
   })
 
+  it("ids with '_' import from both of noetic's encodings (the hardened one writes '_' as '_u'), and resume replays", async () => {
+    const snapshotOf = (id: string) => ({
+      schemaVersion: 2,
+      executionId: id,
+      threadId: "t",
+      frontier: [{ stepId: "pipeline", input: "brief" }],
+      layers: {},
+      cwd: { current: "/work", previous: null },
+      askUser: [],
+      itemLog: { items: [] },
+      capturedAt: "2026-11-30T10:00:00.000Z"
+    })
+    const draftEntry = { path: "/pipeline#0/draft#0", stepId: "draft", kind: "runCode", output: "A(brief)" }
+    const source = tempDir("noetic-src-")
+    const write = (key: string, value: unknown, escaped: boolean) =>
+      Fs.writeFileSync(Path.join(source, `${encodeNoeticKey(key, { escaped })}.json`), JSON.stringify(value))
+    // "run_1" by the hardened encoding, "job_user" by the first one: "job_user" reads as
+    // "jobser" escaped, and the record settles which it is.
+    write("execution:run_1:snapshot", snapshotOf("run_1"), true)
+    write("execution:run_1:ledger:00000000", draftEntry, true)
+    write("execution:job_user:snapshot", snapshotOf("job_user"), false)
+    write("execution:job_user:ledger:00000000", draftEntry, false)
+    write("localSubprocess:manifest:child_user", {
+      kind: "step",
+      handleId: "child_user",
+      stepId: "draft",
+      executionId: "e",
+      serializedInput: 1,
+      overrides: {},
+      startedAt: "2026-11-30T09:58:00.000Z"
+    }, false)
+    expect(encodeNoeticKey("execution:run_1:snapshot", { escaped: true })).toBe("execution__3Arun_u1__3Asnapshot")
+    const storage = createInMemoryStorage()
+    const subprocessStorage = createInMemoryStorage()
+    const report = await importNoeticData(source, { storage, subprocessStorage })
+    expect(report.failures).toEqual([])
+    expect([...report.executionIds].sort()).toEqual(["job_user", "run_1"])
+    expect(report).toMatchObject({ snapshots: 2, ledgerEntries: 2, manifests: 1 })
+    expect(await subprocessStorage.get("subprocess:manifest:child_user")).toMatchObject({ handleId: "child_user" })
+    for (const id of ["run_1", "job_user"]) {
+      const { calls, graph } = pipelineGraph()
+      const harness = new AgentHarness({
+        name: "imported",
+        params: {},
+        agentGraph: graph,
+        environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
+      })
+      try {
+        expect(await harness.resume(id)).toEqual({ executionId: id, output: "C(B(A(brief)))" })
+        expect(calls).toEqual({ draft: 0, polish: 1, review: 1 })
+      } finally {
+        await harness.close()
+      }
+    }
+  })
+
   it("the CLI command import-noetic writes into the home's storages and prints counts", async () => {
     const source = tempDir("noetic-src-")
     writeNoeticDirectory(source)
