@@ -13,11 +13,13 @@
  * @since 0.1.0
  */
 import type * as SqlPg from "@effect/sql-pg"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import type * as Reactivity from "effect/reactivity/Reactivity"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
@@ -334,6 +336,85 @@ export const makeFromUrl = (
       Effect.mapError(fromSqlError("connect", options.table ?? DEFAULT_TABLE))
     )
     return yield* Effect.provideService(make(options), SqlClientService, client)
+  })
+
+/**
+ * A Postgres storage with a pool to `url` that is open only while it is used: the
+ * first operation opens it, and once none has run for `idleMs` it is closed (the next
+ * operation opens another). Its timer never holds the event loop, so a process that
+ * forgets to close the storage still exits once it is idle, as `pg`'s
+ * `allowExitOnIdle` lets a pool's process exit. Closing the scope closes the pool in
+ * use. The Promise API's `createPostgresStorage` is built on it.
+ */
+export const makeFromUrlOpenWhileUsed = (
+  url: string | Redacted.Redacted,
+  options: PostgresStorageUrlOptions & { readonly idleMs: number }
+): Effect.Effect<StorageAdapterShape, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    let current: { readonly scope: Scope.Closeable; readonly ready: Deferred.Deferred<StorageAdapterShape, StorageError> } | undefined
+    let inFlight = 0
+    let idleTimer: ReturnType<typeof setTimeout> | undefined
+    let released = false
+    const closeCurrent = Effect.suspend(() => {
+      const open = current
+      current = undefined
+      return open === undefined ? Effect.void : Scope.close(open.scope, Exit.void)
+    })
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        released = true
+        clearTimeout(idleTimer)
+        return closeCurrent
+      })
+    )
+    /** The pool's storage, opened by the first caller that finds none; the others wait for it. */
+    const storage = Effect.suspend((): Effect.Effect<StorageAdapterShape, StorageError> => {
+      if (current !== undefined) return Deferred.await(current.ready)
+      const opening = { scope: Scope.makeUnsafe(), ready: Deferred.makeUnsafe<StorageAdapterShape, StorageError>() }
+      current = opening
+      return Scope.provide(makeFromUrl(url, options), opening.scope).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) => {
+          // A pool that failed to open is not kept: the next operation tries again.
+          if (Exit.isFailure(exit) && current === opening) current = undefined
+          return Effect.andThen(
+            Exit.isFailure(exit) ? Scope.close(opening.scope, Exit.void) : Effect.void,
+            Deferred.done(opening.ready, exit)
+          )
+        }),
+        Effect.uninterruptible,
+        Effect.andThen(Deferred.await(opening.ready))
+      )
+    })
+    const idle = () => {
+      if (inFlight === 0 && !released) Effect.runFork(closeCurrent)
+    }
+    const use = <A>(operation: (open: StorageAdapterShape) => Effect.Effect<A, StorageError>) =>
+      Effect.suspend(() => {
+        clearTimeout(idleTimer)
+        inFlight++
+        return Effect.flatMap(storage, operation).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            if (--inFlight === 0 && !released) {
+              idleTimer = setTimeout(idle, options.idleMs)
+              idleTimer.unref()
+            }
+          }))
+        )
+      })
+    return {
+      takesJsonText: true,
+      get: (key) => use((open) => open.get(key)),
+      set: (key, value) => use((open) => open.set(key, value)),
+      delete: (key) => use((open) => open.delete(key)),
+      list: (prefix) => use((open) => open.list(prefix)),
+      getMany: (keys) => use((open) => open.getMany!(keys)),
+      scan: (prefix) => use((open) => open.scan!(prefix)),
+      scanText: (prefix) => use((open) => open.scanText!(prefix)),
+      compareAndSet: (key, expected, next) => use((open) => open.compareAndSet!(key, expected, next)),
+      setFenced: (key, value, fence) => use((open) => open.setFenced!(key, value, fence)),
+      deleteFenced: (key, fence) => use((open) => open.deleteFenced!(key, fence))
+    } satisfies StorageAdapterShape
   })
 
 /** A Postgres storage on the application's `SqlClient`, for the life of the layer. */

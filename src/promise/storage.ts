@@ -148,18 +148,31 @@ export interface PostgresStorageAdapter extends ClosableStorageAdapter {
 
 /**
  * A durable storage in a Postgres table (default `noetic_storage`, created when
- * missing). It connects on first use; call `close()` when done so the process can exit.
+ * missing). It connects on first use and lets its pool go once it has had nothing to
+ * do for `idleCloseMs` (it connects again at the next operation), so a process that
+ * forgets `close()` still exits; `close()` releases the pool at once.
  */
 export const createPostgresStorage = (options: {
   readonly url: string
   readonly table?: string
   readonly maxConnections?: number
+  /**
+   * How long the pool stays open with nothing to do, in ms (default 1,000): it opens
+   * again at the next operation. Idle, it holds nothing that keeps the process alive.
+   */
+  readonly idleCloseMs?: number
 }): PostgresStorageAdapter =>
   scopedStorage(
     "Postgres",
     options.table ?? PostgresStorage.DEFAULT_TABLE,
-    PostgresStorage.makeFromUrl(options.url, options)
+    PostgresStorage.makeFromUrlOpenWhileUsed(options.url, {
+      ...options,
+      idleMs: Math.max(0, options.idleCloseMs ?? DEFAULT_POSTGRES_IDLE_CLOSE_MS)
+    })
   )
+
+/** How long the Promise API's Postgres pool stays open with nothing to do. */
+const DEFAULT_POSTGRES_IDLE_CLOSE_MS = 1_000
 
 /** A SQLite storage of the facade; it holds the database open until `close()`. */
 export interface SqliteStorageAdapter extends StorageAdapter, AsyncDisposable {
