@@ -162,6 +162,9 @@ export const childError = (recorded: unknown): unknown => {
       const prefix = `Step '${payload.stepId}' failed: `
       const cause = payload.cause instanceof Error
         ? payload.cause
+        : isPlainRecordedError(payload.cause)
+        // The cause crossed as JSON with its name and message: a TypeError stays one by name.
+        ? plainError(payload.cause as PlainRecordedError, payload.cause)
         : new Error(message === undefined ? "the child failed" : message.startsWith(prefix) ? message.slice(prefix.length) : message, {
           cause: recorded
         })
@@ -177,7 +180,19 @@ export const childError = (recorded: unknown): unknown => {
       }
     })
   }
-  const error = new Error(message ?? JSON.stringify(recorded), { cause: recorded })
+  return plainError(fields, recorded)
+}
+
+/** A recorded `{ message, name?, stack? }`. */
+interface PlainRecordedError {
+  readonly message?: unknown
+  readonly name?: unknown
+  readonly stack?: unknown
+}
+
+/** An Error of a recorded error's message, name and stack; `recorded` is its cause. */
+const plainError = (fields: PlainRecordedError, recorded: unknown): Error => {
+  const error = new Error(typeof fields.message === "string" ? fields.message : JSON.stringify(recorded), { cause: recorded })
   if (typeof fields.name === "string") error.name = fields.name
   if (typeof fields.stack === "string") error.stack = fields.stack
   return error

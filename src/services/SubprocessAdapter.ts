@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -209,23 +210,34 @@ export const unknownHandle = (handleId: string): SubprocessError =>
 export const stopped = (handleId: string): SubprocessError =>
   new SubprocessError({ reason: new Stopped({ handleId, message: `child ${handleId} was stopped` }) })
 
+/** An `Error`'s own fields plus its `name` and `message`, which are not its own enumerable ones. */
+const errorFields = (error: Error): Record<string, unknown> => ({ ...error, name: error.name, message: error.message })
+
 /**
  * A failure in a form JSON keeps: an object's own fields (a tagged error's `_tag`
- * among them) plus an `Error`'s `name` and `message`; anything JSON cannot hold
+ * among them) plus an `Error`'s `name` and `message`, for the failure and any `Error`
+ * inside it (a step failure's cause keeps its `TypeError`); anything JSON cannot hold
  * becomes its string form.
  */
 export const toJsonError = (error: unknown): unknown => {
-  const fields: Record<string, unknown> = typeof error === "object" && error !== null ? { ...error } : {}
-  if (error instanceof Error) {
-    fields.name = error.name
-    fields.message = error.message
-  }
+  const value = error instanceof Error ? errorFields(error) : typeof error === "object" && error !== null ? { ...error } : error
   try {
-    const text = JSON.stringify(typeof error === "object" && error !== null ? fields : error)
+    const text = JSON.stringify(value, (_key, inner: unknown) => (inner instanceof Error ? errorFields(inner) : inner))
     return text === undefined ? null : JSON.parse(text)
   } catch {
     return { name: "Unserializable", message: String(error) }
   }
+}
+
+/**
+ * A child's failure from how its run ended: what it failed with, else the defect it
+ * died of (an `Error`'s name and message kept), else the cause's rendering.
+ */
+export const childFailedOf = (handleId: string, cause: Cause.Cause<unknown>): SubprocessError => {
+  const failure = cause.reasons.find(Cause.isFailReason)
+  if (failure !== undefined) return childFailed(handleId, failure.error)
+  const defect = cause.reasons.find(Cause.isDieReason)
+  return childFailed(handleId, defect !== undefined ? defect.defect : Cause.pretty(cause))
 }
 
 const messageOf = (error: unknown): string => {
@@ -291,7 +303,7 @@ export const makeMemoryWith = (
           return Deferred.fail(result, stopped(handleId))
         }
         status = "failed"
-        return Deferred.fail(result, childFailed(handleId, failure !== undefined ? failure.error : exit.cause))
+        return Deferred.fail(result, childFailedOf(handleId, exit.cause))
       }),
       Effect.forkIn(scope)
     )

@@ -27,6 +27,29 @@ describe("SubprocessAdapter.makeMemory", () => {
     }))
 })
 
+describe("SubprocessAdapter.makeMemory failures", () => {
+  it.effect("a child that dies of a defect fails ChildFailed with the defect's name and message; a failure keeps an Error cause's", () =>
+    Effect.gen(function*() {
+      const adapter = yield* makeMemory
+      const settle = (runInProcess: Effect.Effect<unknown, unknown>) =>
+        Effect.flatMap(
+          adapter.spawn({ stepId: "child", module: undefined, input: 1, executionId: "e", parentExecutionId: undefined, runInProcess }),
+          (handle) => Effect.flip(handle.await)
+        )
+      const died = yield* settle(Effect.sync(() => {
+        throw new TypeError("bad input")
+      }))
+      assert.strictEqual(died.reason._tag, "ChildFailed")
+      assert.strictEqual(died.reason.message, "bad input")
+      assert.deepStrictEqual((died.reason as { error: unknown }).error, { name: "TypeError", message: "bad input" })
+      const failed = yield* settle(Effect.fail({ step: "x", cause: new RangeError("too far") }))
+      assert.deepStrictEqual((failed.reason as { error: unknown }).error, {
+        step: "x",
+        cause: { name: "RangeError", message: "too far" }
+      })
+    }))
+})
+
 describe("SubprocessAdapter.makeMemory handle ids", () => {
   it.effect("a handle id spawned again after it settled is not forgotten while its new child runs", () =>
     Effect.gen(function*() {

@@ -24,6 +24,7 @@ import type {
   SubprocessStatus
 } from "../../src/promise/subprocess.ts"
 import { waitForRelease } from "../fixtures/subprocessSteps.ts"
+import { throwsTypeError } from "./fixtures/siblingSteps.mjs"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterEach(async () => {
@@ -318,6 +319,24 @@ describe("a host-written SubprocessAdapter", () => {
     expect(handle.error).toBe("boom")
     expect(handle.status).toBe("failed")
   })
+
+  it("a detached child's thrown TypeError comes back as the step_failed cause by name and message (in-memory and local)", async () => {
+    const local = createLocalSubprocessAdapter({ root: Path.join(tempDir("nte-"), "subprocess"), pollMs: 20 })
+    cleanups.push(() => local.close())
+    for (const subprocess of [createInMemorySubprocessAdapter(), local]) {
+      const harness = new AgentHarness({ name: "typed-failure", params: {}, environment: { subprocess } })
+      cleanups.push(() => harness.close())
+      const handle = harness.detachedSpawn(throwsTypeError, 1, harness.createContext())
+      const error = await handle.await().then(() => undefined, (e: unknown) => e) as NoeticError
+      expect(isNoeticError(error)).toBe(true)
+      expect(error.noeticError).toMatchObject({ kind: "step_failed", stepId: "throws-type-error" })
+      const cause = (error.noeticError as { cause: Error }).cause
+      expect(cause).toBeInstanceOf(Error)
+      expect(cause.name).toBe("TypeError")
+      expect(cause.message).toBe("child typed failure")
+      expect(handle.error).toBe("Step 'throws-type-error' failed: child typed failure")
+    }
+  }, 60_000)
 
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
