@@ -119,8 +119,16 @@ export const createCheckpointStore = (options: { readonly storage: StorageAdapte
     list: () => use((s) => Effect.map(s.list, (ids) => ids.map((executionId) => ({ executionId })))),
     clear: (executionId) => use((s) => s.clear(executionId))
   }
+  // Every storage of this library compares and sets; one a host wrote has only the four methods.
+  if (Bridge.storage.has(options.storage)) leaseCapable.add(store)
   return Bridge.checkpointStore.attach(store, engine)
 }
+
+/** Checkpoint stores over one of this library's storages, which can hold an execution lease. */
+const leaseCapable = new WeakSet<CheckpointStore>()
+
+/** Whether leased runs can fence their writes in `store`'s storage (one of this library's, not a host's). */
+export const holdsExecutionLeases = (store: CheckpointStore): boolean => leaseCapable.has(store)
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
   new StorageError({

@@ -38,6 +38,7 @@ import { SubprocessAdapter as SubprocessAdapterTag } from "../services/Subproces
 import {
   type CheckpointStore,
   clearLedger,
+  holdsExecutionLeases,
   isEngineBackedCheckpointStore,
   resolveStepLedgerRetention,
   type StepLedgerRetention,
@@ -1558,6 +1559,13 @@ export class AgentHarness<I = any, O = any> {
           "STORAGE_ADAPTER_UNSUPPORTED",
           "environment.storage.lease needs a checkpoint store made by createCheckpointStore and no separate storage.adapter",
           "Leased runs fence their ledger writes in the checkpoint store's storage: build the store with createCheckpointStore({ storage }) and drop storage.adapter (the ledger then lives in that storage)."
+        )
+      }
+      if (storage.lease !== undefined && !holdsExecutionLeases(checkpointStore)) {
+        throw configError(
+          "EXECUTION_LEASE_UNSUPPORTED",
+          "environment.storage.lease needs a storage with compareAndSet, setFenced and deleteFenced; the checkpoint store's storage is a host-written one",
+          "Build the checkpoint store over one of this library's storages (createFileStorage, createSqliteStorage, createPostgresStorage, createInMemoryStorage), or drop lease."
         )
       }
       const adapter = storage.adapter

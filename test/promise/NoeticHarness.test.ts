@@ -125,6 +125,32 @@ describe("AgentHarness constructor (noetic's options)", () => {
     })
   })
 
+  it("a lease over a host-written storage (no compare-and-set) is a NoeticConfigError with a hint, at construction", () => {
+    const hostWritten = new Map<string, unknown>()
+    const storage = {
+      get: async (key: string) => hostWritten.get(key) ?? null,
+      set: async (key: string, value: unknown) => void hostWritten.set(key, value),
+      delete: async (key: string) => void hostWritten.delete(key),
+      list: async (prefix: string) => [...hostWritten.keys()].filter((key) => key.startsWith(prefix)).sort()
+    }
+    const error = (() => {
+      try {
+        new AgentHarness({
+          name: "x",
+          params: {},
+          environment: { storage: { checkpointStore: createCheckpointStore({ storage }), lease: { owner: "h", ttlMs: 1000 } } }
+        })
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(isNoeticConfigError(error)).toBe(true)
+    expect(error).toMatchObject({ code: "EXECUTION_LEASE_UNSUPPORTED" })
+    expect((error as { hint: string }).hint).toMatch(/createFileStorage/)
+    // Without a lease the same store is fine.
+    harness({ name: "ok", params: {}, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } })
+  })
+
   it("a bad lease ttl is a NoeticConfigError", () => {
     const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
     expect(configCode(() =>
