@@ -34,7 +34,8 @@ export interface ReattachLiveChildrenOptions {
 
 /**
  * Lists the harness adapter's live children (`listLive`, which rebinds them) and
- * restores each one's parent context (`harness.restore(parentExecutionId)`) in
+ * restores each one's parent context (`harness.restore(parentExecutionId)`; for a
+ * handle that names no parent, the execution it carries, as noetic does) in
  * parallel. A snapshot that fails to load is reported in `failures` with its handle
  * and does not abort the others. Without durable storage it finds nothing and costs
  * nothing.
@@ -47,8 +48,10 @@ export const reattachLiveChildren = Effect.fnUntraced(function*(
   const contexts = new Map<string, AgentContext>()
   const failures: Array<ReattachedChildren["failures"][number]> = []
   yield* Effect.forEach(handles, (handle) => {
-    const parent = handle.parentExecutionId
-    if (parent === undefined) return Effect.void
+    // The parent context a detached spawn recorded; a handle that names none (a host
+    // adapter's, carrying only `metadata.executionId`) has the execution it carries
+    // restored, as noetic's helper does. Either way, no snapshot means no context.
+    const parent = handle.parentExecutionId ?? handle.executionId
     const wiring = typeof options.restore === "function" ? options.restore(handle) : options.restore
     return harness.restore(parent, wiring).pipe(
       Effect.match({

@@ -21,7 +21,8 @@ import {
   isNoeticError,
   type NoeticContextLayer,
   type NoeticError,
-  runCode
+  runCode,
+  type StorageAdapter
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
 
@@ -127,8 +128,8 @@ describe("AgentHarness constructor (noetic's options)", () => {
 
   it("a lease over a host-written storage (no compare-and-set) is a NoeticConfigError with a hint, at construction", () => {
     const hostWritten = new Map<string, unknown>()
-    const storage = {
-      get: async (key: string) => hostWritten.get(key) ?? null,
+    const storage: StorageAdapter = {
+      get: async <T>(key: string) => (hostWritten.get(key) ?? null) as T | null,
       set: async (key: string, value: unknown) => void hostWritten.set(key, value),
       delete: async (key: string) => void hostWritten.delete(key),
       list: async (prefix: string) => [...hostWritten.keys()].filter((key) => key.startsWith(prefix)).sort()

@@ -4,6 +4,7 @@ import * as Path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import {
   AgentHarness,
+  createCheckpointStore,
   createFileStorage,
   createHomeStorage,
   createInMemoryStorage,
@@ -13,6 +14,7 @@ import {
   isNoeticError,
   NoeticConfigError,
   type NoeticError,
+  reattachLiveChildren,
   runCode,
   spawn
 } from "../../src/promise/index.ts"
@@ -337,6 +339,32 @@ describe("a host-written SubprocessAdapter", () => {
       expect(handle.error).toBe("Step 'throws-type-error' failed: child typed failure")
     }
   }, 60_000)
+
+  it("reattachLiveChildren restores the execution a host adapter's handle carries (metadata.executionId) when it names no parent", async () => {
+    const { adapter } = recordingAdapter()
+    let liveExecution = ""
+    const host: SubprocessAdapter = {
+      ...adapter,
+      listLive: async () => [
+        { id: "H1", status: "running", startedAt: new Date().toISOString(), metadata: { executionId: liveExecution } },
+        { id: "H2", status: "running", startedAt: new Date().toISOString(), metadata: { executionId: "no-snapshot" } }
+      ]
+    }
+    const harness = new AgentHarness({
+      name: "host-reattach",
+      params: {},
+      environment: { subprocess: host, storage: { checkpointStore: createCheckpointStore({ storage: createInMemoryStorage() }) } }
+    })
+    cleanups.push(() => harness.close())
+    const ctx = harness.createContext({ threadId: "t-9" })
+    await harness.checkpoint(ctx)
+    liveExecution = ctx.id
+    const { contexts, failures, handles } = await reattachLiveChildren(harness)
+    expect(handles.map((handle) => handle.id)).toEqual(["H1", "H2"])
+    expect([...contexts.keys()]).toEqual(["H1"])
+    expect(contexts.get("H1")).toMatchObject({ id: ctx.id, threadId: "t-9" })
+    expect(failures).toEqual([])
+  })
 
   it("a per-call override is used for that dispatch only", async () => {
     const host = recordingAdapter()
