@@ -170,6 +170,8 @@ interface Child {
   /** Suspended by `pause` (SIGSTOP) until `resume`. */
   paused: boolean
   client: IpcClient.IpcClientShape | undefined
+  /** Another host's client took the child's stream (`bye`): its result goes there. */
+  takenOver: boolean
 }
 
 const spawnFailed = (handleId: string, message: string, cause: unknown) =>
@@ -289,6 +291,12 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       _tag: "Failure",
       error: child.stopping
         ? new Stopped({ handleId, message: `child ${handleId} was stopped` })
+        : child.takenOver
+        // Its result went to the host that took the stream over, which settled and cleared it.
+        ? new ChildExited({
+          handleId,
+          message: `child ${handleId} (pid ${child.manifest.pid}) was reattached by another host, which took its result`
+        })
         : new ChildExited({ handleId, message: `child ${handleId} (pid ${child.manifest.pid}) ended without a result` })
     }
   }
@@ -311,6 +319,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         while (true) {
           const delivery = yield* client.take
           const frame = delivery.frame
+          if (frame.type === "bye") child.takenOver = true
           if (frame.type === "status" && typeof frame.status === "object" && frame.status !== null &&
             "kind" in frame.status && frame.status.kind === "result" && "outcome" in frame.status) {
             const outcome = yield* decodeOutcome(frame.status.outcome)
@@ -367,6 +376,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         spawnedHere: false,
         paused: false,
         client: undefined,
+        takenOver: false,
         handle: {
           handleId: manifest.handleId,
           stepId: manifest.stepId,

@@ -513,6 +513,31 @@ describe("the library's adapters speak noetic's interface", () => {
     }
   }, 60_000)
 
+  it("two adapters over one root: the one that reattaches takes the stream and the result; the other says so", async () => {
+    const base = tempDir("nto-")
+    const registryEntry = Path.join(import.meta.dirname, "..", "fixtures", "subprocessSteps.ts")
+    const release = Path.join(base, "release")
+    const first = createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), registryEntry, pollMs: 20 })
+    cleanups.push(() => first.close())
+    const handle = await first.spawn({
+      kind: "step",
+      stepId: "waitForRelease",
+      serializedInput: { release, value: "v" },
+      executionId: "exec-two",
+      overrides: {}
+    })
+    const second = createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), registryEntry, pollMs: 20 })
+    cleanups.push(() => second.close())
+    const taken = await second.reattach(handle.id)
+    expect(taken).toMatchObject({ id: handle.id, status: "running" })
+    Fs.writeFileSync(release, "")
+    expect(await taken!.await()).toMatchObject({ echoed: "v" })
+    // The first sees the result if it reads it before the second clears it; else it says where it went.
+    const outcome = await handle.await().then((value) => ({ value }), (error: Error) => ({ error: error.message }))
+    if ("value" in outcome) expect(outcome.value).toMatchObject({ echoed: "v" })
+    else expect(outcome.error).toMatch(/reattached by another host, which took its result/)
+  }, 60_000)
+
   it("default harness adapter: listLive lists a child right after detachedSpawn", async () => {
     const harness = new AgentHarness({ name: "host", params: {} })
     cleanups.push(() => harness.close())
