@@ -71,7 +71,7 @@ export class NoStepConfigured extends Schema.TaggedError<NoStepConfigured>(
   }
 }
 
-/** A step was built with an empty id. */
+/** A step was built (or dispatched, as a plain object) with an empty or blank id. */
 export class EmptyStepId extends Schema.TaggedError<EmptyStepId>("noetic-effect/EmptyStepId")("EmptyStepId", {
   kind: Schema.String,
   message: Schema.String,
@@ -85,7 +85,7 @@ export class EmptyStepId extends Schema.TaggedError<EmptyStepId>("noetic-effect/
 
 /**
  * A step builder was given options it cannot build from: noetic's build-time codes
- * (`EMPTY_STEP_ID`, `MISSING_EXECUTE_FUNCTION`, `MISSING_CHILD_STEP`, `MISSING_LOOP_BODY`,
+ * (`MISSING_EXECUTE_FUNCTION`, `MISSING_CHILD_STEP`, `MISSING_LOOP_BODY`,
  * `MISSING_UNTIL_PREDICATE`, `MISSING_MERGE_FUNCTION`, `MISSING_ROUTE_FUNCTION`,
  * `MISSING_MODEL`, `MISSING_TOOL`) and this library's checks of numeric options.
  * Builders throw it, as noetic's throw `NoeticConfigError`.

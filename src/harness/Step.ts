@@ -10,7 +10,7 @@
  * runs child steps with `ctx.run(step, input)`.
  *
  * Every builder fails at build time, throwing the `NoeticConfigError`-coded
- * `StepConfigInvalid` (`EMPTY_STEP_ID`, `MISSING_EXECUTE_FUNCTION`, ...), as noetic's do.
+ * `EmptyStepId` (`EMPTY_STEP_ID`) or `StepConfigInvalid` (`MISSING_EXECUTE_FUNCTION`, ...), as noetic's do.
  *
  * @since 0.1.0
  */
@@ -18,7 +18,7 @@ import * as Effect from "effect/Effect"
 import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
-import { type EmptyStepId, StepConfigInvalid } from "../Errors.ts"
+import { EmptyStepId, StepConfigInvalid } from "../Errors.ts"
 import { callerModuleUrlLater } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
@@ -306,15 +306,14 @@ export const invalidStep = (kind: StepKind, code: string, message: string, hint:
   throw new StepConfigInvalid({ kind, code, message: `${builderNames[kind]}() ${message}`, hint })
 }
 
-/** Throws `EMPTY_STEP_ID` unless `id` is a non-blank string. */
+/** Throws `EmptyStepId` (code `EMPTY_STEP_ID`) unless `id` is a non-blank string. */
 export const checkStepId = (id: unknown, kind: StepKind): void => {
   if (typeof id !== "string" || id.trim() === "") {
-    invalidStep(
+    throw new EmptyStepId({
       kind,
-      "EMPTY_STEP_ID",
-      "requires a non-empty id.",
-      `Pass a unique string as the id field, e.g. ${kind}({ id: "my-step", ... }); it names the step's path in the ledger.`
-    )
+      message: `${builderNames[kind]}() requires a non-empty id.`,
+      hint: `Pass a unique string as the id field, e.g. ${kind}({ id: "my-step", ... }); it names the step's path in the ledger.`
+    })
   }
 }
 

@@ -5,6 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as AgentHarness from "../../src/harness/AgentHarness.ts"
+import { EmptyStepId } from "../../src/Errors.ts"
 import {
   type AnyStep,
   callModel,
@@ -26,11 +27,13 @@ const codeOf = (build: () => unknown): string => {
     build()
   } catch (error) {
     const e = error as { _tag?: string; code?: string; hint?: string }
-    assert.strictEqual(e._tag, "StepConfigInvalid")
+    // An empty id is its own class, as the interpreter's check of a plain-object step is.
+    assert.strictEqual(e._tag, e.code === "EMPTY_STEP_ID" ? "EmptyStepId" : "StepConfigInvalid")
+    if (e.code === "EMPTY_STEP_ID") assert.instanceOf(error, EmptyStepId)
     assert.isAbove(e.hint?.length ?? 0, 0)
     return e.code!
   }
-  throw new Error("expected StepConfigInvalid")
+  throw new Error("expected StepConfigInvalid or EmptyStepId")
 }
 
 const runGraph = <S extends AnyStep>(graph: S, input: unknown) =>
