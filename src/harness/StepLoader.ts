@@ -9,6 +9,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { whileImportingStepModule } from "../internal/childFlag.ts"
 import { ownFileUrl, toModuleUrl } from "../internal/moduleUrl.ts"
 import type { SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import { StepUnavailable, SubprocessError } from "../services/SubprocessAdapter.ts"
@@ -46,7 +47,7 @@ const importModule: (url: string) => Promise<Record<string, unknown>> = ownFileU
 /** What trying one module found: the step, or why not. */
 const tryModule = (url: string, stepId: string): Effect.Effect<LoadedStep | string> =>
   Effect.promise(() =>
-    importModule(url).then(
+    whileImportingStepModule(() => importModule(url)).then(
       (exports: Record<string, unknown>) => {
         const step = findExported(exports, stepId)
         if (step === undefined) return `${url} exports no step with id ${JSON.stringify(stepId)}`

@@ -24,3 +24,24 @@ export const claimChildRun = (): boolean => {
   registry[started] = true
   return true
 }
+
+const importing = Symbol.for("noetic-effect/subprocessChild/importingStepModule")
+
+/**
+ * Runs `load` (an import of a step module) marked, in a child process, as its import
+ * of its step module, for every copy of the library in the process: a module that
+ * starts a child while it is imported (top-level side effects) would otherwise start
+ * one in every child, without end. A host's imports are not marked: its other work
+ * goes on meanwhile.
+ */
+export const whileImportingStepModule = <A>(load: () => Promise<A>): Promise<A> => {
+  if (!process.argv.includes(CHILD_FLAG)) return load()
+  const registry = globalThis as { [importing]?: number }
+  registry[importing] = (registry[importing] ?? 0) + 1
+  return load().finally(() => {
+    registry[importing] = (registry[importing] ?? 1) - 1
+  })
+}
+
+/** Whether this process is a child importing its step module now. */
+export const importingStepModule = (): boolean => ((globalThis as { [importing]?: number })[importing] ?? 0) > 0

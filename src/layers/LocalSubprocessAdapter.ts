@@ -52,7 +52,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { childProcess, sha256Hex, nodeFs as Fs } from "../internal/builtins.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { CHILD_FLAG } from "../internal/childFlag.ts"
+import { CHILD_FLAG, importingStepModule } from "../internal/childFlag.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
@@ -427,6 +427,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const spawn = Effect.fn("LocalSubprocessAdapter.spawn")(function*(request: SpawnRequest) {
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     if (children.has(handleId)) return yield* spawnFailed(handleId, `handle id ${handleId} is in use`, null)
+    if (importingStepModule()) {
+      // Each child would import the module again and start another: refused, not repeated.
+      return yield* spawnFailed(
+        handleId,
+        `a child process importing its step module was asked to start child ${request.stepId}: the module has ` +
+          "top-level side effects. Steps that run out of process must live in modules that only define them.",
+        null
+      )
+    }
     const module = request.module ?? null
     if (module === null && entry === null) {
       return yield* new SubprocessError({

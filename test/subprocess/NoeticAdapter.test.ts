@@ -538,6 +538,23 @@ describe("the library's adapters speak noetic's interface", () => {
     else expect(outcome.error).toMatch(/reattached by another host, which took its result/)
   }, 60_000)
 
+  it("a child whose step module starts a child at import (top-level side effects) is refused that spawn: no chain of children", async () => {
+    const base = tempDir("nse-")
+    const root = Path.join(base, "subprocess")
+    const adapter = createLocalSubprocessAdapter({
+      root,
+      registryEntry: Path.join(import.meta.dirname, "..", "fixtures", "sideEffectSteps.ts"),
+      env: { ...process.env, NOETIC_SIDE_EFFECT_ROOT: root },
+      pollMs: 20
+    })
+    cleanups.push(() => adapter.close())
+    const handle = await adapter.spawn({ kind: "step", stepId: "leaf", serializedInput: 1, executionId: "e-side", overrides: {} })
+    await expect(handle.await()).rejects.toThrow(/top-level side effects/)
+    // Only the child this host started was ever recorded.
+    const storage = createFileStorage({ root })
+    expect((await storage.list("subprocess:manifest:")).length).toBeLessThanOrEqual(1)
+  }, 60_000)
+
   it("default harness adapter: listLive lists a child right after detachedSpawn", async () => {
     const harness = new AgentHarness({ name: "host", params: {} })
     cleanups.push(() => harness.close())
