@@ -261,6 +261,14 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
           const bigintError = yield* Effect.flip(storage.set("big", { n: 1n }))
           assert.strictEqual(bigintError.reason._tag, "Unserializable")
           assert.deepStrictEqual(yield* storage.list(""), [])
+          // A value with no JSON form at all never replaces the one stored.
+          yield* storage.set("kept", { precious: true })
+          for (const bad of [undefined, () => 1, Symbol("s")]) {
+            const error = yield* Effect.flip(storage.set("kept", bad))
+            assert.strictEqual(error.reason._tag, "Unserializable")
+          }
+          assert.deepStrictEqual(yield* storage.get("kept"), Option.some({ precious: true }))
+          assert.deepStrictEqual([...(yield* storage.getMany(["kept"]))], [["kept", { precious: true }]])
         })
       ))
 

@@ -37,7 +37,6 @@ import {
   fenceHolds,
   fenceRefused,
   jsonText,
-  JsonText,
   keyError,
   make as makeStorage,
   sortKeys,
@@ -268,18 +267,16 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
     Effect.suspend(() => {
       const refused = keyError("set", key)
       if (refused !== undefined) return Effect.fail(refused)
-      const name = logNameOf(key)
-      if (name === undefined) return setFile(key, value)
-      // A log append is one step: a queue's writer awaits one per batch.
+      // A value with no JSON form (undefined, a function) is refused before anything is
+      // written: the value already stored stays as it was.
       const text = jsonText("set", key, value)
-      return typeof text === "string" ? appendTo(name, "set", key, text) : Effect.fail(text)
-    })
-
-  const setFile = (key: string, value: unknown) =>
-    value instanceof JsonText
+      if (typeof text !== "string") return Effect.fail(text)
+      const name = logNameOf(key)
+      // A log append is one step: a queue's writer awaits one per batch.
+      if (name !== undefined) return appendTo(name, "set", key, text)
       // The record file's text, as `JSON.stringify` writes `{ version, key, value }`.
-      ? writeFile(key, `{"version":1,"key":${JSON.stringify(key)},"value":${value.text}}`)
-      : Effect.flatMap(encodeJson("set", key, { version: 1, key, value }), (text) => writeFile(key, text))
+      return writeFile(key, `{"version":1,"key":${JSON.stringify(key)},"value":${text}}`)
+    })
 
   /** Writes `text`, a whole record file's text, as the file of `key`: temp file, fsync, rename, directory fsync. */
   const writeFile = Effect.fnUntraced(function*(key: string, text: string) {
