@@ -838,6 +838,33 @@ export const makeWith = Effect.fnUntraced(function*(
     }
   }
 
+  /**
+   * The stored values of `keys` in one `getMany`; when the storage fails it `Corrupt`
+   * (one damaged record fails the whole read on file storage), each key is read on its
+   * own, so the records around the damaged one are still read, and the damaged ones
+   * are named with their storage's error.
+   */
+  const readValues = (keys: ReadonlyArray<string>) =>
+    getMany(storage, keys).pipe(
+      Effect.map((values) => ({ values, unreadable: new Map<string, StorageError>() })),
+      Effect.catchIf(
+        (error) => error.reason._tag === "Corrupt",
+        () =>
+          Effect.gen(function*() {
+            const values = new Map<string, unknown>()
+            const unreadable = new Map<string, StorageError>()
+            for (const key of keys) {
+              const read = yield* Effect.result(storage.get(key))
+              if (read._tag === "Failure") {
+                if (read.failure.reason._tag !== "Corrupt") return yield* Effect.fail(read.failure)
+                unreadable.set(key, read.failure)
+              } else if (Option.isSome(read.success)) values.set(key, read.success.value)
+            }
+            return { values: values as ReadonlyMap<string, unknown>, unreadable }
+          })
+      )
+    )
+
   /** Reads the stored frames of `[from, to]`, stopping at the first unreadable record. */
   const readStored = Effect.fnUntraced(function*(from: number, to: number) {
     const entries: Array<QueueEntry> = []
@@ -845,7 +872,9 @@ export const makeWith = Effect.fnUntraced(function*(
     for (let i = indexFrom(from); i < index.length && index[i]!.first <= to; i++) records.push(index[i]!)
     for (let start = 0; start < records.length; start += READ_RECORDS) {
       const chunk = records.slice(start, start + READ_RECORDS)
-      const values = yield* getMany(storage, chunk.filter((record) => !decodedRecords.has(record.key)).map((record) => record.key))
+      const { unreadable, values } = yield* readValues(
+        chunk.filter((record) => !decodedRecords.has(record.key)).map((record) => record.key)
+      )
       for (const record of chunk) {
         const damage = (message: string, key = record.key, through = record.last): RangeDamage => ({
           error: corrupt("frameRange", key, message),
@@ -853,6 +882,9 @@ export const makeWith = Effect.fnUntraced(function*(
         })
         let decodedRecord = decodedRecords.get(record.key)
         if (decodedRecord === undefined) {
+          const failed = unreadable.get(record.key)
+          // The storage found the record damaged (its own `Corrupt`, naming the key).
+          if (failed !== undefined) return { entries, damage: { error: failed, through: Math.min(record.last, to) } }
           if (!values.has(record.key)) {
             // Compacted while it was read: nothing in it is wanted any more.
             if (record.last <= acked) continue
