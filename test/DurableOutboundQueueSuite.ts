@@ -328,6 +328,19 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual((yield* queue.frameRange(1)).length, 3)
       }))
 
+    it.effect("a frame that is not a string fails append InvalidQueueInput, numbers nothing, and the queue goes on", () =>
+      Effect.gen(function*() {
+        const queue = yield* makeWith(yield* makeStorage, { socketId: "bad-frame" })
+        yield* queue.append("first")
+        for (const bad of [1, null, { a: 1 }, [1], undefined]) {
+          const error = yield* Effect.flip(queue.append(bad as never))
+          assert.strictEqual(error._tag, "InvalidQueueInput")
+        }
+        assert.strictEqual((yield* Effect.flip(queue.appendAll(["ok", 2] as never)))._tag, "InvalidQueueInput")
+        assert.strictEqual(yield* queue.append("second"), 2)
+        assert.deepStrictEqual((yield* queue.frameRange(1)).map((e) => e.frame), ["first", "second"])
+      }))
+
     it.effect("concurrent appends share one storage write per batch; each batch key is written once", () =>
       Effect.gen(function*() {
         const { calls, counted } = counting(yield* makeStorage)
@@ -407,7 +420,7 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         })
         const fq = yield* makeWith(failing, { socketId: "f" })
         const error = yield* Effect.flip(fq.appendAll(big))
-        assert.strictEqual(error.reason._tag, "Io")
+        assert.strictEqual(error._tag === "StorageError" && error.reason._tag, "Io")
         assert.deepStrictEqual(yield* other.list(`${keyPrefix("f")}batch:`), [])
         const next = yield* fq.append("after")
         assert.isAbove(next, 5)

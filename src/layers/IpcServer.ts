@@ -566,7 +566,8 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
   const emitAll = (frames: ReadonlyArray<V1ServerFrame>) =>
     takeFault.pipe(
       Effect.andThen(encodeForQueue(frames)),
-      Effect.flatMap((texts) => queue.appendAll(texts, JSON_FRAMES)),
+      // The texts are the server's own encoding: never a frame the queue refuses.
+      Effect.flatMap((texts) => Effect.catchTag(queue.appendAll(texts, JSON_FRAMES), "InvalidQueueInput", Effect.die)),
       // The caller hears of its own batch's failure here, not again at the next call.
       Effect.tapError((error) => Effect.sync(() => void (error._tag === "StorageError" && reported.add(error))))
     )

@@ -101,10 +101,13 @@ export const JSON_FRAMES: OfferOptions = { json: true }
 export interface DurableOutboundQueueShape {
   /** The id its keys are written under. */
   readonly socketId: string
-  /** Appends one frame durably and returns its seq. */
-  readonly append: (frame: string) => Effect.Effect<number, StorageError>
-  /** Appends frames durably, in order, in one group commit; returns their seqs. */
-  readonly appendAll: (frames: ReadonlyArray<string>, options?: OfferOptions) => Effect.Effect<ReadonlyArray<number>, StorageError>
+  /** Appends one frame durably and returns its seq; a frame that is not a string fails `InvalidQueueInput`, numbering nothing. */
+  readonly append: (frame: string) => Effect.Effect<number, StorageError | InvalidQueueInput>
+  /** Appends frames durably, in order, in one group commit; returns their seqs. Any frame not a string fails the lot `InvalidQueueInput`. */
+  readonly appendAll: (
+    frames: ReadonlyArray<string>,
+    options?: OfferOptions
+  ) => Effect.Effect<ReadonlyArray<number>, StorageError | InvalidQueueInput>
   /**
    * Numbers frames and hands them to the writer without waiting for the disk (waiting
    * only for room in the window). They become readable once their batch is durable.
@@ -808,8 +811,25 @@ export const makeWith = Effect.fnUntraced(function*(
   const fits = (frames: number, bytes: number) =>
     windowUsedFrames === 0 || (windowUsedFrames + frames <= windowFrames && windowUsedBytes + bytes <= windowBytes)
 
-  const appendAll = (frames: ReadonlyArray<string>, offerOptions?: OfferOptions): Effect.Effect<ReadonlyArray<number>, StorageError> =>
-    Effect.flatMap(offerAll(frames, offerOptions), (offered) => Effect.as(offered.durable, offered.seqs))
+  const appendAll = (
+    frames: ReadonlyArray<string>,
+    offerOptions?: OfferOptions
+  ): Effect.Effect<ReadonlyArray<number>, StorageError | InvalidQueueInput> =>
+    Effect.suspend((): Effect.Effect<ReadonlyArray<number>, StorageError | InvalidQueueInput> => {
+      // Checked before anything is numbered: a frame of another type would be written
+      // as a record no reader accepts, and an array of frames must be one.
+      const bad = Array.isArray(frames) ? frames.findIndex((frame) => typeof frame !== "string") : 0
+      if (bad !== -1) {
+        const what = Array.isArray(frames) ? frames[bad] : frames
+        return Effect.fail(
+          new InvalidQueueInput({
+            operation: "append",
+            message: `a frame must be a string, got ${what === null ? "null" : Array.isArray(what) ? "an array" : typeof what}`
+          })
+        )
+      }
+      return Effect.flatMap(offerAll(frames, offerOptions), (offered) => Effect.as(offered.durable, offered.seqs))
+    })
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
