@@ -223,6 +223,12 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const bootstrap = fileURLToPath(siblingModuleUrl("subprocessChild", "layers"))
 
   const storage = yield* makeStorageAt(root)
+  // Node's compile cache for children: a dot directory in the root (storage never lists
+  // it), or beside a database file; made 0700 before a child writes into it.
+  const compileCache = storageLocation(root).kind === "sqlite"
+    ? NodePath.join(NodePath.dirname(root), ".compile-cache")
+    : NodePath.join(root, ".compile-cache")
+  let compileCacheMade = false
   const manifests = options.manifestStorage ?? storage
   const mirrored = options.manifestStorage !== undefined
   /** Records a manifest where the child reads it (the root) and, when separate, where the host lists it. */
@@ -403,6 +409,10 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const { handleId } = manifest
       let log: number | undefined
       try {
+        if (!compileCacheMade) {
+          Fs.mkdirSync(compileCache, { recursive: true, mode: 0o700 })
+          compileCacheMade = true
+        }
         log = Fs.openSync(logPathOf(manifest.socketPath!), "a", 0o600)
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
         // own process group, unreferenced, with no pipe to the host, so the host's death
@@ -411,9 +421,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           detached: true,
           stdio: ["ignore", log, log],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
-          // Node's compile cache under the root (a dot directory, which storage never
-          // lists), so repeated child starts reuse compiled code. A host's own setting wins.
-          env: { NODE_COMPILE_CACHE: NodePath.join(root, ".compile-cache"), ...(options.env ?? process.env) }
+          // Node's compile cache (see `compileCache`), so repeated child starts reuse
+          // compiled code. A host's own setting wins.
+          env: { NODE_COMPILE_CACHE: compileCache, ...(options.env ?? process.env) }
         })
         proc.once("spawn", () => resume(Effect.succeed(proc)))
         proc.once("error", (cause) => resume(Effect.fail(spawnFailed(handleId, `cannot start ${node}: ${cause.message}`, cause))))

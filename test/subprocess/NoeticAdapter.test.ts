@@ -490,6 +490,10 @@ describe("the library's adapters speak noetic's interface", () => {
         overrides: {}
       })
       expect(handle.status).toBe("running")
+      // Children share Node's compile cache beside the home's subprocess database, made 0700.
+      const compileCache = Path.join(process.env.NOETIC_HOME, "subprocess", ".compile-cache")
+      expect(Fs.statSync(compileCache).isDirectory()).toBe(true)
+      expect(Fs.statSync(compileCache).mode & 0o777).toBe(0o700)
       expect(await bare.listLive()).toEqual([])
       expect(await bare.reattach(handle.id)).toBeNull()
       await bare.close()
