@@ -359,6 +359,8 @@ export const makeWith = (
     // One counter per execution for the service's life: two ledgers opened on one
     // execution in this process still never hand out the same seq.
     const nextSeqs = new Map<string, { next: number }>()
+    // The paths retention evicted, per execution, for the service's life (see LedgerState).
+    const evictedPaths = new Map<string, Set<string>>()
 
     const warnCorruptRow = (executionId: string, key: string, why: string): Effect.Effect<void> =>
       Effect.logWarning(`step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key} (${why})`)
@@ -419,7 +421,12 @@ export const makeWith = (
 
     const open = Effect.fn("StepLedger.open")(function*(executionId: string) {
       const prefix = ledgerPrefix(executionId)
-      const state = new LedgerState()
+      let evicted = evictedPaths.get(executionId)
+      if (evicted === undefined) {
+        evicted = new Set()
+        evictedPaths.set(executionId, evicted)
+      }
+      const state = new LedgerState(evicted)
       const { highest, skipped } = loadRows(state, prefix, yield* readLedger(executionId, prefix))
       for (const row of skipped) yield* warnCorruptRow(executionId, row.key, row.why)
 
@@ -668,8 +675,12 @@ class LedgerState {
    */
   private readonly byPosition = new Map<string, Map<number, string | Set<string>>>()
   readonly inflight = new Set<number>()
-  /** Paths whose replayable record this ledger evicted (a trace marks their re-run `evicted`). */
-  readonly evictedPaths = new Set<string>()
+  /**
+   * Paths whose replayable record retention evicted (a trace marks their re-run
+   * `evicted`): shared by every ledger this process opens on the execution, so a
+   * resume in the same process still says why a step ran again.
+   */
+  constructor(readonly evictedPaths: Set<string> = new Set()) {}
   private readonly discards = new Map<number, string>()
   // Seqs of the keys in storage, ascending from `head` (a head index keeps eviction
   // O(1)), and what each holds, at the same index.

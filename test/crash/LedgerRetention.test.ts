@@ -68,4 +68,19 @@ describe("step ledger retention and resume", () => {
       // Storage still keeps only maxEntries keys.
       assert.isAtMost((yield* storage.list("execution:x:ledger:")).length, 3)
     }))
+
+  it.effect("a ledger opened again in the same process still says a step's record was evicted (a trace marks its re-run)", () =>
+    Effect.gen(function*() {
+      const store = yield* CheckpointStore.makeWith(yield* makeMemory)
+      const ledgers = yield* StepLedger.makeWith(store, { retention: { maxEntries: 3 } })
+      const first = yield* ledgers.open("y")
+      for (const name of names) yield* first.record(`/${name}#0`, { stepId: name, kind: "code" }, name)
+      const resumed = yield* ledgers.open("y")
+      assert.deepStrictEqual(resumed.replayAt("/a#0", { stepId: "a", kind: "code" }), { _tag: "Miss", evicted: true })
+      assert.deepStrictEqual(resumed.replayAt("/e#0", { stepId: "e", kind: "code" })._tag, "Hit")
+      // A path never recorded is a plain miss; another execution knows nothing of y's evictions.
+      assert.deepStrictEqual(resumed.replayAt("/f#0", { stepId: "f", kind: "code" }), { _tag: "Miss", evicted: false })
+      const other = yield* ledgers.open("z")
+      assert.deepStrictEqual(other.replayAt("/a#0", { stepId: "a", kind: "code" }), { _tag: "Miss", evicted: false })
+    }))
 })
