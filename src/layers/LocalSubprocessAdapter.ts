@@ -223,10 +223,12 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   const bootstrap = fileURLToPath(siblingModuleUrl("subprocessChild", "layers"))
 
   const storage = yield* makeStorageAt(root)
-  // Node's compile cache for children: a dot directory in the root (storage never lists
-  // it), or beside a database file; made 0700 before a child writes into it.
+  // Node's compile cache for children: a dot directory in a directory root (storage
+  // never lists it), else in the run directory beside the sockets (a database file holds
+  // no directory, and the home's `subprocess/` holds the database alone); made 0700
+  // before a child writes into it.
   const compileCache = storageLocation(root).kind === "sqlite"
-    ? NodePath.join(NodePath.dirname(root), ".compile-cache")
+    ? NodePath.join(runDir, ".compile-cache")
     : NodePath.join(root, ".compile-cache")
   let compileCacheMade = false
   const manifests = options.manifestStorage ?? storage
