@@ -274,7 +274,7 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
       continue
     }
     const value = read.success
-    const key = ofKind.length === 1 ? ofKind[0]! : keyOfRecord(ofKind, kind, value, executionIds)
+    const key = keyOfRecord(ofKind, kind, value, executionIds)
 
     if (kind === "snapshot") {
       const executionId = SNAPSHOT.exec(key)![1]!

@@ -35,7 +35,7 @@ import { queueSocketId, type SubprocessManifest } from "../schema/SubprocessMani
 import { CheckpointStore, type CheckpointStoreShape, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import { JSON_FRAMES, keyPrefix, makeWith as makeQueue } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { childFailed, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
+import { childFailed, childFailedOf, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
 import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../services/SubprocessRecords.ts"
 import { makeStorageAt } from "../NoeticHome.ts"
 import { IpcError } from "../IpcError.ts"
@@ -99,8 +99,7 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
   if (Cause.hasInterruptsOnly(exit.cause)) {
     return { _tag: "Failure", error: new Stopped({ handleId, message: `child ${handleId} was interrupted` }) }
   }
-  const defect = exit.cause.reasons.find((reason) => reason._tag === "Die")
-  return { _tag: "Failure", error: childFailed(handleId, defect !== undefined ? defect.defect : Cause.pretty(exit.cause)).reason }
+  return { _tag: "Failure", error: childFailedOf(handleId, exit.cause).reason }
 }
 
 /**

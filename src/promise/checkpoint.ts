@@ -106,6 +106,12 @@ export const CheckpointKeys = {
   ItemLogSuffix: ":itemLog"
 } as const
 
+/** Checkpoint stores over one of this library's storages, which can hold an execution lease. */
+const leaseCapable = new WeakSet<CheckpointStore>()
+
+/** Whether leased runs can fence their writes in `store`'s storage (one of this library's, not a host's). */
+export const holdsExecutionLeases = (store: CheckpointStore): boolean => leaseCapable.has(store)
+
 /** A checkpoint store over `storage`; its step ledgers live in the same storage. */
 export const createCheckpointStore = (options: { readonly storage: StorageAdapter }): CheckpointStore => {
   // Built once and shared, so the store's per-process state (which executions it
@@ -123,12 +129,6 @@ export const createCheckpointStore = (options: { readonly storage: StorageAdapte
   if (Bridge.storage.has(options.storage)) leaseCapable.add(store)
   return Bridge.checkpointStore.attach(store, engine)
 }
-
-/** Checkpoint stores over one of this library's storages, which can hold an execution lease. */
-const leaseCapable = new WeakSet<CheckpointStore>()
-
-/** Whether leased runs can fence their writes in `store`'s storage (one of this library's, not a host's). */
-export const holdsExecutionLeases = (store: CheckpointStore): boolean => leaseCapable.has(store)
 
 const hostFailure = (operation: string, key: string) => (cause: unknown) =>
   new StorageError({

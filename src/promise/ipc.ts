@@ -12,7 +12,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
-import type { StorageError } from "../Errors.ts"
 import { IpcError } from "../IpcError.ts"
 import { fsPromises, sha256Hex } from "../internal/builtins.ts"
 import type * as IpcClient from "../layers/IpcClient.ts"
@@ -24,7 +23,7 @@ import {
   type ServerFrame,
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
-import { InvalidQueueInput, makeWith } from "../services/DurableOutboundQueue.ts"
+import { makeWith } from "../services/DurableOutboundQueue.ts"
 import * as Bridge from "./bridge.ts"
 import { toFacadeError } from "./errors.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -89,21 +88,9 @@ export const createDurableOutboundQueue = async (
   const close = () => runForFacade(queue.close)
   const facade: DurableOutboundQueue = {
     socketId,
-    // Frames are opaque strings: anything else is refused before it reaches a batch,
-    // so the frames appended after it are unaffected.
-    append: (frame) =>
-      runForFacade(
-        typeof frame === "string"
-          ? Effect.map(queue.append(frame), (seq): DurableFrameEntry => ({ seq, frame }))
-          : Effect.fail<StorageError | InvalidQueueInput>(
-            new InvalidQueueInput({
-              operation: "append",
-              message: `a frame must be a string (encode it with JSON.stringify first), got ${
-                frame === null ? "null" : typeof frame
-              }`
-            })
-          )
-      ),
+    // Frames are opaque strings: the queue refuses anything else before it reaches a
+    // batch, so the frames appended after it are unaffected.
+    append: (frame) => runForFacade(Effect.map(queue.append(frame), (seq): DurableFrameEntry => ({ seq, frame }))),
     frameRange: (fromSeq) => runForFacade(Effect.map(queue.frameRange(fromSeq), (entries) => entries.map((e) => ({ ...e })))),
     ackUpTo: (seq) => runForFacade(Effect.asVoid(queue.ackUpTo(seq))),
     clear: () => runForFacade(queue.clear),

@@ -824,7 +824,9 @@ export const makeWith = Effect.fnUntraced(function*(
         return Effect.fail(
           new InvalidQueueInput({
             operation: "append",
-            message: `a frame must be a string, got ${what === null ? "null" : Array.isArray(what) ? "an array" : typeof what}`
+            message: `a frame must be a string (encode it with JSON.stringify first), got ${
+              what === null ? "null" : Array.isArray(what) ? "an array" : typeof what
+            }`
           })
         )
       }
