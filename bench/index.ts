@@ -9,8 +9,8 @@
  *
  * Each module under bench/ named in MODULES exports `cases: ReadonlyArray<BenchCase>`
  * (see harness.ts). A module missing from this checkout is reported, not skipped
- * silently. `npm run bench:render` renders the SVG charts and the README tables from
- * the results document.
+ * silently. `npm run bench:render` renders the SVG charts, bench/README.md's tables and
+ * the README's headline table from the results document.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"

@@ -1,8 +1,10 @@
 /**
  * Renders `bench/results.json` (or the file given) into the committed report, with no
- * dependencies: the SVG charts under bench/ and the README's benchmark tables between
- * the `<!-- bench:begin -->` and `<!-- bench:end -->` markers. The charts and the
- * tables come from the same results document, so from the same run.
+ * dependencies and without running a benchmark: the SVG charts under bench/, the full
+ * tables of bench/README.md between its `<!-- bench:begin -->` and `<!-- bench:end -->`
+ * markers, and the headline table of the top-level README between its
+ * `<!-- bench:headline:begin -->` and `<!-- bench:headline:end -->` markers. The charts
+ * and the tables come from the same results document, so from the same run.
  *
  *   npm run bench:render [-- results.json]
  */
@@ -10,7 +12,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { CaseResult, Series, Summary } from "./harness.ts"
-import { fmt, markdownReport, type Results } from "./report.ts"
+import { fmt, markdownHeadline, markdownReport, type Results } from "./report.ts"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
 
@@ -142,8 +144,18 @@ export const chart = (spec: ChartSpec): string => {
 
 const figureLookup = (c: CaseResult) => (id: string) => c.figures.find((f) => f.id === id)?.summary
 
-const BEGIN = "<!-- bench:begin -->"
-const END = "<!-- bench:end -->"
+/** Replaces what lies between `begin` and `end` in `file`; false when a marker is missing. */
+const writeBetween = (file: string, begin: string, end: string, body: string): boolean => {
+  const text = Fs.readFileSync(file, "utf8")
+  const from = text.indexOf(begin)
+  const to = text.indexOf(end)
+  if (from < 0 || to <= from) {
+    process.stderr.write(`${file} has no ${begin} ... ${end} section; it was not written\n`)
+    return false
+  }
+  Fs.writeFileSync(file, text.slice(0, from + begin.length) + "\n" + body + "\n" + text.slice(to))
+  return true
+}
 
 const main = () => {
   const source = process.argv[2] ?? Path.join(here, "results.json")
@@ -180,15 +192,11 @@ const main = () => {
     }))
     written.push(file)
   }
+  const benchReadme = Path.join(here, "README.md")
+  if (writeBetween(benchReadme, "<!-- bench:begin -->", "<!-- bench:end -->", markdownReport(results))) written.push(benchReadme)
   const readme = Path.join(here, "..", "README.md")
-  const text = Fs.readFileSync(readme, "utf8")
-  const begin = text.indexOf(BEGIN)
-  const end = text.indexOf(END)
-  if (begin >= 0 && end > begin) {
-    Fs.writeFileSync(readme, text.slice(0, begin + BEGIN.length) + "\n" + markdownReport(results) + "\n" + text.slice(end))
+  if (writeBetween(readme, "<!-- bench:headline:begin -->", "<!-- bench:headline:end -->", markdownHeadline(results))) {
     written.push(readme)
-  } else {
-    process.stderr.write(`README.md has no ${BEGIN} ... ${END} section; the tables were not written\n`)
   }
   process.stdout.write(`rendered ${source} into:\n${written.map((f) => `  ${f}`).join("\n")}\n`)
 }

@@ -1,7 +1,7 @@
 /**
  * The readable forms of `bench/results.json`: the console table `npm run bench`
- * prints, and the Markdown table of the README (written between the
- * `<!-- bench:table -->` markers by `npm run bench:report`).
+ * prints, the full Markdown tables of bench/README.md and the headline table of the
+ * top-level README (both written by `npm run bench:render`).
  */
 import type { CaseResult, Figure, Ratio, Summary } from "./harness.ts"
 
@@ -94,7 +94,7 @@ export const consoleReport = (results: Results): string => {
   return out.join("\n")
 }
 
-/** The README tables: one per case, ratios with targets first. */
+/** The tables of bench/README.md: one per case, ratios with targets first. */
 export const markdownReport = (results: Results): string => {
   const out: Array<string> = []
   out.push(
@@ -145,5 +145,44 @@ export const markdownReport = (results: Results): string => {
   }
   for (const f of results.notRun ?? []) out.push(`- not run: ${f.id}: ${cell(f.error)}`)
   for (const f of results.failed) out.push(`- case ${f.id} failed: ${cell(f.error)}`)
+  return out.join("\n")
+}
+
+/** The comparisons the top-level README shows, by label, in this order: targets met and missed alike. */
+export const HEADLINE_LABELS: ReadonlyArray<string> = [
+  "SQLite durable step (1000th) / raw write + fdatasync",
+  "sqlite / LangGraph SqliteSaver, N = 1000",
+  "file / LangGraph SqliteSaver, N = 1000",
+  "postgres / LangGraph PostgresSaver, N = 1000",
+  "memory / effect/workflow memory, N = 1000",
+  "SQLite ledger restore / raw SELECT of the same rows, 10000 entries",
+  "restore, sqlite / LangGraph SqliteSaver load, N = 1000",
+  "IPC pipelined stream, SQLite storage / raw socket (frames/s)",
+  "IPC awaited append, SQLite storage / raw write + fdatasync (appends/s)",
+  "IPC awaited append, file storage / raw write + fdatasync (appends/s)",
+  "child start / bare node importing effect/Effect",
+  "reattachLiveChildren after a restart, 50 live children (handles and parent contexts)"
+]
+
+/** The headline table of the top-level README: a few comparisons with targets, and the count met. */
+export const markdownHeadline = (results: Results): string => {
+  const cell = (text: string) => text.replaceAll("|", "\\|")
+  const targeted = results.cases.flatMap((c) => c.ratios.filter(hasTarget))
+  const absolute = results.cases.flatMap((c) => c.figures.filter(hasTarget))
+  const met = targeted.filter((r) => r.met).length + absolute.filter((f) => f.met).length
+  const out: Array<string> = [
+    `Run of ${results.startedAt.slice(0, 16).replace("T", " ")} UTC, Node ${results.machine.node}, ${results.machine.cpus} × ${results.machine.cpuModel}; ` +
+    `medians of interleaved rounds with quartiles; ${met} of ${targeted.length + absolute.length} targets met ` +
+    "([all figures](bench/README.md)).",
+    "",
+    "| comparison, same run | median (quartiles) | target |",
+    "| --- | --- | --- |"
+  ]
+  for (const label of HEADLINE_LABELS) {
+    const ratio = targeted.find((r) => r.label === label)
+    const figure = absolute.find((f) => f.label === label)
+    if (ratio !== undefined) out.push(`| ${cell(label)} | ${spread(ratio.summary)} | ${targetText(ratio)} |`)
+    else if (figure !== undefined) out.push(`| ${cell(label)} | ${spread(figure.summary)} ${figure.unit} | ${targetText(figure, figure.unit)} |`)
+  }
   return out.join("\n")
 }
