@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { interleave, pairedRatio, ratioOf, sizedVariants, summarize, targetOf, withCaseScope } from "../../bench/harness.ts"
 import * as Pg from "../../bench/postgres.ts"
 import { chart } from "../../bench/render.ts"
-import { markdownReport, type Results } from "../../bench/report.ts"
+import { HEADLINE_LABELS, markdownHeadline, markdownReport, type Results } from "../../bench/report.ts"
 
 /** A frontend message: type byte, then int32 length (itself included), then the body. */
 const message = (type: string, body: Buffer) => {
@@ -125,6 +125,37 @@ describe("bench machinery", () => {
     assert.include(text, "| cost | 2.00 (1.50–2.50) | ≤ 1.50 MISSED |")
     assert.include(text, "| reattach | 2.00 (1.50–2.50) ms | ≤ 1,000 ms met |")
     assert.include(text, "| informative | 2.00 (1.50–2.50) |")
+  })
+
+  it("the README's headline shows the chosen comparisons, met and missed alike, and counts every target", () => {
+    const summary = summarize([1, 2, 3])
+    const [picked, missed] = [HEADLINE_LABELS[0]!, HEADLINE_LABELS[1]!]
+    const results: Results = {
+      schema: 1,
+      startedAt: "2026-01-01T00:00:00.000Z",
+      finishedAt: "2026-01-01T00:01:00.000Z",
+      quick: false,
+      machine: { node: "v24", platform: "linux", cpus: 2, cpuModel: "cpu", loadAverageAtStart: [0, 0, 0], loadAverageAtEnd: [0, 0, 0] },
+      cases: [{
+        id: "c",
+        title: "C",
+        figures: [{ id: "f", label: "not in the headline", kind: "this", unit: "ms", summary, targetAtMost: 1000, met: true }],
+        ratios: [
+          { label: missed, of: "f", to: "f", summary, targetAtMost: 1.5, met: false },
+          { label: picked, of: "f", to: "f", summary, targetAtLeast: 0.5, met: true }
+        ],
+        skipped: [],
+        notes: []
+      }],
+      failed: []
+    }
+    const text = markdownHeadline(results)
+    assert.include(text, "2 of 3 targets met")
+    assert.include(text, "(bench/README.md)")
+    assert.notInclude(text, "not in the headline")
+    // In the headline's order, not the results' order.
+    assert.isBelow(text.indexOf(`| ${picked} | 2.00 (1.50–2.50) | ≥ 0.50 met |`), text.indexOf(`| ${missed} | 2.00 (1.50–2.50) | ≤ 1.50 MISSED |`))
+    assert.isAbove(text.indexOf(`| ${picked} |`), 0)
   })
 
   it("the wire counter counts Query and Sync messages, across any split of the stream", () => {
