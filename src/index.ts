@@ -41,7 +41,7 @@ export * as CheckpointStore from "./services/CheckpointStore.ts"
 /** The step-completion ledger: recorded outputs replayed on resume, with retention caps. */
 export * as StepLedger from "./services/StepLedger.ts"
 
-/** The step ledger's default retention caps (DESIGN: exported under this name). */
+/** The step ledger's default retention caps (docs/architecture.md#retention: exported under this name). */
 export { DEFAULT_STEP_LEDGER_RETENTION } from "./services/StepLedger.ts"
 
 /** Execution leases with fencing tokens: one host at a time writes an execution. */

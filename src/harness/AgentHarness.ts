@@ -113,7 +113,7 @@ export interface ExecuteOptions {
    * Set by a subprocess adapter that runs this execution's root step (in a child
    * process, or re-run after a restart): that root is not dispatched through its own
    * adapter, or the harness default, again. Every other root (`execute`, `resume`,
-   * `run`) is, like any `runCode` or `spawn` dispatch (DESIGN 13).
+   * `run`) is, like any `runCode` or `spawn` dispatch (docs/architecture.md#adapter-precedence).
    */
   readonly runByAdapter?: boolean
   /** `executionId` was just made by the caller: nothing can be recorded under it, so no restore is tried. */
@@ -285,7 +285,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const live = new Map<string, AgentContext>()
   // By shared state too: harness.run given different views of one context numbers on.
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
-  // Execution leases (DESIGN 16): only with `options.lease` on a durable harness.
+  // Execution leases (docs/architecture.md#execution-leases): only with `options.lease` on a durable harness.
   const leases = yield* makeLeasedRuns(options.lease, store, ledgerService)
   const { storeOf, withLease } = leases
 

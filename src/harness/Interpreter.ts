@@ -510,7 +510,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
   }
 
   /**
-   * The adapter a `runCode` or `spawn` step at `frame` dispatches through (DESIGN 13):
+   * The adapter a `runCode` or `spawn` step at `frame` dispatches through (docs/architecture.md#adapter-precedence):
    * its own, else the harness default; none when that default runs steps in place, and
    * none for the root of a run an adapter runs (that is the adapter's dispatch of it).
    */

@@ -1,5 +1,5 @@
 /**
- * The execution leases of one harness (DESIGN 16): with `lease` on a durable harness,
+ * The execution leases of one harness (docs/architecture.md#execution-leases): with `lease` on a durable harness,
  * each run holds its execution's lease, and its snapshots and ledger records go
  * through storage fenced by the lease's token. Without `lease` every run goes
  * unleased and nothing here writes.

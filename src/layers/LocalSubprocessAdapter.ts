@@ -3,7 +3,7 @@
  * process, leading its own process group, so it keeps running when the host is
  * killed (even with SIGKILL) and a restarted host reattaches it.
  *
- * Layout (DESIGN §7): `root` holds manifests, results, watermarks and the children's
+ * Layout (docs/architecture.md#on-disk-roots): `root` holds manifests, results, watermarks and the children's
  * IPC queues, shared by host and children; children checkpoint in `checkpointRoot`;
  * sockets and child logs go in `runDir`. By default they are the home's
  * (`$NOETIC_HOME`, else `~/.noetic`): `subprocess/subprocess.db`,
@@ -133,7 +133,7 @@ export interface LocalSubprocessAdapterOptions {
    * Whether `listLive` and `reattach` (and `stop`, `pause`, `resume` of a handle this
    * adapter did not spawn) find children from the records in storage. Default: true
    * when `root` or `manifestStorage` is given. Without either, the adapter has no
-   * storage of its own choosing (DESIGN §11): its children still keep their records in
+   * storage of its own choosing (docs/architecture.md#subprocess-manifests): its children still keep their records in
    * the home's subprocess database, but it lists nothing and reattaches nothing, a
    * fresh start after every restart, as a storage-less noetic adapter.
    */

@@ -191,7 +191,7 @@ export interface SubprocessAdapterShape {
    * execution. When true the interpreter runs such a step in place, as if no adapter
    * were configured (this library's adapters: the step is covered by its execution's
    * ledger and checkpoints, its failures stay its own). Otherwise every such dispatch
-   * goes to `spawn` (DESIGN 13: a step's own adapter, else the harness default), which
+   * goes to `spawn` (docs/architecture.md#adapter-precedence: a step's own adapter, else the harness default), which
    * is how a host-written adapter sees the steps it is the default for.
    */
   readonly nestedInProcess?: boolean | undefined
