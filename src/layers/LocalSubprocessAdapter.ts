@@ -53,6 +53,7 @@ import type { StorageError } from "../Errors.ts"
 import { childProcess, sha256Hex, nodeFs as Fs } from "../internal/builtins.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { CHILD_FLAG, importingStepModule } from "../internal/childFlag.ts"
+import { awaitPath } from "../internal/awaitPath.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
@@ -318,10 +319,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       const { handleId, socketPath } = child.manifest
       const frames = Effect.gen(function*() {
         const IpcClient = yield* loadIpcClient
+        // The child binds its socket once its step body has started: waiting for the
+        // file to appear, rather than retrying the connection every pollMs, lets a short
+        // child's result reach the host as soon as it is sent.
+        yield* awaitPath(socketPath!, pollMs)
         const client = yield* IpcClient.connect({
           socketPath: socketPath!,
           watermark: IpcClient.storageWatermark(storage, watermarkKey(handleId)),
-          reconnect: Schedule.spaced(Duration.millis(pollMs))
+          // Quick retries first: the socket file exists an instant before it listens.
+          reconnect: Schedule.min([Schedule.exponential(Duration.millis(2)), Schedule.spaced(Duration.millis(pollMs))])
         }).pipe(Scope.provide(child.scope))
         child.client = client
         while (true) {
