@@ -231,5 +231,90 @@ const fiftyCase: BenchCase = {
   }
 }
 
+/**
+ * A host on the built package whose children run a trivial step that returns the
+ * times of its first and last lines, over a SQLite or a directory (file storage) root.
+ */
+const resultHost = async (base: string, kind: "sqlite" | "file") => {
+  const stepsFile = Path.join(base, "result-steps.mjs")
+  Fs.writeFileSync(
+    stepsFile,
+    `import { runCode } from ${JSON.stringify(pathToFileURL(dist).href)}
+export const trivial = runCode("trivial", async (input) => {
+  const first = Date.now()
+  return { n: input.n, first, last: Date.now() }
+})
+`
+  )
+  const api = await import(pathToFileURL(dist).href)
+  const { trivial } = await import(pathToFileURL(stepsFile).href)
+  const subprocess = kind === "sqlite"
+    ? api.createLocalSubprocessAdapter({ storage: api.createSqliteStorage({ path: Path.join(base, "subprocess.db") }), entry: stepsFile })
+    : api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), entry: stepsFile })
+  const harness = new api.AgentHarness({ name: "child-result", agentGraph: api.runCode("idle", (x: unknown) => x), environment: { subprocess } })
+  const context = await harness.createContext()
+  let n = 0
+  /** One child, as a user waits for it: detachedSpawn to `await()` resolving. */
+  const once = async (): Promise<{ total: number; toFirst: number; lastToHost: number }> => {
+    const start = Date.now()
+    const result = (await harness.detachedSpawn(trivial, { n: ++n }, context).await()) as { first: number; last: number }
+    const end = Date.now()
+    return { total: end - start, toFirst: result.first - start, lastToHost: end - result.last }
+  }
+  return {
+    once,
+    close: async () => {
+      await harness.close()
+      await subprocess.close()
+    }
+  }
+}
+
+const resultCase: BenchCase = {
+  id: "childStart:result",
+  title: "A local child's result (built package): detachedSpawn to await() resolving, against a bare node importing effect/Effect (ms)",
+  run: async (context: BenchContext): Promise<CaseResult> => {
+    checkBuilt()
+    const rounds = context.quick ? 2 : 8
+    const hosts = {
+      sqlite: await resultHost(tempRoot("child-result-sqlite"), "sqlite"),
+      file: await resultHost(tempRoot("child-result-file"), "file")
+    }
+    try {
+      // The first child of each host fills its compile cache: not measured.
+      await hosts.sqlite.once()
+      await hosts.file.once()
+      const parts: Record<"sqlite" | "file", { toFirst: Array<number>; lastToHost: Array<number> }> = {
+        sqlite: { toFirst: [], lastToHost: [] },
+        file: { toFirst: [], lastToHost: [] }
+      }
+      const child = (kind: "sqlite" | "file") => async () => {
+        const { total, toFirst, lastToHost } = await hosts[kind].once()
+        parts[kind].toFirst.push(toFirst)
+        parts[kind].lastToHost.push(lastToHost)
+        return total
+      }
+      // The parts of the warm-up round (the first of each) are dropped, as interleave drops its samples.
+      const samples = await interleave({ bare: bareNode, sqlite: child("sqlite"), file: child("file") }, { rounds, warmup: 1 })
+      const figures: Array<Figure> = [
+        { id: "bare", label: "bare node importing effect/Effect, no compile cache (spawn to first output)", kind: "baseline", unit: "ms", summary: summarize(samples.bare) },
+        ...(["sqlite", "file"] as const).flatMap((kind): Array<Figure> => [
+          { id: kind, label: `local child on a ${kind} root, compile cache warm: detachedSpawn to await() resolving`, kind: "this", unit: "ms", summary: summarize(samples[kind]) },
+          { id: `${kind}-to-first`, label: `of which detachedSpawn to the step body's first line (${kind})`, kind: "this", unit: "ms", summary: summarize(parts[kind].toFirst.slice(1)) },
+          { id: `${kind}-last-to-host`, label: `of which the body's last line to the host seeing the result (${kind})`, kind: "this", unit: "ms", summary: summarize(parts[kind].lastToHost.slice(1)) }
+        ])
+      ]
+      const ratios = (["sqlite", "file"] as const).flatMap((kind) => {
+        const ratio = ratioOf(figures, samples, `child result (${kind} root) / bare node importing effect/Effect`, kind, "bare", 2)
+        return ratio === undefined ? [] : [ratio]
+      })
+      return { id: "childStart:result", title: resultCase.title, figures, ratios, skipped: [], notes: [] }
+    } finally {
+      await hosts.sqlite.close()
+      await hosts.file.close()
+    }
+  }
+}
+
 /** The child start cases. */
-export const cases: ReadonlyArray<BenchCase> = [coldCase, fiftyCase]
+export const cases: ReadonlyArray<BenchCase> = [coldCase, resultCase, fiftyCase]

@@ -26,6 +26,7 @@ import * as IpcClient from "../src/layers/IpcClient.ts"
 import * as IpcServer from "../src/layers/IpcServer.ts"
 import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
 import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
+import { createDurableOutboundQueue, createSqliteStorage } from "../src/promise/index.ts"
 import { makeWith as makeQueue } from "../src/services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import { dropPostgres, rawPostgres } from "./backends.ts"
@@ -148,6 +149,21 @@ const awaitedAppends = (storage: StorageOpen, count: number): Promise<number> =>
     return rate(count, now() - start)
   })).pipe(Effect.orDie))
 
+/** The same through the Promise API, as a user awaits each `append` on a SQLite storage. */
+const facadeAwaitedAppends = async (count: number): Promise<number> => {
+  const storage = createSqliteStorage({ path: Path.join(tempRoot("ipc-facade"), "subprocess.db") })
+  const queue = await createDurableOutboundQueue({ storage, socketPath: fresh("bench") })
+  try {
+    const text = JSON.stringify(frame(1))
+    const start = now()
+    for (let i = 0; i < count; i++) await queue.append(text)
+    return rate(count, now() - start)
+  } finally {
+    await queue.close()
+    await storage.close()
+  }
+}
+
 /** A queue of `count` unacked frames, closed: what a restarted server finds. */
 const recordUnacked = (storage: StorageOpen, socketId: string, count: number): Promise<void> =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -261,13 +277,15 @@ const awaitedCase: BenchCase = {
         rawAsync: async () => rate(count, await asyncLog.append(line, count))
       }
       for (const backend of LOCAL) variants[backend.id] = () => awaitedAppends(backend.fresh(), count)
+      variants["sqlite-facade"] = () => facadeAwaitedAppends(count)
       context.log(`ipc:awaited: ${Object.keys(variants).length} variants x ${rounds} rounds of ${count} appends`)
       const samples = await interleave(variants, { rounds, warmup: 1 })
       const detail = { appends: count, frameBytes }
       const figures = [
         figureOf(samples, "raw", "raw write + fdatasync of the frame to one open file", "baseline", "/s", detail),
         figureOf(samples, "rawAsync", "raw non-blocking write of the frame (thread pool, O_DSYNC file)", "baseline", "/s", detail),
-        ...LOCAL.map((b) => figureOf(samples, b.id, `awaited queue.append, ${b.label}`, "this", "/s", detail))
+        ...LOCAL.map((b) => figureOf(samples, b.id, `awaited queue.append, ${b.label}`, "this", "/s", detail)),
+        figureOf(samples, "sqlite-facade", "awaited queue.append through the Promise API, SQLite storage", "this", "/s", detail)
       ]
       return {
         id: "ipc:awaited",
@@ -277,6 +295,7 @@ const awaitedCase: BenchCase = {
           ratioOf(figures, samples, `IPC awaited append, ${b.label} / raw write + fdatasync (appends/s)`, b.id, "raw", { atLeast: 0.8 })
         ).concat([
           // No target: how close to the physical limit a store can come without blocking the event loop.
+          ratioOf(figures, samples, "IPC awaited append, Promise API / Effect API, SQLite storage (appends/s)", "sqlite-facade", "sqlite", { atLeast: 0.85 }),
           ratioOf(figures, samples, "raw non-blocking write / raw write + fdatasync (appends/s)", "rawAsync", "raw"),
           ratioOf(figures, samples, "IPC awaited append, file storage / raw non-blocking write (appends/s)", "file", "rawAsync")
         ])),
