@@ -380,13 +380,18 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // Entry points
   // ---------------------------------------------------------------------------
 
-  /** Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final checkpoint. */
+  /**
+   * Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final
+   * checkpoint. `resumedAt` is the version of a context restored with this root in
+   * flight on this input: its snapshot already says what the first checkpoint would.
+   */
   const runRoot = (
     root: AnyStep,
     ctx: AgentContext,
     input: unknown,
     onRootDispatch?: () => void,
-    runByAdapter = false
+    runByAdapter = false,
+    resumedAt?: number
   ) =>
     Effect.gen(function*() {
       const ledger = yield* openLedger(ctx.id)
@@ -398,7 +403,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
       ctx.enterStep(rootPath, { stepId: root.id, input, state: { path: rootPath } })
-      yield* checkpoint(ctx)
+      // A resume that changed nothing yet writes nothing: the stored snapshot already
+      // holds the root in flight with this input (its deeper frontier is only replaced
+      // by the next checkpoint), so a resume costs its reads alone until the run moves.
+      if (resumedAt === undefined || ctx.version !== resumedAt) yield* checkpoint(ctx)
       const output = yield* dispatch(root, input, frame)
       // A finished run leaves a mark an operator can read (the CLI's `finished`): the
       // root's output in the ledger, or else a snapshot whose frontier no longer holds
@@ -495,7 +503,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         }
         return Option.some({ executionId, output: recorded.value })
       }
-      return Option.some(yield* runRoot(root, ctx, inFlight.input))
+      // A parent given here is recorded by the first checkpoint (the index names it).
+      const resumedAt = restoreOptions?.parent === undefined ? ctx.version : undefined
+      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt))
     })
 
   // Under a lease the steps run holding it (joining a run of this harness), so their
