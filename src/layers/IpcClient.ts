@@ -40,6 +40,7 @@ import {
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** Where a client keeps the highest seq it has acknowledged. */
 export interface WatermarkStore {
@@ -219,7 +220,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
           for (const line of lines) {
             const decoded = decodeServerFrameSync(line)
             if (decoded._tag === "Failure") {
-              yield* Effect.logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
+              yield* logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
               continue
             }
             const frame = decoded.success

@@ -72,6 +72,7 @@ import {
   toFacadeHandle
 } from "./subprocess.ts"
 import { toEngineSubprocessShape } from "./subprocessBridge.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 export { history, instructions, scratchpad }
 export type { Item }
@@ -299,7 +300,7 @@ export const toEngineLayer = (layer: ContextLayer, storage: StorageAdapter): Eng
         })
         return layer.onInitError === "disable"
           ? Effect.catch(Effect.map(run, (result) => result?.state), (cause) =>
-            Effect.as(Effect.logWarning(`context layer '${layer.id}' init failed; it runs disabled`, cause), undefined))
+            Effect.as(logWarning(`context layer '${layer.id}' init failed; it runs disabled`, cause), undefined))
           : Effect.orDie(Effect.map(run, (result) => result?.state))
       }
     }),
@@ -407,7 +408,7 @@ export class AgentContext {
         return engine.items
       },
       append: (item) => {
-        this.append([item]).catch((error) => Effect.runFork(Effect.logWarning("itemLog.append failed", error)))
+        this.append([item]).catch((error) => Effect.runFork(logWarning("itemLog.append failed", error)))
       }
     }
   }
@@ -1326,6 +1327,13 @@ export interface StorageEnvironment {
   readonly checkpointStore?: CheckpointStore
   readonly stepLedgerRetention?: Partial<StepLedgerRetention>
   /**
+   * What a failed step-ledger write costs (this library's option): `'best-effort'`
+   * (default, as noetic: a warning on stderr and a `recordFailed` count; the step
+   * re-runs on resume) or `'strict'` (the run rejects with a `NoeticError` code
+   * `STEP_LEDGER_WRITE_FAILED` and nothing downstream runs).
+   */
+  readonly stepLedgerDurability?: "best-effort" | "strict"
+  /**
    * Several hosts sharing the storage: each execution runs under a lease of this
    * owner (a host incarnation), renewed every third of `ttlMs` (default 30 s). A
    * second host resuming it rejects with `EXECUTION_LEASE_HELD`; a host whose
@@ -1540,6 +1548,7 @@ export class AgentHarness<I = any, O = any> {
     // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
     const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
       ...(agentGraph === undefined ? {} : { agentGraph: agentGraph as Step.AnyStep }),
+      ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
       ...(storage?.lease === undefined ? {} : {
         lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
       })
@@ -1613,6 +1622,7 @@ export class AgentHarness<I = any, O = any> {
         tools,
         context: this.#layers,
         ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
+        ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,
@@ -1813,7 +1823,7 @@ export class AgentHarness<I = any, O = any> {
       checkpoint: (ctx) =>
         Effect.promise(() =>
           this.#use((harness) => harness.checkpoint(ctx)).catch((error) =>
-            Effect.runPromise(Effect.logWarning("checkpoint not saved: the harness is closed", error))
+            Effect.runPromise(logWarning("checkpoint not saved: the harness is closed", error))
           )
         )
     })
