@@ -58,6 +58,7 @@ import {
   childFailedReason,
   handleEvicted,
   handleEvictedOf,
+  harnessClosed,
   isPlainRecordedError,
   payloadOf
 } from "./errors.ts"
@@ -1531,6 +1532,8 @@ export class AgentHarness<I = any, O = any> {
   readonly #spawns = new SpawnsInFlight()
   /** The turns `execute` is running, by thread id (noetic's sessions, one per thread). */
   readonly #turns = new Map<string, { readonly turnId: string; readonly startedAt: number; aborting: boolean }>()
+  /** Set by `close()`: a call it interrupts rejects with `HARNESS_CLOSED`. */
+  #closed = false
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -1647,7 +1650,13 @@ export class AgentHarness<I = any, O = any> {
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
     return this.#runtime.runPromiseExit(
       Effect.flatMap(engineService, f) as Effect.Effect<A, E, Engine>
-    ).then(unwrapExit)
+    ).then((exit) => {
+      // A call close() interrupted rejects with a code, not a bare interruption.
+      if (this.#closed && exit._tag === "Failure" && exit.cause.reasons.every((r) => r._tag === "Interrupt")) {
+        throw harnessClosed(this.name)
+      }
+      return unwrapExit(exit)
+    })
   }
 
   #toEngineLayers(layers: ReadonlyArray<ContextLayer> | undefined): ReadonlyArray<EngineContextLayer<any>> | undefined {
@@ -1892,6 +1901,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Stops in-process children and releases the harness's runtime. */
   close(): Promise<void> {
+    this.#closed = true
     return this.#runtime.dispose()
   }
 
