@@ -23,6 +23,8 @@ export type ConfigErrorCode =
   | "MISSING_ROUTE_FUNCTION"
   | "MISSING_MODEL"
   | "MISSING_TOOL"
+  | "AT_MOST_ONCE_RETRY_CONFLICT"
+  | "STEP_LEDGER_DURABILITY_INVALID"
   | "SUBPROCESS_ADAPTER_UNSUPPORTED"
   | "SUBPROCESS_STORAGE_UNSUPPORTED"
 
@@ -54,6 +56,19 @@ export class StepLedgerRetentionInvalid extends Schema.TaggedError<StepLedgerRet
   /** The documented error code. */
   get code(): "STEP_LEDGER_RETENTION_INVALID" {
     return "STEP_LEDGER_RETENTION_INVALID"
+  }
+}
+
+/** A harness's `stepLedgerDurability` is neither `"best-effort"` nor `"strict"`. */
+export class StepLedgerDurabilityInvalid extends Schema.TaggedError<StepLedgerDurabilityInvalid>(
+  "noetic-effect/StepLedgerDurabilityInvalid"
+)("StepLedgerDurabilityInvalid", {
+  message: Schema.String,
+  hint: Schema.String
+}) {
+  /** The documented error code. */
+  get code(): "STEP_LEDGER_DURABILITY_INVALID" {
+    return "STEP_LEDGER_DURABILITY_INVALID"
   }
 }
 
@@ -104,6 +119,7 @@ export class StepConfigInvalid extends Schema.TaggedError<StepConfigInvalid>("no
 export type ConfigError =
   | CheckpointSchemaMismatch
   | StepLedgerRetentionInvalid
+  | StepLedgerDurabilityInvalid
   | NoStepConfigured
   | EmptyStepId
   | StepConfigInvalid

@@ -229,6 +229,33 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.isAbove(yield* reopened.append("next"), 3)
       }))
 
+    it.effect("reopened on intact records (the first never closed), numbering continues at head + 1, as noetic's does", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const first = yield* makeWith(storage, { socketId: "q" })
+        yield* first.append("a")
+        yield* first.append("b")
+        const second = yield* makeWith(storage, { socketId: "q" })
+        assert.strictEqual(yield* second.headSeq, 2)
+        assert.strictEqual(yield* second.append("c"), 3)
+        assert.deepStrictEqual((yield* second.frameRange(1)).map((e) => e.frame), ["a", "b", "c"])
+        // Another process (a storage object of its own over the same records): the same.
+        const restarted = yield* makeWith({ ...storage }, { socketId: "q" })
+        assert.strictEqual(yield* restarted.append("d"), 4)
+      }))
+
+    it.effect("a damaged last record: numbering goes on above the reserved high-water mark", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const queue = yield* makeWith(storage, { socketId: "q" })
+        yield* queue.appendAll(frames(3))
+        yield* queue.appendAll(frames(3, 4))
+        yield* storage.set(batchKey("q", 4, 6), { version: 2, frames: "torn" })
+        // Another process, which knows nothing of what the first committed.
+        const reopened = yield* makeWith({ ...storage }, { socketId: "q" })
+        assert.isAbove(yield* reopened.append("next"), 65_536)
+      }))
+
     it.effect("a lost last record is not numbered again: the high-water mark outlives it", () =>
       Effect.gen(function*() {
         const storage = yield* makeStorage

@@ -365,7 +365,8 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
             recorded: 3,
             droppedOversize: 2,
             droppedUnserializable: 0,
-            evicted: 0
+            evicted: 0,
+            recordFailed: 0
           })
           assert.strictEqual(StepLedger.utf8Length(JSON.stringify("é😀a")), 9)
         })
@@ -389,7 +390,8 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
             recorded: 1,
             droppedOversize: 2,
             droppedUnserializable: 3,
-            evicted: 0
+            evicted: 0,
+            recordFailed: 0
           })
           assert.strictEqual(warnings.length, 2)
           assert.isTrue(warnings.some((w) => w.includes("no JSON form")))
@@ -460,7 +462,8 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
             recorded: 1006,
             droppedOversize: 0,
             droppedUnserializable: 0,
-            evicted: 0
+            evicted: 0,
+            recordFailed: 0
           })
         })
       ), { timeout: 60_000 })

@@ -137,7 +137,7 @@ describe("promise facade: the queue API noetic documents", () => {
 })
 
 describe("promise facade: getHeadSeq after a crash", () => {
-  it.live("a queue reopened without close reports the last frame's seq, and numbers the next append above every seq reserved before", () =>
+  it.live("a queue reopened without close reports the last frame's seq, and numbers on at head + 1 (its records are intact)", () =>
     Effect.promise(async () => {
       const storages = [
         createInMemoryStorage(),
@@ -155,7 +155,7 @@ describe("promise facade: getHeadSeq after a crash", () => {
         assert.strictEqual(after.getLastAckedSeq(), 0)
         assert.deepStrictEqual(await after.frameRange(1), [{ seq: 1, frame: "a" }, { seq: 2, frame: "b" }])
         const next = await after.append("c")
-        assert.isAbove(next.seq, 2)
+        assert.strictEqual(next.seq, 3)
         assert.strictEqual(after.getHeadSeq(), next.seq)
         await after.ackUpTo(next.seq)
         assert.strictEqual(after.getHeadSeq(), next.seq)
@@ -236,9 +236,15 @@ describe("promise facade: AgentIpcServer and AgentIpcClient", () => {
       client.acknowledgeDurableFrames(2)
       assert.strictEqual(client.getLastAckedDurableSeq(), 2)
       while ((await server.queueSize()) !== 1) await new Promise((resolve) => setTimeout(resolve, 5))
-      // An ack past what was delivered stops at the highest delivered seq, and says so.
+      // An ack past what was delivered is sent as it is (noetic's client); the server
+      // refuses it (it never sent seq 9) and acknowledges nothing.
       client.acknowledgeDurableFrames(9)
-      assert.strictEqual(client.getLastAckedDurableSeq(), 3)
+      assert.strictEqual(client.getLastAckedDurableSeq(), 9)
+      while (client.getLastError() === null) await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.include(client.getLastError()!.message, "AckAboveSent")
+      assert.strictEqual(await server.queueSize(), 1)
+      // A later ack of the frames delivered still goes through.
+      client.acknowledgeDurableFrames(3)
       while ((await server.queueSize()) !== 0) await new Promise((resolve) => setTimeout(resolve, 5))
 
       server.broadcastAskUserRequest({ id: "q1", input: { question: "ok?" }, createdAt: 7 })
@@ -278,6 +284,32 @@ describe("promise facade: AgentIpcServer and AgentIpcClient", () => {
       while (got.length < 3) got.push((await items.next()).value)
       assert.deepStrictEqual(got, [3, 4, 5])
       await server.close()
+    }))
+
+  it.live("acknowledgeDurableFrames emits a durableAck frame and is idempotent (noetic's client test)", () =>
+    Effect.promise(async () => {
+      const socketPath = socketPathFor()
+      const received: Array<string> = []
+      const server = NodeNet.createServer((socket) => {
+        socket.setEncoding("utf8")
+        socket.on("data", (chunk: string) => void received.push(chunk))
+        socket.write(encodeFrame({ type: "hello", protocolVersion: 2, taskId: "t", role: "worker", runnerId: "r", threadId: "th" }))
+      })
+      await new Promise<void>((resolve) => server.listen(socketPath, resolve))
+      const client = new AgentIpcClient({ socketPath })
+      await client.connect()
+      client.acknowledgeDurableFrames(5)
+      client.acknowledgeDurableFrames(3) // below the last ack: a no-op
+      client.acknowledgeDurableFrames(5) // at it: a no-op
+      client.acknowledgeDurableFrames(9) // above: sent
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const joined = received.join("")
+      assert.strictEqual(joined.match(/"type":"durableAck"/g)?.length ?? 0, 2)
+      assert.include(joined, `"throughSeq":5`)
+      assert.include(joined, `"throughSeq":9`)
+      assert.strictEqual(client.getLastAckedDurableSeq(), 9)
+      client.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
     }))
 
   it("createLocalFsAdapter reads and writes the local disk", async () => {

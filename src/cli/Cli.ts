@@ -332,7 +332,8 @@ const executionsShow = Command.make(
             (counts.corrupt > 0 ? `, ${counts.corrupt} CORRUPT` : "") +
             (view.missing > 0
               ? `; ${view.missing} EVICTED or lost (seqs below ${view.lowestSeq} are gone; those steps re-run on resume)`
-              : "")
+              : "") +
+            (view.recordFailed > 0 ? `; ${view.recordFailed} record writes FAILED (those steps re-run on resume)` : "")
         ))
         yield* Console.log(lines.join("\n"))
         if (view.records.length > 0) {

@@ -26,7 +26,14 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
-import { isAtOrBelow, LedgerEntry, ledgerPrefix, parseLedgerSeq } from "../schema/LedgerEntry.ts"
+import {
+  isAtOrBelow,
+  LedgerEntry,
+  ledgerPrefix,
+  ledgerStatsKey,
+  parseLedgerSeq,
+  recordFailedOf
+} from "../schema/LedgerEntry.ts"
 import { decodeStoredSnapshot, INDEX_PREFIX, makeWith as makeCheckpointStore } from "../services/CheckpointStore.ts"
 import { ExecutionLeaseRecord, leaseKey } from "../services/ExecutionLease.ts"
 import { utf8Length } from "../services/StepLedger.ts"
@@ -285,6 +292,8 @@ export interface LedgerView {
   readonly missing: number
   /** The lowest seq still stored; every seq below it was evicted. */
   readonly lowestSeq: number
+  /** Step records whose write failed, as the execution's ledger statistics record counts them. */
+  readonly recordFailed: number
 }
 
 /** Reads the ledger rows; a backend that fails a whole scan on one bad row is read key by key. */
@@ -307,7 +316,10 @@ export const readLedger = (
 ): Effect.Effect<{ readonly view: LedgerView; readonly outputs: ReadonlyMap<number, { readonly value: unknown; readonly undefined: boolean }> }, StorageError> =>
   Effect.gen(function*() {
     const prefix = ledgerPrefix(executionId)
-    const rows = (yield* readLedgerRows(storage, executionId)).flatMap(({ key, value }) => {
+    const read = yield* readLedgerRows(storage, executionId)
+    const stats = read.find(({ key }) => key === ledgerStatsKey(executionId))
+    const recordFailed = stats === undefined || Option.isNone(stats.value) ? 0 : recordFailedOf(stats.value.value)
+    const rows = read.flatMap(({ key, value }) => {
       const seq = parseLedgerSeq(prefix, key)
       return seq === undefined || Option.isNone(value) ? [] : [{ seq, value: value.value }]
     }).sort((a, b) => a.seq - b.seq)
@@ -363,7 +375,8 @@ export const readLedger = (
         records,
         highestSeq,
         lowestSeq: rows.length === 0 ? -1 : rows[0]!.seq,
-        missing: highestSeq + 1 - rows.length
+        missing: highestSeq + 1 - rows.length,
+        recordFailed
       },
       outputs
     }

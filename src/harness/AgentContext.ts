@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import { randomId } from "../internal/randomId.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
 export interface Item {
@@ -385,7 +386,7 @@ export class AgentContext {
         if (state === undefined && layer.initEffect !== undefined) continue
         const exit = yield* Effect.exit(layer.appendEffect!({ items: current, state, ctx: this }))
         if (exit._tag === "Failure") {
-          yield* Effect.logWarning(`context layer '${layer.id}': its append hook failed; its items pass on unchanged`, exit.cause)
+          yield* logWarning(`context layer '${layer.id}': its append hook failed; its items pass on unchanged`, exit.cause)
           continue
         }
         current = exit.value.items

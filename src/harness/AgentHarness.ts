@@ -10,7 +10,13 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { type CheckpointSchemaMismatch, type EmptyStepId, NoStepConfigured, type StorageError } from "../Errors.ts"
+import {
+  type CheckpointSchemaMismatch,
+  type EmptyStepId,
+  NoStepConfigured,
+  StepLedgerDurabilityInvalid,
+  type StorageError
+} from "../Errors.ts"
 import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
@@ -50,13 +56,14 @@ import {
   type Services as StepServices,
   type Step
 } from "./Step.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 export {
   /** The schedule of a step's retry policy. */
   retrySchedule,
   validateGraph
 } from "./Interpreter.ts"
-export type { DivergencePolicy, ReplayMark, ToolHandler } from "./Interpreter.ts"
+export type { DivergencePolicy, LedgerDurability, ReplayMark, ToolHandler } from "./Interpreter.ts"
 export { toSnapshot } from "./Checkpointing.ts"
 
 /** How a harness is built. */
@@ -85,6 +92,13 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * recorded subtree. `"fail"`: fails the run with `ReplayDiverged`, discarding nothing.
    */
   readonly onDivergence?: Interpreter.DivergencePolicy
+  /**
+   * What a failed step-ledger write costs. `"best-effort"` (the default, as noetic):
+   * a warning on stderr naming the execution and the path, a `recordFailed` count in
+   * the ledger's statistics, and the run goes on (that step re-runs on resume).
+   * `"strict"`: the step fails with `StepLedgerWriteFailed` and nothing downstream runs.
+   */
+  readonly stepLedgerDurability?: Interpreter.LedgerDurability
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -247,12 +261,23 @@ type GraphServices<G> = G extends AnyStep ? StepServices<G> : never
  * graph, lease ttl). `make` runs it; the Promise facade runs it at construction.
  */
 export const validateOptions = (
-  options: Pick<AgentHarnessOptions, "agentGraph" | "lease">
-): Effect.Effect<void, EmptyStepId | LeaseTtlInvalid> =>
+  options: Pick<AgentHarnessOptions, "agentGraph" | "lease" | "stepLedgerDurability">
+): Effect.Effect<void, EmptyStepId | LeaseTtlInvalid | StepLedgerDurabilityInvalid> =>
   Effect.andThen(
     options.agentGraph === undefined ? Effect.void : Interpreter.validateGraph(options.agentGraph),
-    validateLeaseOptions(options.lease)
+    Effect.andThen(validateLeaseOptions(options.lease), validateDurability(options.stepLedgerDurability))
   )
+
+/** Fails unless `durability` is absent, `"best-effort"` or `"strict"`. */
+const validateDurability = (durability: unknown): Effect.Effect<void, StepLedgerDurabilityInvalid> =>
+  durability === undefined || durability === "best-effort" || durability === "strict"
+    ? Effect.void
+    : Effect.fail(
+      new StepLedgerDurabilityInvalid({
+        message: `stepLedgerDurability must be 'best-effort' or 'strict', got ${JSON.stringify(durability)}`,
+        hint: "Leave it out for best-effort (a failed ledger write is warned of and counted), or pass 'strict' to stop the run on one."
+      })
+    )
 
 /**
  * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
@@ -262,7 +287,7 @@ export const validateOptions = (
  */
 export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefined = undefined>(
   options: AgentHarnessOptions<G>
-): Effect.fn.Return<AgentHarness<G>, EmptyStepId | LeaseTtlInvalid, Scope.Scope> {
+): Effect.fn.Return<AgentHarness<G>, EmptyStepId | LeaseTtlInvalid | StepLedgerDurabilityInvalid, Scope.Scope> {
   yield* validateOptions(options)
   const scope = yield* Effect.scope
   const store: Option.Option<CheckpointStoreShape> = yield* Effect.serviceOption(CheckpointStore)
@@ -282,6 +307,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const layers = options.context ?? defaultLayers()
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
+  // Set when the harness's scope closes: an outcome a reconcile learns after that is not recorded.
+  let closed = false
+  yield* Scope.addFinalizer(scope, Effect.sync(() => void (closed = true)))
   const live = new Map<string, AgentContext>()
   // By shared state too: harness.run given different views of one context numbers on.
   const runCounters = new WeakMap<ContextStore, Map<string, number>>()
@@ -369,6 +397,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     harness: options.name,
     tools,
     onDivergence,
+    ledgerDurability: options.stepLedgerDurability ?? "best-effort",
+    closed: () => closed,
     live,
     subprocess,
     checkpointIfChanged,
@@ -587,7 +617,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       if (Option.isNone(store)) return Effect.fail(unknown)
       return store.value.load(executionId).pipe(
         Effect.catchCause((cause) =>
-          Effect.as(Effect.logWarning("ask-user answer: the execution's snapshot could not be read", cause), Option.none())
+          Effect.as(logWarning("ask-user answer: the execution's snapshot could not be read", cause), Option.none())
         ),
         Effect.flatMap((snapshot) => {
           if (Option.isNone(snapshot) || !snapshot.value.askUser.some((prompt) => prompt.id === promptId)) {

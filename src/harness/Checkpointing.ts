@@ -14,6 +14,7 @@ import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot } from "../schema/Ch
 import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { AgentContext, ContextStore } from "./AgentContext.ts"
 import type { LeasedRuns } from "./LeasedRuns.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** A frontier input that a snapshot can hold: the input itself when JSON can carry it. */
 const persistableInput = (input: unknown): { readonly input: unknown; readonly serializable: boolean } => {
@@ -81,7 +82,7 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
       // context of harness.run): the save takes the lease for its own duration.
       return withLease(ctx.id, Effect.suspend(() => saveCheckpoint(ctx)), "join").pipe(
         Effect.catchCause((cause) =>
-          Effect.logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
+          logWarning("checkpoint not saved: the execution's lease could not be taken", cause).pipe(
             Effect.annotateLogs({ executionId: ctx.id, harness })
           )
         )
@@ -109,7 +110,7 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
       Effect.catchCause((cause) =>
         // A save refused because the lease was taken over interrupts the run (see
         // withLease); only ordinary failures are logged and swallowed.
-        leases.holds(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logWarning("checkpoint save failed; the run continues", cause).pipe(
+        leases.holds(ctx.id) && Cause.hasInterruptsOnly(cause) ? Effect.interrupt : logWarning("checkpoint save failed; the run continues", cause).pipe(
           Effect.annotateLogs({ executionId: ctx.id, harness })
         )
       )

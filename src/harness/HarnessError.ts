@@ -171,3 +171,62 @@ export class ToolOutcomeUnknown extends Schema.TaggedError<ToolOutcomeUnknown>("
     } at ${this.path} of execution ${this.executionId} is unknown: its body started before a crash and did not record a completion; it is not run again without a reconcile`
   }
 }
+
+/** A short description of a value for an error message: its type, and its JSON when short. */
+export const describeAnswer = (u: unknown): string => {
+  if (u === null || u === undefined) return String(u)
+  let json: string | undefined
+  try {
+    json = JSON.stringify(u)
+  } catch {
+    json = undefined
+  }
+  const text = json === undefined ? String(u) : json
+  return `${typeof u} ${text.length > 80 ? `${text.slice(0, 77)}...` : text}`
+}
+
+/**
+ * An at-most-once step's `reconcile` answered something that is not a `Reconciled`
+ * value (`Reconciled.completed(output)` or `Reconciled.rerun`): a plain object, the
+ * recorded output itself. Nothing is recorded and the body does not run; the intent
+ * stays, so a resume asks `reconcile` again once it answers with `Reconciled`.
+ */
+export class ReconcileAnswerInvalid extends Schema.TaggedError<ReconcileAnswerInvalid>(
+  "noetic-effect/ReconcileAnswerInvalid"
+)("ReconcileAnswerInvalid", { executionId: Schema.String, path: Schema.String, step: StepIdentity, answer: Schema.String }) {
+  override get message(): string {
+    return `reconcile of at-most-once ${this.step.kind} ${JSON.stringify(this.step.stepId)} at ${this.path} of execution ${
+      this.executionId
+    } answered ${this.answer}, not Reconciled.completed(output) or Reconciled.rerun: nothing was recorded and the body did not run; its intent stays pending`
+  }
+}
+
+/**
+ * An at-most-once step's `reconcile` answered after its harness was closed: what it
+ * found is not recorded and the body does not run; the intent stays pending for the
+ * next resume.
+ */
+export class HarnessClosed extends Schema.TaggedError<HarnessClosed>("noetic-effect/HarnessClosed")(
+  "HarnessClosed",
+  { harness: Schema.String, executionId: Schema.String, path: Schema.String }
+) {
+  override get message(): string {
+    return `harness ${this.harness} was closed before the step at ${this.path} of execution ${this.executionId} could record its outcome: nothing was recorded`
+  }
+}
+
+/**
+ * A step completed but its ledger record could not be written, and the harness asks
+ * for strict durability (`stepLedgerDurability: "strict"`): the run stops here, so no
+ * later step runs on an outcome a resume would not replay. `cause` is the storage failure.
+ */
+export class StepLedgerWriteFailed extends Schema.TaggedError<StepLedgerWriteFailed>(
+  "noetic-effect/StepLedgerWriteFailed"
+)("StepLedgerWriteFailed", { executionId: Schema.String, path: Schema.String, step: StepIdentity, cause: Schema.Defect() }) {
+  override get message(): string {
+    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `the ledger record of ${this.step.kind} ${JSON.stringify(this.step.stepId)} at ${this.path} of execution ${
+      this.executionId
+    } could not be written (${cause}); under strict durability the run stops here`
+  }
+}

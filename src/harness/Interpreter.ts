@@ -22,13 +22,17 @@ import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
+  describeAnswer,
   ForkPartial,
+  HarnessClosed,
   InvalidMaxIterations,
   LoopMaxIterations,
   ModelOutputInvalid,
+  ReconcileAnswerInvalid,
   ReplayDiverged,
   SpawnTimeout,
   StepCancelled,
+  StepLedgerWriteFailed,
   ToolFailed,
   ToolOutcomeUnknown,
   UnknownTool
@@ -36,6 +40,7 @@ import {
 import {
   type AnyStep,
   type CallModel,
+  Reconciled,
   type Conditional,
   type InParallel,
   type InvokeTool,
@@ -50,12 +55,20 @@ import {
   type StepContext,
   type Verdict
 } from "./Step.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
 
 /** What a resume does at a recorded path whose step changed: see `AgentHarnessOptions.onDivergence`. */
 export type DivergencePolicy = "warn" | "fail"
+
+/**
+ * What a failed ledger write costs: `best-effort` (the default, noetic's) warns and
+ * counts it, and the run goes on (the step re-runs on resume); `strict` fails the step
+ * with `StepLedgerWriteFailed`, so nothing downstream runs. See `AgentHarnessOptions.stepLedgerDurability`.
+ */
+export type LedgerDurability = "best-effort" | "strict"
 
 /** Host wiring handed to a restored context (the spawn step's child agent). */
 export interface ChildContextOptions {
@@ -73,6 +86,10 @@ export interface InterpreterDeps {
   readonly harness: string
   readonly tools: Readonly<Record<string, ToolHandler>>
   readonly onDivergence: DivergencePolicy
+  /** What a failed ledger write costs. */
+  readonly ledgerDurability: LedgerDurability
+  /** Whether the harness's scope is closed: an outcome learned after it is not recorded. */
+  readonly closed: () => boolean
   /** The contexts the harness runs, by execution id (a spawn step's child agent joins while it runs). */
   readonly live: Map<string, AgentContext>
   /**
@@ -224,6 +241,9 @@ const RUN_FAILURES: ReadonlySet<string> = new Set([
   "StepCancelled",
   "ReplayDiverged",
   "ToolOutcomeUnknown",
+  "ReconcileAnswerInvalid",
+  "HarnessClosed",
+  "StepLedgerWriteFailed",
   "StorageError",
   "CheckpointSchemaMismatch",
   "ExecutionLeaseHeld",
@@ -352,12 +372,19 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const ledger = frame.ledger.value
       const identity = { stepId: step.id, kind: step.kind }
       const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
+      // A failed write costs resumability, not the run (noetic), unless the harness asks
+      // for strict durability: then the step fails and nothing downstream runs.
+      const writeFailed = (what: string) => (error: StorageError) =>
+        deps.ledgerDurability === "strict"
+          ? Effect.fail(new StepLedgerWriteFailed({ executionId: ctx.id, path, step: identity, cause: error }))
+          : logWarning(
+            `step ledger of execution ${JSON.stringify(ctx.id)}: the ${what} at ${path} failed (${error.message}); ` +
+              "the run goes on, and that step re-runs on resume (stepLedgerDurability: 'strict' stops the run instead)"
+          ).pipe(Effect.annotateLogs({ executionId: ctx.id, path, harness: deps.harness }))
       const record = (output: unknown) =>
         Effect.andThen(
           deps.checkpointIfChanged(ctx),
-          ledger.record(path, identity, output, position).pipe(
-            Effect.catch((error) => Effect.logWarning("step ledger record failed; the step will re-run on resume", error))
-          )
+          ledger.record(path, identity, output, position).pipe(Effect.catch(writeFailed("record")))
         )
       // The body may be interrupted (a failing sibling branch, a race); once it has
       // completed, its record is not: a completed step interrupted before its record
@@ -372,6 +399,10 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           Effect.tap(restore(body), record)
         )
       )
+      // Only an explicit `Reconciled.rerun` runs an at-most-once body again: any other
+      // answer (a plain object, the output itself) fails, an answer that comes after the
+      // harness closed records nothing, and a reconcile that fails fails the step. In
+      // each case the intent stays, so the next resume asks again.
       const reconcile = (): Effect.Effect<unknown, unknown, unknown> => {
         const reconciler = (step.kind === "runCode" || step.kind === "invokeTool") ? step.reconcile : undefined
         if (reconciler === undefined) {
@@ -379,9 +410,19 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         }
         return Effect.annotateCurrentSpan("reconciled", true).pipe(
           Effect.andThen(Effect.suspend(() => reconciler(input, stepContext({ ...frame, counters: new Map() })))),
-          Effect.flatMap((answer) =>
-            answer._tag === "Completed" ? Effect.as(Effect.uninterruptible(record(answer.output)), answer.output) : runAndRecord
-          )
+          Effect.flatMap((answer: unknown) => {
+            if (!Reconciled.is(answer)) {
+              return Effect.fail(
+                new ReconcileAnswerInvalid({ executionId: ctx.id, path, step: identity, answer: describeAnswer(answer) })
+              )
+            }
+            if (deps.closed()) {
+              return Effect.fail(new HarnessClosed({ harness: deps.harness, executionId: ctx.id, path }))
+            }
+            return answer._tag === "Completed"
+              ? Effect.as(Effect.uninterruptible(record(answer.output)), answer.output)
+              : runAndRecord
+          })
         )
       }
       return traced((span) => {
@@ -415,7 +456,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             // row skipped at load, it runs again (its new record supersedes the row),
             // or, at most once, its intent is what is left: it is reconciled.
             mark(span, "miss")
-            return Effect.logWarning(
+            return logWarning(
               `step ledger: the output recorded at ${path} cannot be read from the corrupt row ${found.key} ` +
                 `(${found.message}); ${atMostOnce ? "reconciling the step" : "running the step again"}`
             ).pipe(
@@ -452,7 +493,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     const reported = frame.run.divergencesReported.has(recordedPath)
     frame.run.divergencesReported.add(recordedPath)
     const where = recordedPath === frame.path ? "" : ` (now at ${frame.path})`
-    const warn = reported ? Effect.void : Effect.logWarning(
+    const warn = reported ? Effect.void : logWarning(
       `replay diverged at ${recordedPath}: the ledger recorded ${recorded.kind} ${JSON.stringify(recorded.stepId)}, ` +
         `the workflow now has ${current.kind} ${
           JSON.stringify(current.stepId)
@@ -460,7 +501,15 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     ).pipe(Effect.annotateLogs({ executionId: frame.ctx.id, path: recordedPath, harness: deps.harness }))
     return warn.pipe(
       Effect.andThen(ledger.discard(recordedPath).pipe(
-        Effect.catch((error) => Effect.logWarning("step ledger discard failed; running the step", error))
+        Effect.catch((error) =>
+          deps.ledgerDurability === "strict"
+            ? Effect.fail(
+              new StepLedgerWriteFailed({ executionId: frame.ctx.id, path: recordedPath, step: current, cause: error })
+            )
+            : logWarning(
+              `step ledger of execution ${JSON.stringify(frame.ctx.id)}: the discard at ${recordedPath} failed (${error.message}); running the step`
+            )
+        )
       )),
       Effect.andThen(runFresh)
     )
@@ -719,7 +768,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         : { parent: frame.ctx, context: step.context }
       const restoredChild = Effect.catch(deps.restore(id, childOptions), (error) =>
         Effect.as(
-          Effect.logWarning("child agent context could not be restored; it starts fresh", error),
+          logWarning("child agent context could not be restored; it starts fresh", error),
           Option.none<AgentContext>()
         ))
       return Effect.flatMap(restoredChild, (restored) => {

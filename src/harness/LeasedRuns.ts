@@ -26,6 +26,7 @@ import {
 } from "../services/ExecutionLease.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { makeWith as makeStepLedger, type StepLedgerShape } from "../services/StepLedger.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** How a harness leases the executions it runs. */
 export interface HarnessLeaseOptions {
@@ -158,7 +159,7 @@ export const make = Effect.fnUntraced(function*(
           (held) =>
             Effect.catchCause(
               lease.service.release(held),
-              (cause) => Effect.logWarning("execution lease release failed", cause)
+              (cause) => logWarning("execution lease release failed", cause)
             )
         )
         const lost = yield* Deferred.make<never, ExecutionLeaseLost>()
@@ -187,7 +188,7 @@ export const make = Effect.fnUntraced(function*(
               onFailure: (error) =>
                 error._tag === "ExecutionLeaseLost"
                   ? Deferred.fail(lost, error)
-                  : Effect.andThen(Effect.logWarning("execution lease renewal failed; retrying", error), keepRenewing)
+                  : Effect.andThen(logWarning("execution lease renewal failed; retrying", error), keepRenewing)
             })
           )
         )

@@ -127,17 +127,29 @@ export interface Step<I, O, E = never, R = never, K extends StepKind = StepKind>
  */
 export type EffectsPolicy = "at-least-once" | "at-most-once"
 
+/**
+ * Marks the values `Reconciled.completed` and `Reconciled.rerun` build: a `reconcile`
+ * answer without it (a plain object, the recorded output itself) is refused with
+ * `ReconcileAnswerInvalid`, never taken for a rerun. A registered symbol, so two
+ * copies of this library (its ESM and CommonJS builds) recognise each other's answers.
+ */
+export const ReconciledTypeId: unique symbol = Symbol.for("noetic-effect/Reconciled") as never
+
 /** What `reconcile` found out about a body that may have run: its output, or that it must run again. */
 export type Reconciled<O> =
-  | { readonly _tag: "Completed"; readonly output: O }
-  | { readonly _tag: "Rerun" }
+  | { readonly [ReconciledTypeId]: typeof ReconciledTypeId; readonly _tag: "Completed"; readonly output: O }
+  | { readonly [ReconciledTypeId]: typeof ReconciledTypeId; readonly _tag: "Rerun" }
 
-/** Builds `reconcile`'s answers. */
+/** Builds `reconcile`'s answers; only these answers are accepted. */
 export const Reconciled = {
   /** The body had taken effect; `output` is recorded as its output. */
-  completed: <O>(output: O): Reconciled<O> => ({ _tag: "Completed", output }),
-  /** The body had not taken effect: run it (a fresh intent is recorded first). */
-  rerun: { _tag: "Rerun" } as Reconciled<never>
+  completed: <O>(output: O): Reconciled<O> => ({ [ReconciledTypeId]: ReconciledTypeId, _tag: "Completed", output }),
+  /** The body had not taken effect: run it (a fresh intent is recorded first). The only answer that runs it again. */
+  rerun: Object.freeze({ [ReconciledTypeId]: ReconciledTypeId, _tag: "Rerun" }) as Reconciled<never>,
+  /** Whether `u` is an answer `Reconciled.completed` or `Reconciled.rerun` built. */
+  is: (u: unknown): u is Reconciled<unknown> =>
+    typeof u === "object" && u !== null && (u as { [ReconciledTypeId]?: unknown })[ReconciledTypeId] === ReconciledTypeId &&
+    (((u as { _tag?: unknown })._tag === "Completed" && "output" in u) || (u as { _tag?: unknown })._tag === "Rerun")
 } as const
 
 /**
@@ -418,7 +430,18 @@ export function runCode(
     )
   }
   if (opts.retry !== undefined) checkRetry(opts.retry)
-  return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effectsOf("runCode", opts) }, opts, runCode)
+  const effects = effectsOf("runCode", opts)
+  if (effects.effects === "at-most-once" && opts.retry !== undefined && opts.retry.maxAttempts > 1) {
+    // A retry would run the body again under the intent of its first attempt, which
+    // may have taken effect before it failed: see docs/durability-failclosed.md.
+    invalidStep(
+      "runCode",
+      "AT_MOST_ONCE_RETRY_CONFLICT",
+      `cannot retry an at-most-once body (retry.maxAttempts is ${opts.retry.maxAttempts}): a failed attempt may have taken effect, and only reconcile may decide to run it again.`,
+      "Drop retry (a failed at-most-once step stays pending and is reconciled on resume), or retry inside the body where an idempotency key makes a second attempt safe."
+    )
+  }
+  return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effects }, opts, runCode)
 }
 
 const effectsOf = <I, O>(kind: StepKind, opts: EffectsOptions<I, O>) => {

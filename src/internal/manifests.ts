@@ -15,6 +15,7 @@ import type { StorageError } from "../Errors.ts"
 import { MANIFEST_PREFIX, type SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { SpawnRequest, SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
+import { logWarning } from "./diagnostics.ts"
 
 type Reattached = Effect.Effect<Option.Option<SubprocessHandle>, StorageError | SubprocessError>
 
@@ -57,7 +58,7 @@ export const listLiveFrom = (
           (error) =>
             (error._tag === "StorageError" && error.reason._tag === "Corrupt") ||
             (error._tag === "SubprocessError" && error.reason._tag === "StepUnavailable"),
-          (error) => Effect.as(Effect.logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
+          (error) => Effect.as(logWarning(`subprocess ${handleId}: manifest skipped`, error), Option.none())
         )
       )
     }, { concurrency: 16 })

@@ -45,6 +45,7 @@ import {
   validateKey,
   validateKeys
 } from "../services/StorageAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** Where a file storage keeps its files. */
 export interface FileStorageOptions {
@@ -131,7 +132,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   // restore come back empty without a word.
   const noeticFiles = names.filter((name) => NOETIC_FILE.test(name)).length
   if (noeticFiles > 0) {
-    yield* Effect.logWarning(
+    yield* logWarning(
       `FileStorage ${root}: ${noeticFiles} file(s) in noetic's layout (<encoded key>.json) are not read by this ` +
         `storage; bring them over with \`noetic-effect import-noetic ${root}\` or importNoeticData`
     )

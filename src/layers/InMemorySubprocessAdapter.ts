@@ -38,6 +38,7 @@ import {
   SubprocessError,
   type SubprocessHandle
 } from "../services/SubprocessAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** How the in-memory adapter is built. */
 export interface InMemorySubprocessAdapterOptions {
@@ -99,7 +100,7 @@ export const make = Effect.fnUntraced(function*(
     // interrupted child (the host's scope closing) keeps it: it is re-run on restart.
     const clearOnSettle = Effect.onExit(request.runInProcess, (exit) =>
       Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? Effect.void : clearChild(storage, handleId).pipe(
-        Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its manifest was not cleared`, cause))
+        Effect.catchCause((cause) => logWarning(`subprocess ${handleId}: its manifest was not cleared`, cause))
       ))
     return yield* base.spawn({ ...request, handleId, runInProcess: clearOnSettle })
   })
@@ -138,7 +139,7 @@ export const make = Effect.fnUntraced(function*(
         return yield* loaded.failure
       } else {
         runInProcess = Effect.andThen(
-          Effect.logWarning(
+          logWarning(
             `subprocess ${handleId}: ${loaded.failure.message}; it is reattached as a placeholder that settles ` +
               "only when stopped (give the adapter an entry module or a stepRunner to re-run it)"
           ),

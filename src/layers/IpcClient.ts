@@ -40,6 +40,7 @@ import {
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** Where a client keeps the highest seq it has acknowledged. */
 export interface WatermarkStore {
@@ -138,6 +139,12 @@ export interface IpcClientShape {
   readonly ackedSeq: Effect.Effect<number>
   /** Sends `durableResume` on the current connection, from `ackedThrough` (default: the highest seq delivered). */
   readonly resume: (ackedThrough?: number) => Effect.Effect<void, IpcError>
+  /**
+   * Sends `durableAck { throughSeq }` on the current connection as it is, leaving the
+   * watermark alone (noetic's client acknowledges this way): the server refuses an ack
+   * above what it sent on the connection with an `error` frame `AckAboveSent`.
+   */
+  readonly sendAck: (throughSeq: number) => Effect.Effect<void, IpcError>
 }
 
 const DEFAULT_BUFFER_FRAMES = 4096
@@ -219,7 +226,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
           for (const line of lines) {
             const decoded = decodeServerFrameSync(line)
             if (decoded._tag === "Failure") {
-              yield* Effect.logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
+              yield* logWarning(`IpcClient ${socketPath}: dropped a bad frame: ${decoded.failure.message}`)
               continue
             }
             const frame = decoded.success
@@ -350,6 +357,13 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
         const from = Math.max(0, Math.floor(ackedThrough ?? delivered))
         current.ackSent = Math.max(current.ackSent, from)
         return current.write(`{"type":"durableResume","ackedThrough":${from}}\n`)
+      })),
+    sendAck: (throughSeq) =>
+      Effect.andThen(whileOpen(connected), Effect.suspend(() => {
+        if (current === undefined) {
+          return Effect.fail(fail(new SocketClosed({ message: "no connection to acknowledge on", cause: undefined })))
+        }
+        return current.write(`{"type":"durableAck","throughSeq":${Math.max(0, Math.floor(throughSeq))}}\n`)
       }))
   }
   return client

@@ -60,6 +60,7 @@ import {
   makeWith as makeQueue
 } from "../services/DurableOutboundQueue.ts"
 import { makeMemory } from "../services/StorageAdapter.ts"
+import { logDebug, logInfo, logWarning } from "../internal/diagnostics.ts"
 
 /** The client frames an application handles; `durableResume` and `durableAck` are the server's own. */
 export type ApplicationClientFrame = Exclude<ClientFrame, { readonly type: "durableResume" | "durableAck" }>
@@ -328,7 +329,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
           // An unreadable record: the frames before it went out; the client, the log and
           // the producer hear of it, and delivery goes on after it.
           const error = read.damage.error
-          yield* Effect.logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
+          yield* logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
           reportFault(error)
           yield* send({ type: "error", kind: error.reason._tag, message: error.message })
         }
@@ -379,7 +380,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
               const previous = consumer
               consumer = { id, takeOver: Deferred.fail(fatal, fail(new SocketClosed({ message: `connection ${id}: taken over by another durableResume`, cause: undefined }))).pipe(Effect.asVoid) }
               if (previous !== undefined && previous.id !== id) {
-                yield* Effect.logInfo(`IpcServer ${socketPath}: connection ${id} takes the durable stream over from connection ${previous.id}`)
+                yield* logInfo(`IpcServer ${socketPath}: connection ${id} takes the durable stream over from connection ${previous.id}`)
                 yield* previous.takeOver
               }
               yield* queue.ackUpTo(frame.ackedThrough).pipe(Effect.catchTag("InvalidQueueInput", Effect.die))
@@ -414,7 +415,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
           ? Effect.void
           : onClientFrame(frame, connection).pipe(
             Effect.provideContext(services),
-            Effect.catchCause((cause) => Effect.logWarning("IpcServer: onClientFrame failed", cause))
+            Effect.catchCause((cause) => logWarning("IpcServer: onClientFrame failed", cause))
           )
 
       const splitter = makeLineSplitter(maxFrameBytes)
@@ -459,7 +460,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
           yield* Effect.ignore(send({ type: "bye", reason: "taken over by another durableResume" }))
         } else if (error !== undefined && error._tag === "StorageError") {
           // Never a silent close: the client, the log and the producer hear why.
-          yield* Effect.logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
+          yield* logWarning(`IpcServer ${socketPath}: connection ${id}: ${error.message}`)
           reportFault(error)
           yield* Effect.ignore(send({ type: "error", kind: error.reason._tag, message: error.message }))
         }
@@ -467,7 +468,7 @@ export const make = Effect.fnUntraced(function*<R = never>(options: IpcServerOpt
       }
     }).pipe(
       Effect.scoped,
-      Effect.catchCause((cause) => Effect.logDebug("IpcServer: connection ended", cause))
+      Effect.catchCause((cause) => logDebug("IpcServer: connection ended", cause))
     )
 
   // Each connection runs in a fiber of the server's scope. The listener is closed with

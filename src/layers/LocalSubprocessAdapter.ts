@@ -88,6 +88,7 @@ import {
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
 import type * as IpcClient from "./IpcClient.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /**
  * The IPC client, loaded when the first child is watched: a module graph that only
@@ -281,7 +282,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       // The records go before the handle settles, so whoever sees the result sees a
       // clean slate (no restart hands the same result out again).
       return forget(handleId).pipe(
-        Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: its records were not cleared`, cause)),
+        Effect.catchCause((cause) => logWarning(`subprocess ${handleId}: its records were not cleared`, cause)),
         Effect.andThen(Effect.sync(() =>
           Deferred.doneUnsafe(
             child.result,
@@ -345,14 +346,14 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           }
           if (options.onFrame !== undefined) {
             yield* options.onFrame(child.handle, frame).pipe(
-              Effect.catchCause((cause) => Effect.logWarning(`subprocess ${handleId}: onFrame failed`, cause))
+              Effect.catchCause((cause) => logWarning(`subprocess ${handleId}: onFrame failed`, cause))
             )
           }
           if (delivery.seq !== undefined) yield* Effect.ignore(client.ack(delivery.seq))
         }
       }).pipe(
         // A broken stream leaves the liveness poll to settle the handle.
-        Effect.catchCause((cause) => Effect.andThen(Effect.logWarning(`subprocess ${handleId}: IPC stream ended`, cause), Effect.never))
+        Effect.catchCause((cause) => Effect.andThen(logWarning(`subprocess ${handleId}: IPC stream ended`, cause), Effect.never))
       )
       const liveness = Effect.gen(function*() {
         // A command this host started records its exit status before `exited` fires:

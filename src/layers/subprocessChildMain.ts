@@ -40,6 +40,7 @@ import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../se
 import { makeStorageAt } from "../NoeticHome.ts"
 import { IpcError } from "../IpcError.ts"
 import type { IpcServerShape } from "./IpcServer.ts"
+import { logError, logWarning } from "../internal/diagnostics.ts"
 
 /**
  * A checkpoint store that also streams what each checkpoint adds: new items as `item`
@@ -74,7 +75,7 @@ const streamingStore = (
         }
         const stream = frames.length === 0
           ? Effect.void
-          : Effect.catchCause(emitAll(frames), (cause) => Effect.logWarning("subprocess child: a frame was not sent", cause))
+          : Effect.catchCause(emitAll(frames), (cause) => logWarning("subprocess child: a frame was not sent", cause))
         return Effect.andThen(stream, base.save(snapshot, options))
       })
   })
@@ -148,7 +149,7 @@ const dropQueue = (storage: StorageAdapterShape, handleId: string) =>
 export const runChild = Effect.fnUntraced(function*(root: string, handleId: string, onLoaded: () => void = () => {}) {
   const storage = yield* makeStorageAt(root)
   const found = yield* loadManifest(storage, handleId)
-  if (Option.isNone(found)) return yield* Effect.logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
+  if (Option.isNone(found)) return yield* logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
   const manifest = found.value
   // The step module is imported, and the checkpoint storage opened, while the rest is
   // set up: their file reads go beside each other's.

@@ -315,6 +315,16 @@ export const hostThrown = (error: unknown): unknown => {
   return error
 }
 
+/**
+ * What a call of a harness that `close()` interrupted rejects with: `HARNESS_CLOSED`,
+ * as the engine's `HarnessClosed` (an outcome learned after the close is not recorded).
+ */
+export const harnessClosed = (harness: string): NoeticError =>
+  new NoeticError({
+    code: "HARNESS_CLOSED",
+    message: `harness ${harness} was closed while this call ran: it stopped, and what it had not recorded by then is not recorded`
+  })
+
 /** Unwraps an exit for a Promise caller: the value, or the facade error thrown. */
 export const unwrapExit = <A, E>(exit: Exit.Exit<A, E>): A => {
   if (Exit.isSuccess(exit)) return exit.value

@@ -58,6 +58,7 @@ import {
   childFailedReason,
   handleEvicted,
   handleEvictedOf,
+  harnessClosed,
   isPlainRecordedError,
   payloadOf
 } from "./errors.ts"
@@ -72,6 +73,7 @@ import {
   toFacadeHandle
 } from "./subprocess.ts"
 import { toEngineSubprocessShape } from "./subprocessBridge.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 export { history, instructions, scratchpad }
 export type { Item }
@@ -299,7 +301,7 @@ export const toEngineLayer = (layer: ContextLayer, storage: StorageAdapter): Eng
         })
         return layer.onInitError === "disable"
           ? Effect.catch(Effect.map(run, (result) => result?.state), (cause) =>
-            Effect.as(Effect.logWarning(`context layer '${layer.id}' init failed; it runs disabled`, cause), undefined))
+            Effect.as(logWarning(`context layer '${layer.id}' init failed; it runs disabled`, cause), undefined))
           : Effect.orDie(Effect.map(run, (result) => result?.state))
       }
     }),
@@ -407,7 +409,7 @@ export class AgentContext {
         return engine.items
       },
       append: (item) => {
-        this.append([item]).catch((error) => Effect.runFork(Effect.logWarning("itemLog.append failed", error)))
+        this.append([item]).catch((error) => Effect.runFork(logWarning("itemLog.append failed", error)))
       }
     }
   }
@@ -1326,6 +1328,13 @@ export interface StorageEnvironment {
   readonly checkpointStore?: CheckpointStore
   readonly stepLedgerRetention?: Partial<StepLedgerRetention>
   /**
+   * What a failed step-ledger write costs (this library's option): `'best-effort'`
+   * (default, as noetic: a warning on stderr and a `recordFailed` count; the step
+   * re-runs on resume) or `'strict'` (the run rejects with a `NoeticError` code
+   * `STEP_LEDGER_WRITE_FAILED` and nothing downstream runs).
+   */
+  readonly stepLedgerDurability?: "best-effort" | "strict"
+  /**
    * Several hosts sharing the storage: each execution runs under a lease of this
    * owner (a host incarnation), renewed every third of `ttlMs` (default 30 s). A
    * second host resuming it rejects with `EXECUTION_LEASE_HELD`; a host whose
@@ -1523,6 +1532,8 @@ export class AgentHarness<I = any, O = any> {
   readonly #spawns = new SpawnsInFlight()
   /** The turns `execute` is running, by thread id (noetic's sessions, one per thread). */
   readonly #turns = new Map<string, { readonly turnId: string; readonly startedAt: number; aborting: boolean }>()
+  /** Set by `close()`: a call it interrupts rejects with `HARNESS_CLOSED`. */
+  #closed = false
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -1540,6 +1551,7 @@ export class AgentHarness<I = any, O = any> {
     // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
     const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
       ...(agentGraph === undefined ? {} : { agentGraph: agentGraph as Step.AnyStep }),
+      ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
       ...(storage?.lease === undefined ? {} : {
         lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
       })
@@ -1613,6 +1625,7 @@ export class AgentHarness<I = any, O = any> {
         tools,
         context: this.#layers,
         ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
+        ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
         ...(storage?.lease === undefined ? {} : {
           lease: {
             owner: storage.lease.owner,
@@ -1637,7 +1650,13 @@ export class AgentHarness<I = any, O = any> {
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
     return this.#runtime.runPromiseExit(
       Effect.flatMap(engineService, f) as Effect.Effect<A, E, Engine>
-    ).then(unwrapExit)
+    ).then((exit) => {
+      // A call close() interrupted rejects with a code, not a bare interruption.
+      if (this.#closed && exit._tag === "Failure" && exit.cause.reasons.every((r) => r._tag === "Interrupt")) {
+        throw harnessClosed(this.name)
+      }
+      return unwrapExit(exit)
+    })
   }
 
   #toEngineLayers(layers: ReadonlyArray<ContextLayer> | undefined): ReadonlyArray<EngineContextLayer<any>> | undefined {
@@ -1813,7 +1832,7 @@ export class AgentHarness<I = any, O = any> {
       checkpoint: (ctx) =>
         Effect.promise(() =>
           this.#use((harness) => harness.checkpoint(ctx)).catch((error) =>
-            Effect.runPromise(Effect.logWarning("checkpoint not saved: the harness is closed", error))
+            Effect.runPromise(logWarning("checkpoint not saved: the harness is closed", error))
           )
         )
     })
@@ -1882,6 +1901,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Stops in-process children and releases the harness's runtime. */
   close(): Promise<void> {
+    this.#closed = true
     return this.#runtime.dispose()
   }
 

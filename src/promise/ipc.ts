@@ -474,6 +474,8 @@ export class AgentIpcClient implements AsyncDisposable {
   private closeError: Error | null = null
   private lastError: Error | null = null
   private lastAckedDurableSeq = 0
+  /** The highest ack of delivered frames (what the client's watermark holds). */
+  private ackedDelivered = 0
 
   constructor(opts: AgentIpcClientOpts) {
     this.opts = opts
@@ -577,17 +579,33 @@ export class AgentIpcClient implements AsyncDisposable {
   }
 
   /**
-   * Acknowledges every durable frame up to `throughSeq`, as far as frames were delivered
-   * (a frame not yet received cannot have been handled: the ack stops at the highest
-   * delivered seq, and a later call acknowledges the rest); a seq at or below the last
-   * ack is a no-op.
+   * Acknowledges every durable frame up to `throughSeq`, as noetic's client does: an
+   * ack above the last one is sent as it is, even past the frames delivered (the
+   * server refuses an ack above what it sent on the connection, with an `error` frame
+   * of kind `AckAboveSent`, and forgets it); a seq at or below the last ack is a no-op,
+   * except an ack of frames delivered since an ack past them, which is sent (the
+   * refused ack acknowledged nothing). The client's own watermark never passes the
+   * frames it delivered.
    */
   acknowledgeDurableFrames(throughSeq: number): void {
     this.requireConnected()
-    const target = Math.min(throughSeq, this.getHighestDeliveredDurableSeq())
-    if (!(target > this.lastAckedDurableSeq)) return
-    this.lastAckedDurableSeq = target
-    void runForFacade(this.client!.ack(target)).catch((error) => {
+    const delivered = this.getHighestDeliveredDurableSeq()
+    if (throughSeq > this.lastAckedDurableSeq) {
+      this.lastAckedDurableSeq = throughSeq
+      if (throughSeq <= delivered) return this.ackDelivered(throughSeq)
+      // Past what was delivered: the frame goes to the server, which judges it.
+      void runForFacade(this.client!.sendAck(throughSeq)).catch((error) => {
+        this.lastError = error instanceof Error ? error : new Error(String(error))
+      })
+      return
+    }
+    if (throughSeq > this.ackedDelivered && throughSeq <= delivered) this.ackDelivered(throughSeq)
+  }
+
+  /** Acknowledges delivered frames through `seq`: the client's watermark, then the server. */
+  private ackDelivered(seq: number): void {
+    this.ackedDelivered = seq
+    void runForFacade(this.client!.ack(seq)).catch((error) => {
       this.lastError = error instanceof Error ? error : new Error(String(error))
     })
   }
@@ -684,6 +702,8 @@ export class AgentIpcClient implements AsyncDisposable {
         // Not fatal: the stream goes on; a send in flight learns of it.
         const error = new Error(`server error (${frame.kind}): ${frame.message}`)
         this.lastError = error
+        // A refused durable ack concerns no message in flight.
+        if (frame.kind === "AckAboveSent") return
         for (const pending of this.pendingAcks.values()) pending.reject(error)
         this.pendingAcks.clear()
         return

@@ -215,7 +215,10 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
     return outcome
   }
   const currentStatus = (): SubprocessStatus => {
-    if (settled !== undefined) return settled.status
+    // A settled child stopped afterwards reports `stopped` (its outcome stays on the metadata).
+    if (settled !== undefined) {
+      return settled.status !== "stopped" && Effect.runSync(handle.status) === "stopped" ? "stopped" : settled.status
+    }
     const status = facadeStatus(Effect.runSync(handle.status))
     if (status === "running" && handle.paused !== undefined && Effect.runSync(handle.paused)) return "paused"
     if (status !== "running") {

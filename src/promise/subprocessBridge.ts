@@ -38,6 +38,7 @@ import {
   toEngineSubprocessAdapter,
   toFacadeHandle
 } from "./subprocess.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** The methods the engine calls on an adapter; without one, a host adapter cannot be used. */
 const REQUIRED = ["spawn", "get", "stop", "listLive", "reattach"] as const
@@ -122,7 +123,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
         }
         const next = yield* Effect.tryPromise(() => adapter.get(initial.id)).pipe(
           Effect.catchCause((cause) =>
-            Effect.as(Effect.logWarning(`subprocess ${initial.id}: the host adapter's get() rejected`, cause), current)
+            Effect.as(logWarning(`subprocess ${initial.id}: the host adapter's get() rejected`, cause), current)
           )
         )
         if (next === null) {
@@ -196,7 +197,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
       Effect.tryPromise(() => adapter.get(handleId)).pipe(
         Effect.map(found),
         Effect.catchCause((cause) =>
-          Effect.as(Effect.logWarning(`subprocess ${handleId}: the host adapter's get() rejected`, cause), Option.none())
+          Effect.as(logWarning(`subprocess ${handleId}: the host adapter's get() rejected`, cause), Option.none())
         )
       ),
     stop: (handleId) =>

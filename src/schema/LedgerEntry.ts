@@ -229,6 +229,28 @@ export const ledgerPrefix = (executionId: string): string => `execution:${execut
 export const ledgerKey = (executionId: string, seq: number): string =>
   ledgerPrefix(executionId) + String(seq).padStart(SEQ_DIGITS, "0")
 
+/**
+ * The key of an execution's ledger statistics record, `{ version: 1, recordFailed }`:
+ * how many step records of the execution failed to be written (best-effort, see
+ * `StepLedger`). Under the ledger prefix, so a ledger load reads it in the same scan;
+ * not a seq key, so nothing takes it for a record.
+ */
+export const ledgerStatsKey = (executionId: string): string => `${ledgerPrefix(executionId)}stats`
+
+/** The `recordFailed` count a stored statistics record holds (its value, or its JSON text); 0 when unreadable. */
+export const recordFailedOf = (stored: unknown): number => {
+  let value = stored
+  if (typeof stored === "string") {
+    try {
+      value = JSON.parse(stored)
+    } catch {
+      return 0
+    }
+  }
+  const count = typeof value === "object" && value !== null ? (value as { recordFailed?: unknown }).recordFailed : undefined
+  return typeof count === "number" && Number.isSafeInteger(count) && count > 0 ? count : 0
+}
+
 const isDigit = (code: number): boolean => code >= 0x30 && code <= 0x39
 
 /**

@@ -30,7 +30,7 @@ import {
   snapshotKey,
   StoredSnapshotHead
 } from "../schema/CheckpointSnapshot.ts"
-import { ledgerPrefix, parseLedgerSeq } from "../schema/LedgerEntry.ts"
+import { ledgerPrefix, ledgerStatsKey, parseLedgerSeq } from "../schema/LedgerEntry.ts"
 import {
   getMany,
   layerMemory as storageLayerMemory,
@@ -310,7 +310,7 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
     const clearOne = Effect.fnUntraced(function*(executionId: string) {
       const ledger = yield* ledgerKeysOf(storage, executionId)
       const chunks = yield* itemChunkKeysOf(storage, executionId)
-      yield* Effect.forEach([...ledger.map(({ key }) => key), ...chunks], (key) => storage.delete(key), {
+      yield* Effect.forEach([...ledger.map(({ key }) => key), ledgerStatsKey(executionId), ...chunks], (key) => storage.delete(key), {
         concurrency: CLEAR_CONCURRENCY,
         discard: true
       })

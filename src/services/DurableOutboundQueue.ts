@@ -10,10 +10,12 @@
  * acknowledged all of them. `durableOutboundQueue:<socketId>:meta` holds the acked
  * watermark and a high-water mark: every seq up to it may have been issued. The
  * high-water mark is written ahead of the batches in reservations of many seqs, so it
- * costs one meta write per thousands of frames; a reopened queue numbers above both
- * the mark and every record it finds, so a seq once issued is never issued again,
- * whatever record is lost or damaged. A cleanly closed queue shrinks its reservation,
- * so numbering carries on without a gap; after a crash it skips the unused part.
+ * costs one meta write per thousands of frames. A reopened queue whose records are
+ * intact numbers on at the head + 1 (as noetic's does): a frame reaches a client only
+ * once its record is durable, so no client saw a seq above the last record. When the
+ * last record is damaged, or missing (below what a queue of this process committed on
+ * the same storage), it numbers above the mark, so a seq once issued is never issued
+ * again. A cleanly closed queue shrinks its reservation to the exact head.
  *
  * Each batch record names the one written before it, so a record that goes missing
  * between two others is reported (`Corrupt`, naming its key) by the read that crosses
@@ -42,6 +44,7 @@ import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { Corrupt, StorageError } from "../Errors.ts"
 import { getMany, JsonText, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** One stored frame and its sequence number. */
 export interface QueueEntry {
@@ -397,6 +400,27 @@ interface PendingBatch {
 
 const isSeq = (n: number) => Number.isSafeInteger(n) && n >= 0
 
+/**
+ * What the queues of this process committed, per storage and socket: a queue opened
+ * again on the same storage (another instance, the first never closed) finds a tail
+ * record missing when its records end below it.
+ */
+const processHeads = new WeakMap<StorageAdapterShape, Map<string, { committed: number }>>()
+
+const sharedHeadOf = (storage: StorageAdapterShape, socketId: string): { committed: number } => {
+  let heads = processHeads.get(storage)
+  if (heads === undefined) {
+    heads = new Map()
+    processHeads.set(storage, heads)
+  }
+  let head = heads.get(socketId)
+  if (head === undefined) {
+    head = { committed: 0 }
+    heads.set(socketId, head)
+  }
+  return head
+}
+
 /** Opens the queue `socketId` on `storage`, repairing what a crash left behind. */
 export const makeWith = Effect.fnUntraced(function*(
   storage: StorageAdapterShape,
@@ -450,8 +474,33 @@ export const makeWith = Effect.fnUntraced(function*(
   yield* Effect.forEach(debris, (entry) => storage.delete(entry.key), { concurrency: DELETE_CONCURRENCY, discard: true })
 
   const recordsHead = index.length === 0 ? 0 : index[index.length - 1]!.last
+  // Numbering goes on at the head + 1 while the stored records are intact: a frame
+  // reaches a client only once its record is durable, so no seq above the last record
+  // was seen. Past the reserved high-water mark (a seq once issued is never issued
+  // again, whatever record is lost) only when the tail is found damaged or missing:
+  // its record unreadable, or below what a queue of this process committed on this
+  // storage (`processHeads`).
+  const shared = sharedHeadOf(storage, socketId)
+  const tail = index.length === 0 ? undefined : index[index.length - 1]!
+  const tailDamaged = tail === undefined ? false : yield* storage.get(tail.key).pipe(
+    Effect.flatMap((value) =>
+      Option.isNone(value)
+        ? Effect.succeed(true)
+        : Effect.map(Effect.result(tail.legacy ? Effect.asVoid(decodeFrameRecord(value.value)) : Effect.asVoid(decodeBatch(value.value))), (r) => r._tag === "Failure")
+    ),
+    Effect.catchIf((error) => error.reason._tag === "Corrupt", () => Effect.succeed(true))
+  )
+  const tailMissing = shared.committed > Math.max(acked, recordsHead)
+  if (tailDamaged || tailMissing) {
+    yield* logWarning(
+      `DurableOutboundQueue ${socketId}: the last record ${tailDamaged ? `${tail!.key} cannot be read` : "is missing"}; ` +
+        `numbering goes on above the reserved high-water mark (${Math.max(high, shared.committed)}), so no seq is issued twice`
+    )
+  }
   // Numbering goes on above everything that may have been issued.
-  let committed = Math.max(acked, high, recordsHead)
+  let committed = tailDamaged || tailMissing
+    ? Math.max(acked, high, recordsHead, shared.committed)
+    : Math.max(acked, recordsHead)
   // The highest seq a written frame holds: after a crash the numbering goes on above the
   // reserved mark, but no frame holds the seqs in between.
   let lastFrame = Math.max(acked, recordsHead)
@@ -665,6 +714,7 @@ export const makeWith = Effect.fnUntraced(function*(
             else if (cachedFrames === 0) cacheLow = last + 1
           }
           committed = last
+          if (last > shared.committed) shared.committed = last
           const signal = headSignal
           headSignal = Deferred.makeUnsafe<void>()
           wake(signal)

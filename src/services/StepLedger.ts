@@ -32,13 +32,16 @@ import {
   LedgerEntry,
   ledgerKey,
   ledgerPrefix,
+  ledgerStatsKey,
   parseLedgerSeq,
   readStepRecordedHead,
+  recordFailedOf,
   type RecordedValue,
   recordedValueOf
 } from "../schema/LedgerEntry.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
 import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 
 /** What a step is at a path: replay happens only when both match. */
 export interface StepIdentity {
@@ -67,6 +70,18 @@ export interface StepLedgerStats {
   readonly droppedOversize: number
   readonly droppedUnserializable: number
   readonly evicted: number
+  /** Step records whose write failed (the storage refused it): those steps re-run on resume. */
+  readonly recordFailed: number
+}
+
+/** What one execution's ledger counts, across every host that ran it (as far as storage kept the count). */
+export interface ExecutionLedgerStats {
+  /**
+   * Step records of this execution whose write failed, kept in the record at
+   * `ledgerStatsKey` (written best-effort: when storage refuses everything, only this
+   * process's count is known until a write lands).
+   */
+  readonly recordFailed: number
 }
 
 /** A step output the ledger holds for a path, as `entries` reports it. */
@@ -148,6 +163,8 @@ export interface ExecutionLedger {
    * at `path`; `record` at the same path supersedes it. Never dropped or size-capped.
    */
   readonly recordIntent: (path: string, identity: StepIdentity, position?: number) => Effect.Effect<void, StorageError>
+  /** This execution's counts (see {@link ExecutionLedgerStats}). */
+  readonly stats: Effect.Effect<ExecutionLedgerStats>
 }
 
 /** The operations of the step ledger. */
@@ -354,7 +371,11 @@ export const makeWith = (
 ): Effect.Effect<StepLedgerShape, StepLedgerRetentionInvalid> =>
   Effect.map(validateRetention(options?.retention), (retention) => {
     const storage: StorageAdapterShape = checkpointStore.storage
-    const counters = { recorded: 0, droppedOversize: 0, droppedUnserializable: 0, evicted: 0 }
+    const counters = { recorded: 0, droppedOversize: 0, droppedUnserializable: 0, evicted: 0, recordFailed: 0 }
+    // Per execution for the service's life: its failed record writes (at least what its
+    // stored statistics record said when a ledger was opened), and whether that count
+    // still has to reach storage.
+    const failedRecords = new Map<string, { count: number; unsaved: boolean }>()
     const warned = { oversize: false, unserializable: false }
     // One counter per execution for the service's life: two ledgers opened on one
     // execution in this process still never hand out the same seq.
@@ -363,12 +384,12 @@ export const makeWith = (
     const evictedPaths = new Map<string, Set<string>>()
 
     const warnCorruptRow = (executionId: string, key: string, why: string): Effect.Effect<void> =>
-      Effect.logWarning(`step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key} (${why})`)
+      logWarning(`step ledger of execution ${JSON.stringify(executionId)}: skipping the corrupt row ${key} (${why})`)
 
     const warnOnce = (kind: keyof typeof warned, message: string): Effect.Effect<void> => {
       if (warned[kind]) return Effect.void
       warned[kind] = true
-      return Effect.logWarning(message)
+      return logWarning(message)
     }
 
     const readAll = Effect.fnUntraced(function*(executionId: string, keys: ReadonlyArray<string>) {
@@ -382,7 +403,7 @@ export const makeWith = (
                 Effect.map((value) => [key, value] as const),
                 Effect.catchIf((error) => error.reason._tag === "Corrupt", (error) =>
                   Effect.as(
-                    Effect.logWarning(
+                    logWarning(
                       `step ledger of execution ${JSON.stringify(executionId)}: skipping an unreadable row`,
                       error.message
                     ),
@@ -427,8 +448,33 @@ export const makeWith = (
         evictedPaths.set(executionId, evicted)
       }
       const state = new LedgerState(evicted)
-      const { highest, skipped } = loadRows(state, prefix, yield* readLedger(executionId, prefix))
+      const rows = yield* readLedger(executionId, prefix)
+      const { highest, skipped } = loadRows(state, prefix, rows)
       for (const row of skipped) yield* warnCorruptRow(executionId, row.key, row.why)
+      const statsKey = ledgerStatsKey(executionId)
+      const storedStats = rows.rows.find(([key]) => key === statsKey)
+      let failed = failedRecords.get(executionId)
+      if (failed === undefined) {
+        failed = { count: 0, unsaved: false }
+        failedRecords.set(executionId, failed)
+      }
+      if (storedStats !== undefined && storedStats[1] !== UNREAD) {
+        failed.count = Math.max(failed.count, recordFailedOf(storedStats[1]))
+      }
+      const failures = failed
+      // Writes the count, best-effort: a storage that refused the record may refuse this
+      // too; the next record that lands tries again.
+      const saveFailures = Effect.suspend(() => {
+        failures.unsaved = false
+        return storage.set(statsKey, { version: 1, recordFailed: failures.count }).pipe(
+          Effect.catch(() => Effect.sync(() => void (failures.unsaved = true)))
+        )
+      })
+      const noteFailure = Effect.suspend(() => {
+        counters.recordFailed++
+        failures.count++
+        return saveFailures
+      })
 
       let counter = nextSeqs.get(executionId)
       if (counter === undefined) {
@@ -445,7 +491,7 @@ export const makeWith = (
               counters.evicted++
               if (evictionReported) return Effect.void
               evictionReported = true
-              return Effect.logWarning(
+              return logWarning(
                 `step ledger of execution ${
                   JSON.stringify(executionId)
                 }: past maxEntries (${retention.maxEntries}), evicting the oldest entries; those steps re-run on resume. ` +
@@ -518,7 +564,10 @@ export const makeWith = (
           return append(entry, path, (seq) => {
             counters.recorded++
             state.applyStep(path, { seq, stepId: identity.stepId, kind: identity.kind, output: held, position })
-          })
+          }).pipe(
+            Effect.tapError(() => noteFailure),
+            Effect.tap(() => failures.unsaved ? saveFailures : Effect.void)
+          )
         })
       }
 
@@ -551,7 +600,7 @@ export const makeWith = (
       }
 
       const warnUnreadable = (path: string, found: { readonly key: string; readonly message: string }) =>
-        Effect.logWarning(
+        logWarning(
           `step ledger of execution ${
             JSON.stringify(executionId)
           }: the output recorded at ${path} cannot be read from the corrupt row ${found.key} (${found.message}); the step runs again`
@@ -638,7 +687,8 @@ export const makeWith = (
         children,
         childAt,
         discard,
-        recordIntent
+        recordIntent,
+        stats: Effect.sync(() => ({ recordFailed: failures.count }))
       } satisfies ExecutionLedger
     })
 

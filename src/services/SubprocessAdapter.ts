@@ -179,7 +179,10 @@ export interface SubprocessAdapterShape {
    */
   readonly pause?: ((handleId: string) => Effect.Effect<boolean, SubprocessError>) | undefined
   readonly resume?: ((handleId: string) => Effect.Effect<boolean, SubprocessError>) | undefined
-  /** Stops a child; stopping a settled child does nothing. */
+  /**
+   * Stops a child. Stopping a settled child leaves its outcome (`await`) as it was; the
+   * in-memory adapter then reports it `stopped`, as noetic's does.
+   */
   readonly stop: (handleId: string) => Effect.Effect<void, SubprocessError>
   /** The children still running: those recorded in storage, or the running ones of this process without storage. */
   readonly listLive: Effect.Effect<ReadonlyArray<SubprocessHandle>, StorageError | SubprocessError>
@@ -318,8 +321,10 @@ export const makeMemoryWith = (
       await: Deferred.await(result)
     }
     // A fiber interrupted before it ever ran never runs its onExit: stop settles it then.
+    // A child that had settled keeps its outcome (await), and reports `stopped` from
+    // then on, as noetic's in-memory adapter does once `stop` answered `stopped`.
     const markStopped = Effect.suspend(() => {
-      if (status !== "running") return Effect.void
+      if (status !== "running") return Effect.sync(() => void (status = "stopped"))
       forgetSettled(handleId)
       status = "stopped"
       return Deferred.fail(result, stopped(handleId))
