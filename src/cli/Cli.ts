@@ -24,7 +24,7 @@ import * as Flag from "effect/cli/Flag"
 import * as Readline from "node:readline"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { layerCheckpointStorage, makeSubprocessStorage, roots } from "../NoeticHome.ts"
-import { importNoeticDirectory } from "../NoeticImport.ts"
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_FILE_BYTES, importNoeticDirectory } from "../NoeticImport.ts"
 import { queueSocketId } from "../schema/SubprocessManifest.ts"
 import { StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import * as Children from "./Children.ts"
@@ -702,9 +702,17 @@ const importNoetic = Command.make(
   "import-noetic",
   {
     directory: Argument.String("directory").pipe(Argument.withDescription("A directory noetic's createFileStorage wrote")),
+    maxFileBytes: Flag.Int("max-file-bytes").pipe(
+      Flag.withDescription("The largest file read, in bytes; a larger one is reported, not read"),
+      Flag.withDefault(DEFAULT_MAX_FILE_BYTES)
+    ),
+    maxDepth: Flag.Int("max-depth").pipe(
+      Flag.withDescription("The deepest nesting of arrays and objects in a record; a deeper one is reported, not read"),
+      Flag.withDefault(DEFAULT_MAX_DEPTH)
+    ),
     json
   },
-  ({ directory, json }) =>
+  ({ directory, json, maxDepth, maxFileBytes }) =>
     Effect.gen(function*() {
       const flags = yield* noetic
       // Unlike the read-only commands, an import creates its target storages when missing.
@@ -718,18 +726,21 @@ const importNoetic = Command.make(
         // Manifests go where the local subprocess adapter reads them: with --pg the same
         // table, else the home's subprocess storage.
         const subprocess = Option.isSome(flags.pg) ? target : yield* makeSubprocessStorage(Option.getOrUndefined(flags.home))
-        return yield* importNoeticDirectory(directory, { checkpoints: target, subprocess }).pipe(
+        if (maxFileBytes < 1 || maxDepth < 1) {
+          return yield* new CliFailure({ message: "--max-file-bytes and --max-depth must be at least 1" })
+        }
+        return yield* importNoeticDirectory(directory, { checkpoints: target, subprocess }, { maxFileBytes, maxDepth }).pipe(
           Effect.catchTag("NoeticDirectoryUnreadable", (error) => Effect.fail(new CliFailure({ message: error.message })))
         )
       }).pipe(Effect.scoped, Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
       if (json) return yield* Render.printJson(report)
-      yield* Console.log(
-        `imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s)` +
-          ` from ${directory}`
-      )
-      if (report.skipped.length > 0) yield* Console.log(`skipped ${report.skipped.length} auxiliary key(s)`)
+      yield* Render.say`imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s) from ${directory}`
+      if (report.skipped.length > 0) yield* Render.say`skipped ${report.skipped.length} auxiliary key(s)`
+      for (const entry of report.notRead) {
+        yield* Render.say`not read: ${entry.file} (${entry.type}; only regular files inside the directory are read)`
+      }
       for (const failure of report.failures) {
-        yield* Console.log(`could not read ${failure.kind} ${failure.key}: ${failure.message}`)
+        yield* Render.say`could not read ${failure.kind} ${failure.key}: ${failure.message}`
       }
     })
 ).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
