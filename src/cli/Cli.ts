@@ -69,7 +69,7 @@ const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON docu
 /** Asks a yes/no question on stderr and reads the answer from stdin; end of input is "no". */
 const confirm = (question: string): Effect.Effect<boolean> =>
   Effect.callback<boolean>((resume) => {
-    process.stderr.write(`${question} [y/N] `)
+    process.stderr.write(`${Render.escape(question)} [y/N] `)
     const lines = Readline.createInterface({ input: process.stdin })
     let answered = false
     lines.once("line", (line) => {
@@ -135,7 +135,7 @@ const executionsList = Command.make(
           (from === undefined || (row.lastCheckpoint !== null && Date.parse(row.lastCheckpoint) >= from))
         )
         if (json) return yield* Render.printJson({ source: storages.source, executions: rows })
-        if (rows.length === 0) return yield* Console.log(`no recorded executions under ${storages.source}`)
+        if (rows.length === 0) return yield* Render.say`no recorded executions under ${storages.source}`
         yield* Console.log(Render.table(
           ["EXECUTION", "STATUS", "STEPS", "LAST CHECKPOINT", "THREAD"],
           rows.map((row) => [
@@ -269,7 +269,7 @@ const executionsShow = Command.make(
               output: recorded.undefined ? null : recorded.value
             })
           }
-          return yield* Console.log(recorded.undefined ? "undefined" : JSON.stringify(recorded.value, null, 2))
+          return yield* Console.log(recorded.undefined ? "undefined" : Render.jsonText(recorded.value))
         }
 
         const snapshot = Option.match(head, {
@@ -334,7 +334,7 @@ const executionsShow = Command.make(
               ? `; ${view.missing} EVICTED or lost (seqs below ${view.lowestSeq} are gone; those steps re-run on resume)`
               : "")
         ))
-        yield* Console.log(lines.join("\n"))
+        yield* Render.lines(...lines)
         if (view.records.length > 0) {
           yield* Console.log("")
           yield* Console.log(Render.table(["PATH", "KIND", "STEP", "OUTPUT", "TIME", "SEQ", "NOTE"], ledgerTreeRows(view.records)))
@@ -424,11 +424,9 @@ const executionsClear = Command.make(
         )
         const cleared = targets.map((row) => row.executionId)
         if (json) return yield* Render.printJson({ cleared })
-        yield* Console.log(
-          cleared.length === 1
-            ? `cleared ${cleared[0]}: snapshot and step ledger`
-            : `cleared ${cleared.length} executions: ${cleared.join(", ")}`
-        )
+        yield* (cleared.length === 1
+          ? Render.say`cleared ${cleared[0]}: snapshot and step ledger`
+          : Render.say`cleared ${cleared.length} executions: ${cleared.join(", ")}`)
       })
     )
 ).pipe(Command.withDescription("Discard executions: snapshot, step ledger and in-process child agents' snapshots"),
@@ -481,7 +479,7 @@ const childrenList = Command.make("list", { json }, ({ json }) =>
         onSome: (storage) => Render.withProgress((progress) => Children.listChildren(storage, progress, now))
       })
       if (json) return yield* Render.printJson({ source: storages.source, children: rows })
-      if (rows.length === 0) return yield* Console.log(`no recorded children under ${storages.source}`)
+      if (rows.length === 0) return yield* Render.say`no recorded children under ${storages.source}`
       yield* Console.log(Render.table(
         ["HANDLE", "STATUS", "PID", "STEP", "PARENT", "AGE", "RESULT"],
         rows.map((row) => [
@@ -556,7 +554,7 @@ const childrenShow = Command.make("show", { handleId, json }, ({ handleId, json 
           })`
         ))
       }
-      yield* Console.log(lines.join("\n"))
+      yield* Render.lines(...lines)
     })
   )).pipe(Command.withDescription("Show one child: manifest, liveness, result and IPC queue"))
 
@@ -579,15 +577,13 @@ const childrenStop = Command.make(
         if (json) return yield* Render.printJson(outcome)
         switch (outcome.action) {
           case "stopped":
-            return yield* Console.log(`stopped ${handleId} (${outcome.signal}); result: ${resultSummary(outcome.result)}`)
+            return yield* Render.say`stopped ${handleId} (${outcome.signal}); result: ${resultSummary(outcome.result)}`
           case "already-finished":
-            return yield* Console.log(`${handleId} had already finished; result: ${resultSummary(outcome.result)}`)
+            return yield* Render.say`${handleId} had already finished; result: ${resultSummary(outcome.result)}`
           case "already-exited":
-            return yield* Console.log(`${handleId} had already exited without a result; recorded it as stopped`)
+            return yield* Render.say`${handleId} had already exited without a result; recorded it as stopped`
           case "manifest-removed":
-            return yield* Console.log(
-              `${handleId} runs inside its host (in-process adapter): removed its manifest, so no restarted host re-runs it`
-            )
+            return yield* Render.say`${handleId} runs inside its host (in-process adapter): removed its manifest, so no restarted host re-runs it`
         }
       })
     )
@@ -617,7 +613,7 @@ const queuesList = Command.make("list", { json }, ({ json }) =>
           }
         }
         if (json) return yield* Render.printJson({ source: storages.source, queues: rows })
-        if (rows.length === 0) return yield* Console.log(`no durable queues under ${storages.source}`)
+        if (rows.length === 0) return yield* Render.say`no durable queues under ${storages.source}`
         yield* Console.log(Render.table(
           ["QUEUE", "STORAGE", "HEAD", "ACKED", "PENDING", "SEQS", "BYTES"],
           rows.map((row) => [
@@ -654,7 +650,7 @@ const queuesShow = Command.make(
         if (found === undefined) return yield* new CliFailure({ message: `unknown queue ${queueId} under ${storages.source}` })
         const { frames: pending, ...summary } = found
         if (json) return yield* Render.printJson(frames ? found : summary)
-        yield* Console.log([
+        yield* Render.lines(...[
           label("queue", summary.socketId),
           label("storage", summary.storage),
           label("head", String(summary.headSeq)),
@@ -665,7 +661,7 @@ const queuesShow = Command.make(
               ? "none"
               : `${summary.pendingFrames} frames, seqs ${summary.pendingSeqs.from}-${summary.pendingSeqs.to}, ${Render.bytes(summary.pendingBytes)}`
           )
-        ].concat(summary.damaged.map((damage) => label("UNREADABLE", `record through seq ${damage.through}: ${damage.message}`))).join("\n"))
+        ].concat(summary.damaged.map((damage) => label("UNREADABLE", `record through seq ${damage.through}: ${damage.message}`))))
         if (frames && pending.length > 0) {
           yield* Console.log("")
           yield* Console.log(Render.table(["SEQ", "BYTES", "FRAME"], pending.map((entry) => [String(entry.seq), String(entry.bytes), entry.frame])))
@@ -688,10 +684,10 @@ const paths = Command.make("paths", { json }, ({ json }) =>
     const flags = yield* noetic
     const r = roots(Option.getOrUndefined(flags.home))
     if (json) return yield* Render.printJson({ home: r.home, checkpoints: r.checkpoints, subprocess: r.subprocess, run: r.run })
-    yield* Console.log(`home         ${r.home}`)
-    yield* Console.log(`checkpoints  ${r.checkpoints}`)
-    yield* Console.log(`subprocess   ${r.subprocess}`)
-    yield* Console.log(`run          ${r.run}`)
+    yield* Render.say`home         ${r.home}`
+    yield* Render.say`checkpoints  ${r.checkpoints}`
+    yield* Render.say`subprocess   ${r.subprocess}`
+    yield* Render.say`run          ${r.run}`
   })).pipe(Command.withDescription("Print the state directories"))
 
 // -----------------------------------------------------------------------------
@@ -765,7 +761,7 @@ const presenter: CliOutput.Presenter = {
   present: (event) =>
     event._tag === "InvalidInvocation"
       ? Console.error(
-        `noetic-effect: ${event.errors.map((error) => firstLine(error)).join("; ")} (see: ${
+        `noetic-effect: ${Render.escape(event.errors.map((error) => firstLine(error)).join("; "))} (see: ${
           event.commandPath.join(" ")
         } --help)`
       )
@@ -789,9 +785,9 @@ export const main = (args: ReadonlyArray<string>) =>
         // The parser has shown the help and what was wrong with the arguments.
         if (CliError.isCliError(error) && error._tag === "ShowHelp") return Effect.succeed(2)
         if (CliError.isCliError(error) && error._tag === "UserError") return Effect.succeed(1)
-        return Effect.as(Console.error(`noetic-effect: ${describeFailure(error)}`), 1)
+        return Effect.as(Console.error(`noetic-effect: ${Render.escape(describeFailure(error))}`), 1)
       }
       const defect = cause.reasons.find((reason) => reason._tag === "Die")
-      return Effect.as(Console.error(`noetic-effect: internal error: ${firstLine(defect?.defect ?? "unknown")}`), 1)
+      return Effect.as(Console.error(`noetic-effect: internal error: ${Render.escape(firstLine(defect?.defect ?? "unknown"))}`), 1)
     })
   )
