@@ -7,6 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
+import * as ChildProcess from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -19,6 +20,8 @@ import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { encodeKey } from "../../src/internal/fileKey.ts"
 import { keyProblem } from "../../src/services/StorageAdapter.ts"
 import { SubprocessError, type UnsafeDirectory } from "../../src/services/SubprocessAdapter.ts"
+import { readStat } from "../../src/internal/procStat.ts"
+import { saveManifest } from "../../src/services/SubprocessRecords.ts"
 import { socketPathFor } from "../ipcHelpers.ts"
 
 describe("security checks", () => {
@@ -143,6 +146,59 @@ describe("security checks", () => {
       const other = yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), runDir })))
       assert.isTrue(Exit.isFailure(other))
     }))
+
+  it.live.skipIf(process.getuid?.() !== 0)("a reattaching host connects to no recorded socket in a directory another user owns", () =>
+    Effect.gen(function*() {
+      const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sec-"))
+      const root = Path.join(base, "subprocess")
+      // Another user's directory, where "a child's socket" answers: it counts who connects.
+      const foreign = Path.join(base, "foreign")
+      Fs.mkdirSync(foreign, { mode: 0o777 })
+      Fs.chmodSync(foreign, 0o777)
+      Fs.chownSync(foreign, 65534, 65534)
+      const socketPath = Path.join(foreign, "child.sock")
+      let connections = 0
+      const server = Net.createServer((socket) => {
+        connections++
+        socket.destroy()
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => void server.listen(socketPath, () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      // A live process recorded as the child, its socket in that directory.
+      const sleeper = ChildProcess.spawn("sleep", ["30"], { stdio: "ignore", detached: true })
+      yield* Effect.addFinalizer(() => Effect.sync(() => sleeper.kill("SIGKILL")))
+      const stat = yield* readStat(sleeper.pid!)
+      const storage = yield* FileStorage.make({ root })
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "planted",
+        stepId: "step",
+        module: null,
+        entry: null,
+        serializedInput: "null",
+        executionId: "planted",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: sleeper.pid!,
+        pidStarttime: stat?.startTime ?? null,
+        socketPath,
+        checkpointRoot: null,
+        lingerMs: 0,
+        metadata: {},
+        createdAt: Date.now()
+      })
+      const adapter = yield* LocalSubprocessAdapter.make({ root, runDir: Path.join(base, "run"), pollMs: 20, stopGraceMs: 200 })
+      const handle = yield* adapter.reattach("planted")
+      assert.isTrue(handle._tag === "Some", "the live child was not reattached")
+      // Long enough for a client to connect (it does, within a few polls, without the check).
+      yield* Effect.sleep("1500 millis")
+      assert.strictEqual(connections, 0)
+    }).pipe(Effect.scoped), 20_000)
 
   it.live("a client streaming an endless line is cut off near the frame limit, and the server keeps serving", () =>
     Effect.gen(function*() {
