@@ -55,6 +55,16 @@ export const roots = (home?: string): NoeticRoots => {
   }
 }
 
+/**
+ * The roots of the home whose subprocess database is `path` (`<home>/subprocess/subprocess.db`),
+ * or undefined when `path` is not one: a storage opened there keeps its home's layout.
+ */
+export const homeOfSubprocessDatabase = (path: string): NoeticRoots | undefined => {
+  const resolved = Path.resolve(path)
+  const found = roots(Path.dirname(Path.dirname(resolved)))
+  return found.subprocessDatabase === resolved ? found : undefined
+}
+
 /** Which backend a storage location holds. */
 export type StorageKind = "sqlite" | "file"
 

@@ -21,8 +21,17 @@
  * A record that cannot be read or converted is reported with its key and why; it never
  * stops the others. Keys of no kind above (noetic's auxiliary ones) are listed as skipped.
  *
+ * The directory is untrusted input: only regular files directly inside it are read
+ * (checked with lstat and again on the open file, never through a symbolic link);
+ * symbolic links, FIFOs, devices, sockets and directories are listed in `notRead`
+ * and never opened. A file over `maxFileBytes` (64 MiB by default) or a record nested
+ * deeper than `maxDepth` (512 by default) is reported, not read, and no error quotes
+ * a file's content. Each record is written whole, one at a time, so an interrupted
+ * import (SIGINT, SIGTERM) leaves whole records behind.
+ *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
@@ -52,6 +61,27 @@ export class NoeticRecordUnreadable extends Schema.TaggedError<NoeticRecordUnrea
   message: Schema.String
 }) {}
 
+/** A directory entry the import did not open: not a regular file (a symbolic link, a FIFO, a device...). */
+export interface NoeticEntryNotRead {
+  readonly file: string
+  /** What it is: `symbolic link`, `FIFO`, `directory`, `socket`, `character device`, `block device`. */
+  readonly type: string
+}
+
+/** How much of one file or record an import reads. */
+export interface NoeticImportLimits {
+  /** The largest file read, in bytes (default 64 MiB); a larger one is reported, not read. */
+  readonly maxFileBytes?: number | undefined
+  /** The deepest nesting of arrays and objects in a record (default 512); a deeper one is reported, not parsed. */
+  readonly maxDepth?: number | undefined
+}
+
+/** The default {@link NoeticImportLimits.maxFileBytes}: 64 MiB. */
+export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+
+/** The default {@link NoeticImportLimits.maxDepth}. */
+export const DEFAULT_MAX_DEPTH = 512
+
 /** The directory could not be listed at all. */
 export class NoeticDirectoryUnreadable extends Schema.TaggedError<NoeticDirectoryUnreadable>(
   "noetic-effect/NoeticDirectoryUnreadable"
@@ -68,6 +98,8 @@ export interface NoeticImportReport {
   readonly skipped: ReadonlyArray<string>
   /** The records that could not be read or converted, per key. */
   readonly failures: ReadonlyArray<NoeticRecordUnreadable>
+  /** Entries named `*.json` that are not regular files (symbolic links, FIFOs, devices...): never opened. */
+  readonly notRead: ReadonlyArray<NoeticEntryNotRead>
 }
 
 /** Where imported records go. */
@@ -168,7 +200,7 @@ const manifestRecord = (
   if (value.kind !== "step" || typeof handleId !== "string" || typeof stepId !== "string" || typeof executionId !== "string") {
     return "a step manifest needs kind 'step', handleId, stepId and executionId"
   }
-  if (key !== handleId) return `the manifest's handleId ${handleId} does not match its key`
+  if (key !== handleId) return "the manifest's handleId does not match its key"
   const overrides = isRecord(value.overrides) ? value.overrides : {}
   const startedAt = typeof value.startedAt === "string" ? Date.parse(value.startedAt) : Number.NaN
   let serializedInput: string
@@ -216,6 +248,97 @@ const withRootPath = (snapshot: CheckpointSnapshot): CheckpointSnapshot => {
   return { ...snapshot, frontier: [{ ...root, state: { ...state, path: `/${root.stepId}#0` } }, ...rest] }
 }
 
+/** What a directory entry is, for the report of entries not read. */
+const typeOf = (stat: import("node:fs").Stats): string =>
+  stat.isSymbolicLink()
+    ? "symbolic link"
+    : stat.isDirectory()
+    ? "directory"
+    : stat.isFIFO()
+    ? "FIFO"
+    : stat.isSocket()
+    ? "socket"
+    : stat.isCharacterDevice()
+    ? "character device"
+    : stat.isBlockDevice()
+    ? "block device"
+    : "special file"
+
+/** A file the import refuses to read, and why (never its content). */
+class Refused {
+  constructor(readonly message: string, readonly notRegular?: string) {}
+}
+
+/**
+ * The text of the regular file `path`, at most `maxBytes` long: opened without
+ * following a symbolic link and without blocking (a FIFO swapped in after the listing
+ * neither hangs nor is read), and checked again as a regular file once open.
+ */
+const readRegularFile = (path: string, maxBytes: number): string => {
+  const { constants } = Fs
+  let fd: number
+  try {
+    fd = Fs.openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code
+    if (code === "ELOOP") throw new Refused("a symbolic link", "symbolic link")
+    throw new Refused(`cannot open (${code ?? "error"})`)
+  }
+  try {
+    const stat = Fs.fstatSync(fd)
+    if (!stat.isFile()) throw new Refused(`not a regular file (${typeOf(stat)})`, typeOf(stat))
+    if (stat.size > maxBytes) throw new Refused(`${stat.size} bytes, over the limit of ${maxBytes} (maxFileBytes)`)
+    const buffer = Buffer.alloc(Math.min(stat.size, maxBytes) + 1)
+    let length = 0
+    while (length < buffer.length) {
+      const read = Fs.readSync(fd, buffer, length, buffer.length - length, null)
+      if (read === 0) break
+      length += read
+    }
+    // Grew while read: the limit holds for what is read, not for what fstat said.
+    if (length > maxBytes) throw new Refused(`over the limit of ${maxBytes} bytes (maxFileBytes)`)
+    return buffer.toString("utf8", 0, length)
+  } finally {
+    Fs.closeSync(fd)
+  }
+}
+
+/** Whether `text` nests arrays and objects deeper than `maxDepth` (strings skipped). */
+const nestsDeeperThan = (text: string, maxDepth: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // a backslash escapes the next character
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) {
+      inString = true
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > maxDepth) return true
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--
+    }
+  }
+  return false
+}
+
+/** The JSON value of a record's text, or why not, in words that quote none of it. */
+const parseRecord = (text: string, maxDepth: number): unknown => {
+  // noetic reads an empty file as no value: there is nothing to import.
+  if (text.length === 0) throw new Refused("the file is empty")
+  if (nestsDeeperThan(text, maxDepth)) throw new Refused(`nested deeper than ${maxDepth} levels (maxDepth)`)
+  try {
+    return JSON.parse(text)
+  } catch {
+    // JSON.parse's message quotes the text around the error: never echoed.
+    throw new Refused("not valid JSON")
+  }
+}
+
+/** A write of one record that failed on the record itself (not on the storage): reported, the others go on. */
+const recordLevel = (error: StorageError): boolean => error.reason._tag === "Unserializable"
+
 /**
  * Imports the noetic directory `directory` into `targets`. Fails only when the
  * directory cannot be listed or a target storage rejects a write; unreadable records
@@ -223,10 +346,21 @@ const withRootPath = (snapshot: CheckpointSnapshot): CheckpointSnapshot => {
  */
 export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(function*(
   directory: string,
-  targets: NoeticImportTargets
+  targets: NoeticImportTargets,
+  limits: NoeticImportLimits = {}
 ): Effect.fn.Return<NoeticImportReport, NoeticDirectoryUnreadable | StorageError> {
+  const maxFileBytes = limits.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
+  const maxDepth = limits.maxDepth ?? DEFAULT_MAX_DEPTH
+  const notRead: Array<NoeticEntryNotRead> = []
   const files = yield* Effect.try({
-    try: () => Fs.readdirSync(directory).filter((name) => name.endsWith(".json")).sort(),
+    try: () =>
+      Fs.readdirSync(directory).filter((name) => name.endsWith(".json")).sort().filter((file) => {
+        // lstat: a symbolic link is listed, never followed (it may point outside the directory).
+        const stat = Fs.lstatSync(Path.join(directory, file), { throwIfNoEntry: false })
+        if (stat === undefined || stat.isFile()) return stat !== undefined
+        notRead.push({ file, type: typeOf(stat) })
+        return false
+      }),
     catch: (cause) =>
       new NoeticDirectoryUnreadable({
         directory,
@@ -242,6 +376,41 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
   let manifests = 0
   const fail = (key: string, file: string, kind: NoeticRecordKind, message: string) =>
     void failures.push(new NoeticRecordUnreadable({ key, file, kind, message }))
+
+  /** Converts and writes one record; fails with why it cannot be converted (never quoting it), or the write's error. */
+  const importRecord = (key: string, kind: NoeticRecordKind, value: unknown) =>
+    Effect.gen(function*() {
+      if (kind === "snapshot") {
+        const executionId = SNAPSHOT.exec(key)![1]!
+        const decoded = yield* Effect.option(decodeSnapshot(value))
+        if (Option.isNone(decoded)) {
+          const seen = isRecord(value) ? value.schemaVersion : undefined
+          return yield* Effect.fail(
+            seen !== CHECKPOINT_SCHEMA_VERSION
+              ? `its schemaVersion is not ${CHECKPOINT_SCHEMA_VERSION}: the snapshot was written by another runtime version`
+              : "the snapshot does not match the v2 CheckpointSnapshot schema"
+          )
+        }
+        if (decoded.value.executionId !== executionId) {
+          return yield* Effect.fail("the snapshot's executionId does not match its key")
+        }
+        yield* store.save(withRootPath(decoded.value))
+        executionIds.push(executionId)
+      } else if (kind === "ledger") {
+        const [, executionId, seq] = LEDGER.exec(key)!
+        const record = ledgerRecord(value)
+        if (typeof record === "string") return yield* Effect.fail(record)
+        // The seq carries over, so the entries keep their order.
+        yield* targets.checkpoints.set(ledgerKey(executionId!, Number(seq)), record)
+        ledgerEntries++
+      } else {
+        const [, source, handleId] = MANIFEST.exec(key)!
+        const manifest = manifestRecord(source as "localSubprocess" | "inMemorySubprocess", handleId!, value)
+        if (typeof manifest === "string") return yield* Effect.fail(manifest)
+        yield* saveManifest(subprocess, manifest)
+        manifests++
+      }
+    })
 
   // Snapshots first: a ledger entry whose name reads two ways is settled by them.
   const named = files.map((file) => ({ file, keys: noeticKeysOf(file.slice(0, -".json".length)) }))
@@ -260,63 +429,36 @@ export const importNoeticDirectory = Effect.fn("NoeticImport.importDirectory")(f
       continue
     }
     const ofKind = keys.filter((key) => kindOf(key) === kind)
+    // Between records: an interrupt (SIGINT, SIGTERM) stops the import here, after a whole record.
+    yield* Effect.yieldNow
     const read = yield* Effect.result(Effect.try({
-      try: (): unknown => {
-        const text = Fs.readFileSync(Path.join(directory, file), "utf8")
-        // noetic reads an empty file as no value: there is nothing to import.
-        if (text.length === 0) throw new Error("the file is empty")
-        return JSON.parse(text)
-      },
-      catch: (cause) => cause instanceof Error ? cause.message : String(cause)
+      try: (): unknown => parseRecord(readRegularFile(Path.join(directory, file), maxFileBytes), maxDepth),
+      catch: (cause) => cause instanceof Refused ? cause : new Refused("cannot be read")
     }))
     if (Result.isFailure(read)) {
-      fail(ofKind[0]!, file, kind, `unreadable: ${read.failure}`)
+      if (read.failure.notRegular !== undefined) notRead.push({ file, type: read.failure.notRegular })
+      else fail(ofKind[0]!, file, kind, `unreadable: ${read.failure.message}`)
       continue
     }
     const value = read.success
     const key = keyOfRecord(ofKind, kind, value, executionIds)
-
-    if (kind === "snapshot") {
-      const executionId = SNAPSHOT.exec(key)![1]!
-      const decoded = yield* Effect.option(decodeSnapshot(value))
-      if (Option.isNone(decoded)) {
-        const seen = isRecord(value) ? value.schemaVersion : undefined
-        fail(
-          key,
-          file,
-          kind,
-          seen !== CHECKPOINT_SCHEMA_VERSION
-            ? `schemaVersion ${JSON.stringify(seen)} is not ${CHECKPOINT_SCHEMA_VERSION}: the snapshot was written by another runtime version`
-            : "the snapshot does not match the v2 CheckpointSnapshot schema"
-        )
-        continue
+    const written = yield* Effect.exit(importRecord(key, kind, value))
+    if (written._tag === "Failure") {
+      const error = Cause.findErrorOption(written.cause)
+      if (Option.isNone(error)) {
+        // A defect of this record alone (say, a value too deep for a serializer): reported, the others go on.
+        if (Cause.hasInterrupts(written.cause)) return yield* Effect.failCause(written.cause as Cause.Cause<never>)
+        fail(key, file, kind, "the record could not be converted or written")
+      } else if (typeof error.value === "string") {
+        fail(key, file, kind, error.value)
+      } else if (recordLevel(error.value)) {
+        fail(key, file, kind, error.value.message)
+      } else {
+        return yield* error.value
       }
-      if (decoded.value.executionId !== executionId) {
-        fail(key, file, kind, `the snapshot's executionId ${decoded.value.executionId} does not match its key`)
-        continue
-      }
-      yield* store.save(withRootPath(decoded.value))
-      executionIds.push(executionId)
-    } else if (kind === "ledger") {
-      const [, executionId, seq] = LEDGER.exec(key)!
-      const record = ledgerRecord(value)
-      if (typeof record === "string") {
-        fail(key, file, kind, record)
-        continue
-      }
-      // The seq carries over, so the entries keep their order.
-      yield* targets.checkpoints.set(ledgerKey(executionId!, Number(seq)), record)
-      ledgerEntries++
-    } else {
-      const [, source, handleId] = MANIFEST.exec(key)!
-      const manifest = manifestRecord(source as "localSubprocess" | "inMemorySubprocess", handleId!, value)
-      if (typeof manifest === "string") {
-        fail(key, file, kind, manifest)
-        continue
-      }
-      yield* saveManifest(subprocess, manifest)
-      manifests++
     }
   }
-  return { snapshots: executionIds.length, ledgerEntries, manifests, executionIds, skipped, failures }
+  notRead.sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0))
+  return { snapshots: executionIds.length, ledgerEntries, manifests, executionIds, skipped, failures, notRead }
 })
+

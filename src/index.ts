@@ -110,7 +110,8 @@ export {
   StepUnavailable,
   Stopped,
   SubprocessError,
-  UnknownHandle
+  UnknownHandle,
+  UnsafeDirectory
 } from "./services/SubprocessAdapter.ts"
 export type { IpcError as IpcErrorClass } from "./IpcError.ts"
 export type { StorageAdapter as StorageAdapterService } from "./services/StorageAdapter.ts"

@@ -7,11 +7,14 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterEach, describe, expect, it } from "vitest"
+import { Effect } from "effect"
 import {
   AgentHarness,
+  createHomeStorage,
   createLocalSubprocessAdapter,
   createSqliteStorage
 } from "../src/promise/index.ts"
+import { cliJson } from "./cli/suite.ts"
 import type { V1ServerFrame } from "../src/schema/IpcFrame.ts"
 import { askThenModel } from "./fixtures/subprocessModelSteps.ts"
 
@@ -73,6 +76,32 @@ describe("local children on SQLite", () => {
     expect(Fs.statSync(Path.join(home, "run")).isDirectory()).toBe(true)
     // The child checkpointed into the home's checkpoint database.
     expect(keysIn(Path.join(home, "checkpoints", "checkpoints.db")).length).toBeGreaterThan(0)
+  }, 60_000)
+
+  it("given createHomeStorage('subprocess', { home }) without $NOETIC_HOME, children keep the home's layout, so the CLI lists them", async () => {
+    const home = Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsq-"))
+    delete process.env.NOETIC_HOME
+    const storage = createHomeStorage("subprocess", { home })
+    const frames: Array<V1ServerFrame> = []
+    const adapter = createLocalSubprocessAdapter({
+      storage,
+      pollMs: 20,
+      onFrame: async (handle, frame) => {
+        frames.push(frame)
+        if (frame.type === "askUserRequest") await adapter.answerAskUser(handle.handleId, frame.id, "approved")
+      }
+    })
+    try {
+      await runChild(adapter, frames)
+    } finally {
+      await storage.close()
+    }
+    // checkpoints/, subprocess/ and run/ of the home, nothing nested under subprocess/.
+    expect(Fs.readdirSync(Path.join(home, "subprocess")).filter((name) => !name.startsWith("subprocess.db"))).toEqual([])
+    expect(Fs.statSync(Path.join(home, "run")).isDirectory()).toBe(true)
+    expect(keysIn(Path.join(home, "checkpoints", "checkpoints.db")).length).toBeGreaterThan(0)
+    const listed = await Effect.runPromise(Effect.scoped(cliJson("--home", home, "executions", "list", "--json")))
+    expect(listed.executions.length).toBeGreaterThan(0)
   }, 60_000)
 
   it("the facade's adapter takes createSqliteStorage storages for its records and its children's checkpoints", async () => {

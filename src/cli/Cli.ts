@@ -24,7 +24,7 @@ import * as Flag from "effect/cli/Flag"
 import * as Readline from "node:readline"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import { layerCheckpointStorage, makeSubprocessStorage, roots } from "../NoeticHome.ts"
-import { importNoeticDirectory } from "../NoeticImport.ts"
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_FILE_BYTES, importNoeticDirectory } from "../NoeticImport.ts"
 import { queueSocketId } from "../schema/SubprocessManifest.ts"
 import { StorageAdapter, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import * as Children from "./Children.ts"
@@ -69,7 +69,7 @@ const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON docu
 /** Asks a yes/no question on stderr and reads the answer from stdin; end of input is "no". */
 const confirm = (question: string): Effect.Effect<boolean> =>
   Effect.callback<boolean>((resume) => {
-    process.stderr.write(`${question} [y/N] `)
+    process.stderr.write(`${Render.escape(question)} [y/N] `)
     const lines = Readline.createInterface({ input: process.stdin })
     let answered = false
     lines.once("line", (line) => {
@@ -135,7 +135,7 @@ const executionsList = Command.make(
           (from === undefined || (row.lastCheckpoint !== null && Date.parse(row.lastCheckpoint) >= from))
         )
         if (json) return yield* Render.printJson({ source: storages.source, executions: rows })
-        if (rows.length === 0) return yield* Console.log(`no recorded executions under ${storages.source}`)
+        if (rows.length === 0) return yield* Render.say`no recorded executions under ${storages.source}`
         yield* Console.log(Render.table(
           ["EXECUTION", "STATUS", "STEPS", "LAST CHECKPOINT", "THREAD"],
           rows.map((row) => [
@@ -269,7 +269,7 @@ const executionsShow = Command.make(
               output: recorded.undefined ? null : recorded.value
             })
           }
-          return yield* Console.log(recorded.undefined ? "undefined" : JSON.stringify(recorded.value, null, 2))
+          return yield* Console.log(recorded.undefined ? "undefined" : Render.jsonText(recorded.value))
         }
 
         const snapshot = Option.match(head, {
@@ -335,7 +335,7 @@ const executionsShow = Command.make(
               : "") +
             (view.recordFailed > 0 ? `; ${view.recordFailed} record writes FAILED (those steps re-run on resume)` : "")
         ))
-        yield* Console.log(lines.join("\n"))
+        yield* Render.lines(...lines)
         if (view.records.length > 0) {
           yield* Console.log("")
           yield* Console.log(Render.table(["PATH", "KIND", "STEP", "OUTPUT", "TIME", "SEQ", "NOTE"], ledgerTreeRows(view.records)))
@@ -425,11 +425,9 @@ const executionsClear = Command.make(
         )
         const cleared = targets.map((row) => row.executionId)
         if (json) return yield* Render.printJson({ cleared })
-        yield* Console.log(
-          cleared.length === 1
-            ? `cleared ${cleared[0]}: snapshot and step ledger`
-            : `cleared ${cleared.length} executions: ${cleared.join(", ")}`
-        )
+        yield* (cleared.length === 1
+          ? Render.say`cleared ${cleared[0]}: snapshot and step ledger`
+          : Render.say`cleared ${cleared.length} executions: ${cleared.join(", ")}`)
       })
     )
 ).pipe(Command.withDescription("Discard executions: snapshot, step ledger and in-process child agents' snapshots"),
@@ -482,7 +480,7 @@ const childrenList = Command.make("list", { json }, ({ json }) =>
         onSome: (storage) => Render.withProgress((progress) => Children.listChildren(storage, progress, now))
       })
       if (json) return yield* Render.printJson({ source: storages.source, children: rows })
-      if (rows.length === 0) return yield* Console.log(`no recorded children under ${storages.source}`)
+      if (rows.length === 0) return yield* Render.say`no recorded children under ${storages.source}`
       yield* Console.log(Render.table(
         ["HANDLE", "STATUS", "PID", "STEP", "PARENT", "AGE", "RESULT"],
         rows.map((row) => [
@@ -557,7 +555,7 @@ const childrenShow = Command.make("show", { handleId, json }, ({ handleId, json 
           })`
         ))
       }
-      yield* Console.log(lines.join("\n"))
+      yield* Render.lines(...lines)
     })
   )).pipe(Command.withDescription("Show one child: manifest, liveness, result and IPC queue"))
 
@@ -580,15 +578,13 @@ const childrenStop = Command.make(
         if (json) return yield* Render.printJson(outcome)
         switch (outcome.action) {
           case "stopped":
-            return yield* Console.log(`stopped ${handleId} (${outcome.signal}); result: ${resultSummary(outcome.result)}`)
+            return yield* Render.say`stopped ${handleId} (${outcome.signal}); result: ${resultSummary(outcome.result)}`
           case "already-finished":
-            return yield* Console.log(`${handleId} had already finished; result: ${resultSummary(outcome.result)}`)
+            return yield* Render.say`${handleId} had already finished; result: ${resultSummary(outcome.result)}`
           case "already-exited":
-            return yield* Console.log(`${handleId} had already exited without a result; recorded it as stopped`)
+            return yield* Render.say`${handleId} had already exited without a result; recorded it as stopped`
           case "manifest-removed":
-            return yield* Console.log(
-              `${handleId} runs inside its host (in-process adapter): removed its manifest, so no restarted host re-runs it`
-            )
+            return yield* Render.say`${handleId} runs inside its host (in-process adapter): removed its manifest, so no restarted host re-runs it`
         }
       })
     )
@@ -618,7 +614,7 @@ const queuesList = Command.make("list", { json }, ({ json }) =>
           }
         }
         if (json) return yield* Render.printJson({ source: storages.source, queues: rows })
-        if (rows.length === 0) return yield* Console.log(`no durable queues under ${storages.source}`)
+        if (rows.length === 0) return yield* Render.say`no durable queues under ${storages.source}`
         yield* Console.log(Render.table(
           ["QUEUE", "STORAGE", "HEAD", "ACKED", "PENDING", "SEQS", "BYTES"],
           rows.map((row) => [
@@ -655,7 +651,7 @@ const queuesShow = Command.make(
         if (found === undefined) return yield* new CliFailure({ message: `unknown queue ${queueId} under ${storages.source}` })
         const { frames: pending, ...summary } = found
         if (json) return yield* Render.printJson(frames ? found : summary)
-        yield* Console.log([
+        yield* Render.lines(...[
           label("queue", summary.socketId),
           label("storage", summary.storage),
           label("head", String(summary.headSeq)),
@@ -666,7 +662,7 @@ const queuesShow = Command.make(
               ? "none"
               : `${summary.pendingFrames} frames, seqs ${summary.pendingSeqs.from}-${summary.pendingSeqs.to}, ${Render.bytes(summary.pendingBytes)}`
           )
-        ].concat(summary.damaged.map((damage) => label("UNREADABLE", `record through seq ${damage.through}: ${damage.message}`))).join("\n"))
+        ].concat(summary.damaged.map((damage) => label("UNREADABLE", `record through seq ${damage.through}: ${damage.message}`))))
         if (frames && pending.length > 0) {
           yield* Console.log("")
           yield* Console.log(Render.table(["SEQ", "BYTES", "FRAME"], pending.map((entry) => [String(entry.seq), String(entry.bytes), entry.frame])))
@@ -689,10 +685,10 @@ const paths = Command.make("paths", { json }, ({ json }) =>
     const flags = yield* noetic
     const r = roots(Option.getOrUndefined(flags.home))
     if (json) return yield* Render.printJson({ home: r.home, checkpoints: r.checkpoints, subprocess: r.subprocess, run: r.run })
-    yield* Console.log(`home         ${r.home}`)
-    yield* Console.log(`checkpoints  ${r.checkpoints}`)
-    yield* Console.log(`subprocess   ${r.subprocess}`)
-    yield* Console.log(`run          ${r.run}`)
+    yield* Render.say`home         ${r.home}`
+    yield* Render.say`checkpoints  ${r.checkpoints}`
+    yield* Render.say`subprocess   ${r.subprocess}`
+    yield* Render.say`run          ${r.run}`
   })).pipe(Command.withDescription("Print the state directories"))
 
 // -----------------------------------------------------------------------------
@@ -703,9 +699,17 @@ const importNoetic = Command.make(
   "import-noetic",
   {
     directory: Argument.String("directory").pipe(Argument.withDescription("A directory noetic's createFileStorage wrote")),
+    maxFileBytes: Flag.Int("max-file-bytes").pipe(
+      Flag.withDescription("The largest file read, in bytes; a larger one is reported, not read"),
+      Flag.withDefault(DEFAULT_MAX_FILE_BYTES)
+    ),
+    maxDepth: Flag.Int("max-depth").pipe(
+      Flag.withDescription("The deepest nesting of arrays and objects in a record; a deeper one is reported, not read"),
+      Flag.withDefault(DEFAULT_MAX_DEPTH)
+    ),
     json
   },
-  ({ directory, json }) =>
+  ({ directory, json, maxDepth, maxFileBytes }) =>
     Effect.gen(function*() {
       const flags = yield* noetic
       // Unlike the read-only commands, an import creates its target storages when missing.
@@ -719,18 +723,21 @@ const importNoetic = Command.make(
         // Manifests go where the local subprocess adapter reads them: with --pg the same
         // table, else the home's subprocess storage.
         const subprocess = Option.isSome(flags.pg) ? target : yield* makeSubprocessStorage(Option.getOrUndefined(flags.home))
-        return yield* importNoeticDirectory(directory, { checkpoints: target, subprocess }).pipe(
+        if (maxFileBytes < 1 || maxDepth < 1) {
+          return yield* new CliFailure({ message: "--max-file-bytes and --max-depth must be at least 1" })
+        }
+        return yield* importNoeticDirectory(directory, { checkpoints: target, subprocess }, { maxFileBytes, maxDepth }).pipe(
           Effect.catchTag("NoeticDirectoryUnreadable", (error) => Effect.fail(new CliFailure({ message: error.message })))
         )
       }).pipe(Effect.scoped, Effect.provide(checkpoints as Layer.Layer<StorageAdapter, unknown>))
       if (json) return yield* Render.printJson(report)
-      yield* Console.log(
-        `imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s)` +
-          ` from ${directory}`
-      )
-      if (report.skipped.length > 0) yield* Console.log(`skipped ${report.skipped.length} auxiliary key(s)`)
+      yield* Render.say`imported ${report.snapshots} snapshot(s), ${report.ledgerEntries} ledger entries, ${report.manifests} manifest(s) from ${directory}`
+      if (report.skipped.length > 0) yield* Render.say`skipped ${report.skipped.length} auxiliary key(s)`
+      for (const entry of report.notRead) {
+        yield* Render.say`not read: ${entry.file} (${entry.type}; only regular files inside the directory are read)`
+      }
       for (const failure of report.failures) {
-        yield* Console.log(`could not read ${failure.kind} ${failure.key}: ${failure.message}`)
+        yield* Render.say`could not read ${failure.kind} ${failure.key}: ${failure.message}`
       }
     })
 ).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
@@ -755,7 +762,7 @@ const presenter: CliOutput.Presenter = {
   present: (event) =>
     event._tag === "InvalidInvocation"
       ? Console.error(
-        `noetic-effect: ${event.errors.map((error) => firstLine(error)).join("; ")} (see: ${
+        `noetic-effect: ${Render.escape(event.errors.map((error) => firstLine(error)).join("; "))} (see: ${
           event.commandPath.join(" ")
         } --help)`
       )
@@ -779,9 +786,9 @@ export const main = (args: ReadonlyArray<string>) =>
         // The parser has shown the help and what was wrong with the arguments.
         if (CliError.isCliError(error) && error._tag === "ShowHelp") return Effect.succeed(2)
         if (CliError.isCliError(error) && error._tag === "UserError") return Effect.succeed(1)
-        return Effect.as(Console.error(`noetic-effect: ${describeFailure(error)}`), 1)
+        return Effect.as(Console.error(`noetic-effect: ${Render.escape(describeFailure(error))}`), 1)
       }
       const defect = cause.reasons.find((reason) => reason._tag === "Die")
-      return Effect.as(Console.error(`noetic-effect: internal error: ${firstLine(defect?.defect ?? "unknown")}`), 1)
+      return Effect.as(Console.error(`noetic-effect: internal error: ${Render.escape(firstLine(defect?.defect ?? "unknown"))}`), 1)
     })
   )

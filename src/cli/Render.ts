@@ -7,10 +7,38 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import { escapeControl } from "../internal/escapeText.ts"
 import { CliFailure } from "./Storages.ts"
 
-/** An aligned table: a header row, then one row per entry; columns separated by two spaces. */
-export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+/**
+ * Text for people with its control characters escaped (see `escapeControl`): every
+ * value the CLI prints as text (ids, messages, frames, paths) goes through it; `--json`
+ * output does not.
+ */
+export const escape: (text: string) => string = escapeControl
+
+/** A line for people: the literal parts as written, every interpolated value escaped. */
+export const text = (parts: TemplateStringsArray, ...values: ReadonlyArray<unknown>): string =>
+  parts.reduce((line, part, i) => line + escape(String(values[i - 1])) + part)
+
+/** Prints one line for people, its values escaped: ``yield* Render.say`cleared ${id}` ``. */
+export const say = (parts: TemplateStringsArray, ...values: ReadonlyArray<unknown>): Effect.Effect<void> =>
+  Console.log(text(parts, ...values))
+
+/** Prints lines for people, each escaped whole (a value's newline cannot start a line of its own). */
+export const lines = (...shown: ReadonlyArray<string>): Effect.Effect<void> =>
+  Console.log(shown.map(escape).join("\n"))
+
+/**
+ * A JSON value shown to people: pretty JSON (which escapes C0 controls in strings)
+ * with the rest (DEL, C1, bidi) escaped too. `--json` prints exact JSON instead.
+ */
+export const jsonText = (value: unknown): string =>
+  (JSON.stringify(value, null, 2) ?? "undefined").split("\n").map(escape).join("\n")
+
+/** An aligned table: a header row, then one row per entry, every cell escaped; columns separated by two spaces. */
+export const table = (header: ReadonlyArray<string>, cells: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const rows = cells.map((row) => row.map(escape))
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? "").length)))
   const line = (cells: ReadonlyArray<string>) =>
     cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!))).join("  ").trimEnd()

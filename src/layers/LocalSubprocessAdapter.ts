@@ -56,11 +56,19 @@ import { CHILD_FLAG, importingStepModule } from "../internal/childFlag.ts"
 import { awaitPath } from "../internal/awaitPath.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
+import { directoryProblem, ensureDirectory, type DirectoryRule } from "../internal/privateDir.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { randomId } from "../internal/randomId.ts"
 import { IpcError, SocketClosed } from "../IpcError.ts"
-import { CHECKPOINTS_DATABASE, makeStorageAt, roots, storageLocation, SUBPROCESS_DATABASE } from "../NoeticHome.ts"
+import {
+  CHECKPOINTS_DATABASE,
+  homeOfSubprocessDatabase,
+  makeStorageAt,
+  roots,
+  storageLocation,
+  SUBPROCESS_DATABASE
+} from "../NoeticHome.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import {
@@ -73,6 +81,7 @@ import {
   type SpawnRequest,
   StepUnavailable,
   Stopped,
+  UnsafeDirectory,
   SubprocessAdapter,
   type SubprocessAdapterShape,
   SubprocessError,
@@ -194,28 +203,68 @@ const signalChild = (manifest: SubprocessManifest, signal: NodeJS.Signals) => {
 
 const decodeOutcome = Schema.decodeUnknownEffect(SubprocessOutcome)
 
+/**
+ * Creates `dir` 0700 when missing and fails `UnsafeDirectory` unless it is this user's
+ * alone (see `directoryProblem`): sockets, logs and compile caches never go in a
+ * directory someone else made or can write.
+ */
+const ensureRunDirectory = (dir: string, rule: DirectoryRule, preferred?: string) =>
+  Effect.suspend(() => {
+    const problem = ensureDirectory(dir, rule)
+    return problem === undefined ? Effect.void : Effect.fail(unsafeDirectory("run directory", dir, problem, preferred))
+  })
+
+const unsafeDirectory = (what: string, dir: string, problem: string, preferred?: string) =>
+  new SubprocessError({
+    reason: new UnsafeDirectory({
+      path: dir,
+      message: `the ${what} ${dir} ${problem}: another user could replace its sockets, logs or cached code, so ` +
+        `it is not used. Remove it if nothing in it is yours (rm -rf ${dir}), or ` +
+        (preferred === undefined || preferred === dir
+          ? "make it yours alone (chown to this user, chmod 700)"
+          : `pass runDir (or a shorter NOETIC_HOME) so the run directory ${preferred} fits a socket path`)
+    })
+  })
+
+/** Fails `UnsafeDirectory` unless the directory of a recorded socket is this user's alone: a reattaching host connects to no socket another user could have put there. */
+const checkSocketDirectory = (socketPath: string) =>
+  Effect.suspend(() => {
+    const dir = NodePath.dirname(socketPath)
+    const problem = directoryProblem(dir, "shared")
+    return problem === undefined ? Effect.void : Effect.fail(unsafeDirectory("socket directory", dir, problem))
+  })
+
 /** A child's stdout and stderr go to a log file beside its socket. */
 const logPathOf = (socketPath: string) => socketPath.replace(/\.sock$/, ".log")
+
+/** Opens a child's log for appending, 0600, never through a symbolic link. */
+const openLog = (path: string) =>
+  Fs.openSync(path, Fs.constants.O_WRONLY | Fs.constants.O_APPEND | Fs.constants.O_CREAT | Fs.constants.O_NOFOLLOW, 0o600)
 
 /** Builds the local adapter in the current scope (see the module doc for what the scope owns). */
 export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterOptions = {}) {
   // Without a root, the home's layout: its SQLite databases (or the file storages an
   // older setup left there) and its run/ directory.
-  const home = roots()
-  const homeRoot = NodePath.resolve(storageLocation(home.subprocess, SUBPROCESS_DATABASE).path)
+  const defaultHome = roots()
+  const homeRoot = NodePath.resolve(storageLocation(defaultHome.subprocess, SUBPROCESS_DATABASE).path)
   const root = options.root === undefined ? homeRoot : NodePath.resolve(options.root)
-  // The home's own subprocess storage, given or not, keeps the home's layout around it.
-  const atHome = root === homeRoot
-  const beside = atHome ? home.home : NodePath.dirname(root)
+  // A home's own subprocess storage (the default home's, or any home's
+  // `subprocess/subprocess.db`, $NOETIC_HOME set or not) keeps the home's layout around it.
+  const home = root === homeRoot ? defaultHome : homeOfSubprocessDatabase(root)
+  const beside = home !== undefined ? home.home : NodePath.dirname(root)
   const checkpointRoot = NodePath.resolve(
-    options.checkpointRoot ?? (atHome
+    options.checkpointRoot ?? (home !== undefined
       ? storageLocation(home.checkpoints, CHECKPOINTS_DATABASE).path
       : NodePath.join(beside, "checkpoints"))
   )
   const preferredRunDir = NodePath.resolve(options.runDir ?? NodePath.join(beside, "run"))
-  const runDir = Buffer.byteLength(NodePath.join(preferredRunDir, "0123456789abcdef.sock")) <= MAX_SOCKET_PATH_BYTES
-    ? preferredRunDir
-    : NodePath.join(Os.tmpdir(), `noetic-run-${sha256Hex(preferredRunDir).slice(0, 12)}`)
+  const fallback = Buffer.byteLength(NodePath.join(preferredRunDir, "0123456789abcdef.sock")) > MAX_SOCKET_PATH_BYTES
+  // Too long for a socket path: a short one in the temp directory, named after the run
+  // directory (so the same host finds it again). Anyone can create that name first, so
+  // it is used only when it is this user's alone (see ensureRunDirectory).
+  const runDir = fallback
+    ? NodePath.join(Os.tmpdir(), `noetic-run-${sha256Hex(preferredRunDir).slice(0, 12)}`)
+    : preferredRunDir
   const stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS
   const lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS
@@ -241,7 +290,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   /** Removes every record of a child, the host's manifest copy included. */
   const forget = (handleId: string) =>
     mirrored ? Effect.andThen(clearChild(storage, handleId), manifests.delete(manifestKey(handleId))) : clearChild(storage, handleId)
-  yield* Effect.promise(() => Fs.promises.mkdir(runDir, { recursive: true, mode: 0o700 }))
+  yield* ensureRunDirectory(runDir, fallback ? "private" : "shared", preferredRunDir)
   const adapterScope = yield* Effect.scope
   const children = new Map<string, Child>()
   const forgetSettled = settledRetention(children)
@@ -319,6 +368,10 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     Effect.gen(function*() {
       const { handleId, socketPath } = child.manifest
       const frames = Effect.gen(function*() {
+        // The recorded socket may be in a directory this host did not make (another
+        // host's fallback run directory): no frames from one another user could write
+        // in; the liveness poll still settles the child from its recorded result.
+        yield* checkSocketDirectory(socketPath!)
         const IpcClient = yield* loadIpcClient
         // The child binds its socket once its step body has started: waiting for the
         // file to appear, rather than retrying the connection every pollMs, lets a short
@@ -419,10 +472,15 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       let log: number | undefined
       try {
         if (!compileCacheMade) {
-          Fs.mkdirSync(compileCache, { recursive: true, mode: 0o700 })
+          // Cached code a child loads: only from a directory nobody else can write.
+          const problem = ensureDirectory(compileCache, "shared")
+          if (problem !== undefined) {
+            resume(Effect.fail(unsafeDirectory("compile cache directory", compileCache, problem)))
+            return
+          }
           compileCacheMade = true
         }
-        log = Fs.openSync(logPathOf(manifest.socketPath!), "a", 0o600)
+        log = openLog(logPathOf(manifest.socketPath!))
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
         // own process group, unreferenced, with no pipe to the host, so the host's death
         // (even SIGKILL) neither kills it nor breaks its output.
@@ -524,7 +582,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     const proc = yield* Effect.callback<NodeChildProcess.ChildProcess, SubprocessError>((resume) => {
       let log: number | undefined
       try {
-        log = Fs.openSync(logPath, "a", 0o600)
+        log = openLog(logPath)
         const started = childProcess().spawn(request.command, [...request.args], {
           detached: request.detached,
           stdio: [request.stdin === undefined ? "ignore" : "pipe", log, log],
@@ -777,7 +835,7 @@ export class LocalSubprocessAdapter extends Context.Service<LocalSubprocessAdapt
  */
 export const layer = (
   options: LocalSubprocessAdapterOptions = {}
-): Layer.Layer<SubprocessAdapter | LocalSubprocessAdapter, StorageError> =>
+): Layer.Layer<SubprocessAdapter | LocalSubprocessAdapter, StorageError | SubprocessError> =>
   Layer.effectContext(
     Effect.map(make(options), (adapter) =>
       Context.make(SubprocessAdapter, adapter).pipe(Context.add(LocalSubprocessAdapter, adapter)))

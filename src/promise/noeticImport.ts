@@ -15,6 +15,10 @@ export interface ImportNoeticOptions {
   readonly storage?: StorageAdapter
   /** Where subprocess manifests go. Default: files under $NOETIC_HOME/subprocess (the local adapter's root). */
   readonly subprocessStorage?: StorageAdapter
+  /** The largest file read, in bytes (default 64 MiB); a larger one is reported in `failures`, not read. */
+  readonly maxFileBytes?: number
+  /** The deepest nesting of arrays and objects in a record (default 512); a deeper one is reported, not read. */
+  readonly maxDepth?: number
 }
 
 /** A record the import could not read or convert; the others were imported. */
@@ -35,20 +39,25 @@ export interface NoeticImportResult {
   /** noetic's auxiliary keys, which carry nothing noetic-effect reads. */
   readonly skipped: ReadonlyArray<string>
   readonly failures: ReadonlyArray<NoeticImportFailure>
+  /** Entries that are not regular files (symbolic links, FIFOs, devices...), with what they are: never opened. */
+  readonly notRead: ReadonlyArray<{ readonly file: string; readonly type: string }>
 }
 
 /**
  * Reads `directory` in noetic's on-disk format (one `<encoded key>.json` per key) and
  * writes every snapshot, ledger entry and manifest into `options.storage` (manifests
- * into `options.subprocessStorage`). Resolves with counts and every record it could
- * not read; rejects only when the directory cannot be listed or a write fails. After
+ * into `options.subprocessStorage`). Resolves with counts, every record it could
+ * not read and every entry it did not open (only regular files inside `directory` are read); rejects only when the directory cannot be listed or a write fails. After
  * it, `harness.resume(executionId)` replays the imported execution's recorded steps.
  */
 export const importNoeticData = (directory: string, options: ImportNoeticOptions = {}): Promise<NoeticImportResult> =>
   runForFacade(Effect.gen(function*() {
     const checkpoints = yield* toEngineStorage(options.storage ?? createFileStorage())
     const subprocess = yield* toEngineStorage(options.subprocessStorage ?? createFileStorage({ root: roots().subprocess }))
-    const report = yield* importNoeticDirectory(directory, { checkpoints, subprocess })
+    const report = yield* importNoeticDirectory(directory, { checkpoints, subprocess }, {
+      maxFileBytes: options.maxFileBytes,
+      maxDepth: options.maxDepth
+    })
     return {
       ...report,
       failures: report.failures.map(({ file, key, kind, message }) => ({ key, file, kind, message }))

@@ -79,6 +79,16 @@ export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("noetic-effect/
   { handleId: Schema.String, message: Schema.String, cause: Schema.Defect() }
 ) {}
 
+/**
+ * A directory for sockets, child logs or compile caches is not this user's alone (a
+ * symbolic link, owned by another user, or writable by others): it is refused, never
+ * used. `message` names the path and the fix.
+ */
+export class UnsafeDirectory extends Schema.TaggedError<UnsafeDirectory>("noetic-effect/SubprocessError/UnsafeDirectory")(
+  "UnsafeDirectory",
+  { path: Schema.String, message: Schema.String }
+) {}
+
 /** Why a subprocess operation failed. */
 export const SubprocessErrorReason = Schema.Union([
   ChildFailed,
@@ -87,7 +97,8 @@ export const SubprocessErrorReason = Schema.Union([
   UnknownHandle,
   HandleEvicted,
   Stopped,
-  SpawnFailed
+  SpawnFailed,
+  UnsafeDirectory
 ])
 
 /** Why a subprocess operation failed. */

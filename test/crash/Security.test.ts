@@ -6,7 +6,9 @@
  * adapter creates are 0700, and an endless line cannot make a server buffer without bound.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
+import * as ChildProcess from "node:child_process"
+import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
@@ -17,6 +19,9 @@ import fc from "fast-check"
 import * as FileStorage from "../../src/layers/FileStorage.ts"
 import { encodeKey } from "../../src/internal/fileKey.ts"
 import { keyProblem } from "../../src/services/StorageAdapter.ts"
+import { SubprocessError, type UnsafeDirectory } from "../../src/services/SubprocessAdapter.ts"
+import { readStat } from "../../src/internal/procStat.ts"
+import { saveManifest } from "../../src/services/SubprocessRecords.ts"
 import { socketPathFor } from "../ipcHelpers.ts"
 
 describe("security checks", () => {
@@ -62,6 +67,138 @@ describe("security checks", () => {
         assert.strictEqual(Fs.statSync(dir).mode & 0o777, 0o700, dir)
       }
     }).pipe(Effect.scoped))
+
+  describe("the fallback run directory (a run directory too long for a socket path)", () => {
+    /** A run directory whose socket paths would pass 90 bytes, and the temp directory the adapter falls back to. */
+    const longRunDir = () => {
+      const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sec-"))
+      const runDir = Path.join(base, "r".repeat(100))
+      const fallback = Path.join(Os.tmpdir(), `noetic-run-${createHash("sha256").update(runDir).digest("hex").slice(0, 12)}`)
+      return { root: Path.join(base, "subprocess"), runDir, fallback }
+    }
+    const unsafeDirectoryOf = (exit: Exit.Exit<unknown, unknown>) => {
+      assert.isTrue(Exit.isFailure(exit), "the adapter was built over a directory it does not own")
+      const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      assert.instanceOf(error, SubprocessError)
+      const reason = (error as SubprocessError).reason
+      assert.strictEqual(reason._tag, "UnsafeDirectory")
+      return reason as UnsafeDirectory
+    }
+
+    it.effect("is created fresh, 0700 and this user's", () =>
+      Effect.gen(function*() {
+        const { fallback, root, runDir } = longRunDir()
+        Fs.rmSync(fallback, { recursive: true, force: true })
+        yield* LocalSubprocessAdapter.make({ root, runDir })
+        const stat = Fs.lstatSync(fallback)
+        assert.isTrue(stat.isDirectory())
+        assert.strictEqual(stat.mode & 0o777, 0o700)
+        assert.strictEqual(stat.uid, process.getuid!())
+        Fs.rmSync(fallback, { recursive: true, force: true })
+      }).pipe(Effect.scoped))
+
+    it.effect.skipIf(process.getuid?.() !== 0)("made first by another user (0777) is refused with the path and the fix", () =>
+      Effect.gen(function*() {
+        const { fallback, root, runDir } = longRunDir()
+        Fs.rmSync(fallback, { recursive: true, force: true })
+        Fs.mkdirSync(fallback)
+        Fs.chmodSync(fallback, 0o777)
+        Fs.chownSync(fallback, 65534, 65534)
+        const reason = unsafeDirectoryOf(yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root, runDir }))))
+        assert.strictEqual(reason.path, fallback)
+        assert.include(reason.message, "owned by uid 65534")
+        assert.include(reason.message, `rm -rf ${fallback}`)
+        assert.include(reason.message, "runDir")
+        // Nothing of the adapter's went in there.
+        assert.deepStrictEqual(Fs.readdirSync(fallback), [])
+        Fs.rmSync(fallback, { recursive: true, force: true })
+      }))
+
+    it.effect("a symbolic link there, or a directory of this user's that others can enter, is refused", () =>
+      Effect.gen(function*() {
+        const { fallback, root, runDir } = longRunDir()
+        const target = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sec-target-"))
+        Fs.rmSync(fallback, { recursive: true, force: true })
+        Fs.symlinkSync(target, fallback)
+        const link = unsafeDirectoryOf(yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root, runDir }))))
+        assert.include(link.message, "symbolic link")
+        assert.deepStrictEqual(Fs.readdirSync(target), [])
+        Fs.rmSync(fallback, { force: true })
+        Fs.mkdirSync(fallback)
+        Fs.chmodSync(fallback, 0o755)
+        const open = unsafeDirectoryOf(yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root, runDir }))))
+        assert.include(open.message, "mode 0755")
+        Fs.rmSync(fallback, { recursive: true, force: true })
+      }))
+  })
+
+  it.effect.skipIf(process.getuid?.() !== 0)("a run directory another user can write is refused, given or not", () =>
+    Effect.gen(function*() {
+      const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sec-"))
+      const runDir = Path.join(base, "run")
+      Fs.mkdirSync(runDir)
+      Fs.chmodSync(runDir, 0o777)
+      const exit = yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), runDir })))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(Exit.isFailure(exit) ? Cause.squash(exit.cause) : ""), "UnsafeDirectory")
+      Fs.chownSync(runDir, 65534, 65534)
+      Fs.chmodSync(runDir, 0o700)
+      const other = yield* Effect.exit(Effect.scoped(LocalSubprocessAdapter.make({ root: Path.join(base, "subprocess"), runDir })))
+      assert.isTrue(Exit.isFailure(other))
+    }))
+
+  it.live.skipIf(process.getuid?.() !== 0)("a reattaching host connects to no recorded socket in a directory another user owns", () =>
+    Effect.gen(function*() {
+      const base = Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sec-"))
+      const root = Path.join(base, "subprocess")
+      // Another user's directory, where "a child's socket" answers: it counts who connects.
+      const foreign = Path.join(base, "foreign")
+      Fs.mkdirSync(foreign, { mode: 0o777 })
+      Fs.chmodSync(foreign, 0o777)
+      Fs.chownSync(foreign, 65534, 65534)
+      const socketPath = Path.join(foreign, "child.sock")
+      let connections = 0
+      const server = Net.createServer((socket) => {
+        connections++
+        socket.destroy()
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => void server.listen(socketPath, () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      // A live process recorded as the child, its socket in that directory.
+      const sleeper = ChildProcess.spawn("sleep", ["30"], { stdio: "ignore", detached: true })
+      yield* Effect.addFinalizer(() => Effect.sync(() => sleeper.kill("SIGKILL")))
+      const stat = yield* readStat(sleeper.pid!)
+      const storage = yield* FileStorage.make({ root })
+      yield* saveManifest(storage, {
+        version: 1,
+        adapter: "local",
+        handleId: "planted",
+        stepId: "step",
+        module: null,
+        entry: null,
+        serializedInput: "null",
+        executionId: "planted",
+        parentExecutionId: null,
+        threadId: null,
+        resourceId: null,
+        cwdInit: null,
+        pid: sleeper.pid!,
+        pidStarttime: stat?.startTime ?? null,
+        socketPath,
+        checkpointRoot: null,
+        lingerMs: 0,
+        metadata: {},
+        createdAt: Date.now()
+      })
+      const adapter = yield* LocalSubprocessAdapter.make({ root, runDir: Path.join(base, "run"), pollMs: 20, stopGraceMs: 200 })
+      const handle = yield* adapter.reattach("planted")
+      assert.isTrue(handle._tag === "Some", "the live child was not reattached")
+      // Long enough for a client to connect (it does, within a few polls, without the check).
+      yield* Effect.sleep("1500 millis")
+      assert.strictEqual(connections, 0)
+    }).pipe(Effect.scoped), 20_000)
 
   it.live("a client streaming an endless line is cut off near the frame limit, and the server keeps serving", () =>
     Effect.gen(function*() {
