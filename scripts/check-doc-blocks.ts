@@ -23,7 +23,7 @@ const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 const outDir = Path.join(root, ".doc-blocks")
 
 /** Pages other branches add; a link to one is a warning until it exists. */
-const PENDING = new Set(["docs/http-streams.md", "docs/runtime.md"])
+const PENDING = new Set<string>([])
 
 const markdownFiles = (): Array<string> => [
   "README.md",

@@ -433,7 +433,7 @@ export function runCode(
   const effects = effectsOf("runCode", opts)
   if (effects.effects === "at-most-once" && opts.retry !== undefined && opts.retry.maxAttempts > 1) {
     // A retry would run the body again under the intent of its first attempt, which
-    // may have taken effect before it failed: see docs/durability-failclosed.md.
+    // may have taken effect before it failed: see docs/durability.md#failing-closed.
     invalidStep(
       "runCode",
       "AT_MOST_ONCE_RETRY_CONFLICT",

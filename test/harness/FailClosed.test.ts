@@ -1,5 +1,5 @@
 /**
- * Fail closed (docs/durability-failclosed.md), in the Effect API: an at-most-once body
+ * Fail closed (docs/durability.md#failing-closed), in the Effect API: an at-most-once body
  * runs again only on an explicit `Reconciled.rerun`, is never retried, and a failed
  * ledger write is visible (a warning naming the execution, a `recordFailed` count the
  * CLI reads) or, under `stepLedgerDurability: "strict"`, stops the run.

@@ -1,5 +1,5 @@
 /**
- * Fail closed (docs/durability-failclosed.md) through the Promise facade: the engine's
+ * Fail closed (docs/durability.md#failing-closed) through the Promise facade: the engine's
  * behaviour, as NoeticError and NoeticConfigError codes.
  */
 import { describe, expect, it } from "vitest"
