@@ -188,6 +188,43 @@ export const listExecutions = (
     // storage lists by reading its whole directory.
     progress.update("listing ledgers")
     const keys = yield* storage.list(only !== undefined ? ledgerPrefix(only) : "execution:")
+    return sortRows(yield* rowsFor(storage, ids, keys, progress, now))
+  })
+
+/** Newest checkpoint first, then by id; executions without a snapshot last. */
+export const sortRows = (rows: ReadonlyArray<ExecutionRow>): Array<ExecutionRow> =>
+  [...rows].sort((a, b) =>
+    a.lastCheckpoint === b.lastCheckpoint
+      ? (a.executionId < b.executionId ? -1 : 1)
+      : a.lastCheckpoint === null
+      ? 1
+      : b.lastCheckpoint === null
+      ? -1
+      : a.lastCheckpoint < b.lastCheckpoint
+      ? 1
+      : -1
+  )
+
+/**
+ * What the sorted key listing `keys` (every `execution:` key, or one execution's
+ * ledger keys) says of `executionId`: its ledger seqs, ascending. The inspector
+ * compares these between listings to re-read only executions whose ledger moved.
+ */
+export const ledgerSeqsOf = (keys: ReadonlyArray<string>, executionId: string): ReadonlyArray<number> =>
+  ledgerSeqsIn(keys, executionId)
+
+/**
+ * The rows of `ids`, in their order, read from their snapshots, leases and newest
+ * ledger records; `keys` is a sorted listing holding their ledger keys.
+ */
+export const rowsFor = (
+  storage: StorageAdapterShape,
+  ids: ReadonlyArray<string>,
+  keys: ReadonlyArray<string>,
+  progress: Progress,
+  now: number
+): Effect.Effect<Array<ExecutionRow>, StorageError> =>
+  Effect.gen(function*() {
     const seqs = new Map(ids.map((id) => [id, ledgerSeqsIn(keys, id)]))
     const heads = yield* readBatched(storage, ids.map(snapshotKey), progress, "reading snapshots")
     const leases = yield* readBatched(storage, ids.map(leaseKey), progress, "reading leases")
@@ -250,17 +287,7 @@ export const listExecutions = (
         pendingAskUser: head.value.askUser.length
       })
     }
-    return rows.sort((a, b) =>
-      a.lastCheckpoint === b.lastCheckpoint
-        ? (a.executionId < b.executionId ? -1 : 1)
-        : a.lastCheckpoint === null
-        ? 1
-        : b.lastCheckpoint === null
-        ? -1
-        : a.lastCheckpoint < b.lastCheckpoint
-        ? 1
-        : -1
-    )
+    return rows
   })
 
 /** One ledger record as `executions show` prints it. */
