@@ -221,7 +221,8 @@ const executionsShow = Command.make(
         if (Option.isNone(detail)) {
           return yield* new CliFailure({ message: `unknown execution ${executionId} under ${storages.source}` })
         }
-        const { children: spawned, ledger: view, outputs, snapshot } = detail.value
+        const { children: spawned, ledger: view, outputs, snapshot, snapshotProblem } = detail.value
+        if (snapshotProblem !== null) return yield* Effect.fail(snapshotProblem.error)
         const row = detail.value.row ?? undefined
 
         if (Option.isSome(output)) {

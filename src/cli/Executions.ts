@@ -140,7 +140,16 @@ const pathOf = (entry: { readonly stepId: string; readonly state?: unknown }): s
 
 const isRootPath = (path: string) => /^\/[^/[]+$/.test(path)
 
-/** Reads `keys` in batches, reporting progress. */
+/** What a bulk read holds for a record the storage could not decode (a damaged row or file). */
+export class DamagedRecord {
+  constructor(readonly key: string, readonly message: string) {}
+}
+
+/**
+ * Reads `keys` in batches, reporting progress. A batch that fails on a damaged record
+ * is read key by key, and each damaged record is held as a {@link DamagedRecord}, so
+ * one bad row does not hide the rest.
+ */
 const readBatched = (
   storage: StorageAdapterShape,
   keys: ReadonlyArray<string>,
@@ -151,7 +160,19 @@ const readBatched = (
     const found = new Map<string, unknown>()
     for (let start = 0; start < keys.length; start += BATCH) {
       progress.update(label, start, keys.length)
-      const batch = yield* getMany(storage, keys.slice(start, start + BATCH))
+      const slice = keys.slice(start, start + BATCH)
+      const batch = yield* getMany(storage, slice).pipe(
+        Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
+          Effect.map(
+            Effect.forEach(slice, (key) =>
+              storage.get(key).pipe(
+                Effect.map((value) => Option.map(value, (v): readonly [string, unknown] => [key, v])),
+                Effect.catchIf((error) => error.reason._tag === "Corrupt", (error) =>
+                  Effect.succeed(Option.some([key, new DamagedRecord(key, error.message)] as const)))
+              ), { concurrency: 16 }),
+            (pairs) => new Map(pairs.flatMap((pair) => Option.isSome(pair) ? [pair.value] : []))
+          ))
+      )
       for (const [key, value] of batch) found.set(key, value)
     }
     return found
@@ -255,7 +276,11 @@ export const rowsFor = (
         })
         continue
       }
-      const head = yield* Effect.exit(decodeStoredSnapshot(id, stored))
+      const head = yield* Effect.exit(
+        stored instanceof DamagedRecord
+          ? Effect.fail({ message: `record ${stored.key} is damaged: ${stored.message}` })
+          : decodeStoredSnapshot(id, stored)
+      )
       if (Exit.isFailure(head)) {
         const error = head.cause.reasons.find((reason) => reason._tag === "Fail")
         rows.push({

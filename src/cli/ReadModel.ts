@@ -7,9 +7,10 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type { StorageError } from "../Errors.ts"
-import type { StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
+import { snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
 import * as Children from "./Children.ts"
 import * as Executions from "./Executions.ts"
 import * as Queues from "./Queues.ts"
@@ -74,6 +75,13 @@ export const snapshotSummary = (head: StoredSnapshotHead, frontier: ReadonlyArra
 export interface ExecutionDetail {
   readonly row: Executions.ExecutionRow | null
   readonly snapshot: SnapshotSummary | null
+  /** Why the snapshot could not be read (then `snapshot` is null): its key and the one-line reason. */
+  readonly snapshotProblem: {
+    readonly key: string
+    readonly message: string
+    /** The failure itself, which the CLI reports as it would any other. */
+    readonly error: CliFailure | StorageError
+  } | null
   readonly ledger: Executions.LedgerView
   readonly outputs: ReadonlyMap<number, { readonly value: unknown; readonly undefined: boolean }>
   /** The detached children this execution spawned, as their manifests record them. */
@@ -84,8 +92,8 @@ export interface ExecutionDetail {
 
 /**
  * One execution read whole: its row, snapshot, ledger and children. None when
- * nothing of it is recorded; a snapshot that does not decode fails with a one-line
- * {@link CliFailure} naming the execution.
+ * nothing of it is recorded; a snapshot that does not decode is reported in
+ * `snapshotProblem` (the CLI fails with it; the inspector shows it beside the rest).
  */
 export const executionDetail = (
   storages: CliStorages,
@@ -102,12 +110,22 @@ export const executionDetail = (
       onSome: (checkpoints) => Executions.listExecutions(checkpoints, silent, now, executionId)
     })
     const [row] = listed === undefined ? [] : Executions.withLiveChildren([listed], allChildren)
-    const head = yield* Executions.loadHead(storage, executionId)
+    const head = yield* Effect.exit(Executions.loadHead(storage, executionId))
     progress.update("reading the ledger")
     const { outputs, view } = yield* Executions.readLedger(storage, executionId)
+    let problem: ExecutionDetail["snapshotProblem"] = null
+    if (Exit.isFailure(head)) {
+      const reason = head.cause.reasons.find((r) => r._tag === "Fail")
+      const error = reason?.error
+      const readable = error !== undefined && (error._tag === "CliFailure" || error.reason._tag === "Corrupt")
+      if (!readable) return yield* Effect.failCause(head.cause)
+      problem = { key: snapshotKey(executionId), message: error.message, error }
+    }
+    const loaded = Exit.isSuccess(head) ? head.value : Option.none()
     return Option.some({
       row: row ?? null,
-      snapshot: Option.match(head, { onNone: () => null, onSome: (h) => snapshotSummary(h, row?.frontier ?? []) }),
+      snapshot: Option.match(loaded, { onNone: () => null, onSome: (h) => snapshotSummary(h, row?.frontier ?? []) }),
+      snapshotProblem: problem,
       ledger: view,
       outputs,
       children: allChildren.filter((child) => child.parentExecutionId === executionId),
@@ -145,3 +163,6 @@ export const findQueue = (
     }
     return Option.none()
   })
+
+/** The first line of a message, for one-line reports. */
+export const firstLineOf = (message: string): string => message.split("\n")[0] ?? message
