@@ -32,6 +32,7 @@ import * as Executions from "./Executions.ts"
 import * as Queues from "./Queues.ts"
 import * as ReadModel from "./ReadModel.ts"
 import * as Render from "./Render.ts"
+import * as Inspector from "../inspector/Inspector.ts"
 import { CliFailure, type CliStorages, firstLine, openStorages } from "./Storages.ts"
 
 /** The version the CLI reports. */
@@ -629,6 +630,34 @@ const queues = Command.make("queues").pipe(
 )
 
 // -----------------------------------------------------------------------------
+// inspect (docs/inspector.md)
+// -----------------------------------------------------------------------------
+
+const inspect = Command.make(
+  "inspect",
+  {
+    port: Flag.Int("port").pipe(
+      Flag.withDescription(`Port on 127.0.0.1 (default ${Inspector.DEFAULT_PORT}; 0 picks a free one)`),
+      Flag.withDefault(Inspector.DEFAULT_PORT)
+    ),
+    readOnly: Flag.Boolean("read-only").pipe(
+      Flag.withDescription("Refuse the actions (clear an execution, stop a child)"),
+      Flag.withDefault(false)
+    )
+  },
+  ({ port, readOnly }) =>
+    withStorages((storages) =>
+      Effect.gen(function*() {
+        const served = yield* Inspector.serve({ storages, port, readOnly }).pipe(
+          Effect.mapError((error) => new CliFailure({ message: error.message }))
+        )
+        yield* Console.log(`inspector at ${served.url}`)
+        return yield* Effect.never
+      })
+    )
+).pipe(Command.withDescription("Serve the web inspector on 127.0.0.1 until interrupted: executions, children and queues, live"))
+
+// -----------------------------------------------------------------------------
 // paths
 // -----------------------------------------------------------------------------
 
@@ -695,7 +724,7 @@ const importNoetic = Command.make(
 ).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
 
 /** The whole command tree. */
-export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, paths, importNoetic]))
+export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, inspect, paths, importNoetic]))
 
 /** Runs the CLI on arguments (without the node and script paths); fails as the command did. */
 export const run = Command.runWith(command, { version: VERSION })

@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -20,12 +21,14 @@ import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as HttpRouter from "effect/http/HttpRouter"
 import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import type * as Scope from "effect/Scope"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Crypto from "node:crypto"
 import * as Children from "../cli/Children.ts"
 import * as Executions from "../cli/Executions.ts"
 import * as ReadModel from "../cli/ReadModel.ts"
 import type { CliStorages } from "../cli/Storages.ts"
+import * as HttpServe from "../http/HttpServe.ts"
 import { APP_JS } from "./assets/app.ts"
 import { STYLE_CSS } from "./assets/style.ts"
 import * as Views from "./Views.ts"
@@ -342,3 +345,25 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
       yield* router.add("*", "*", page(404))
     })
   )
+
+/** The port `noetic-effect inspect` serves on unless told otherwise. */
+export const DEFAULT_PORT = 4438
+
+/**
+ * Serves the inspector on 127.0.0.1 (through `HttpServe`, without its bearer token:
+ * the inspector checks its own, which becomes a cookie) until the scope closes, and
+ * returns the address to open, token included.
+ *
+ * @since 0.1.0
+ */
+export const serve = (
+  options: Omit<InspectorOptions, "token"> & { readonly port?: number; readonly token?: string }
+): Effect.Effect<{ readonly url: string; readonly base: string; readonly token: string }, HttpServe.HttpServeError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const token = options.token ?? makeToken()
+    const context = yield* Layer.build(
+      HttpServe.layer(layer({ ...options, token }), { host: "127.0.0.1", port: options.port ?? DEFAULT_PORT })
+    )
+    const served = Context.get(context, HttpServe.ServedUrl)
+    return { url: `${served.url}/?token=${token}`, base: served.url, token }
+  })

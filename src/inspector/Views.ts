@@ -89,7 +89,8 @@ export const parseListQuery = (params: URLSearchParams): ListQuery => {
   const status = params.get("status")
   const sort = params.get("sort")
   const number = (name: string, fallback: number, max: number) => {
-    const value = Number(params.get(name) ?? "")
+    const given = params.get(name)
+    const value = given === null || given.trim() === "" ? Number.NaN : Number(given)
     return Number.isInteger(value) && value >= 0 ? Math.min(value, max) : fallback
   }
   return {

@@ -25,6 +25,7 @@ export const APP_JS = String.raw`
         var v = attrs[k];
         if (v === null || v === undefined || v === false) continue;
         if (k === "text") el.textContent = String(v);
+        else if (k === "style") el.style.cssText = String(v);
         else if (k.indexOf("on") === 0) el.addEventListener(k.slice(2), v);
         else el.setAttribute(k, v === true ? "" : String(v));
       }
