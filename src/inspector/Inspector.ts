@@ -156,7 +156,7 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
   HttpRouter.use((router) =>
     Effect.gen(function*() {
       const views = yield* Views.make(options.storages)
-      const { storages, token } = options
+      const { token } = options
 
       /** The JSON of a view: its status and body (404 for an unknown execution or child). */
       const read = (request: ViewRequest): Effect.Effect<{ readonly status: number; readonly body: unknown }> => {
@@ -243,7 +243,7 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
         guarded(() =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            const storage = Option.getOrUndefined(storages.checkpoints)
+            const storage = Option.getOrUndefined((yield* views.storages).checkpoints)
             const known = storage !== undefined && (yield* Effect.orElseSucceed(Executions.isRecorded(storage, id), () => true))
             return shell(known ? 200 : 404)
           })
@@ -255,7 +255,7 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
         guarded(() =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            const storage = Option.getOrUndefined(storages.subprocess)
+            const storage = Option.getOrUndefined((yield* views.storages).subprocess)
             const known = storage !== undefined && (yield* Effect.orElseSucceed(Children.hasChild(storage, id), () => true))
             return shell(known ? 200 : 404)
           })
@@ -266,7 +266,7 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
       yield* router.add(
         "GET",
         "/api/meta",
-        guarded(() => Effect.succeed(json({ source: storages.source, readOnly: options.readOnly, statuses: Views.STATUSES })))
+        guarded(() => Effect.succeed(json({ source: options.storages.source, readOnly: options.readOnly, statuses: Views.STATUSES })))
       )
       yield* router.add("GET", "/api/executions", api((params) => Effect.succeed({ view: "executions", query: Views.parseListQuery(params) })))
       yield* router.add("GET", "/api/executions/:id", api((_, path) => Effect.map(path("id"), (id) => ({ view: "execution", id }))))
@@ -319,10 +319,10 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
         action(() =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            const storage = Option.getOrUndefined(storages.checkpoints)
+            const storage = Option.getOrUndefined((yield* views.storages).checkpoints)
             if (storage === undefined || !(yield* Executions.isRecorded(storage, id))) return problem(404, `unknown execution ${id}`)
             const now = Date.now()
-            const [row] = yield* ReadModel.executionRows(storages, now, ReadModel.silent, id)
+            const [row] = yield* ReadModel.executionRows(yield* views.storages, now, ReadModel.silent, id)
             if (row?.status === "running") return problem(409, `execution ${id} is running; stop what runs it first`)
             yield* Executions.clearExecution(storage, id)
             return json({ cleared: id })
@@ -335,7 +335,7 @@ export const layer = (options: InspectorOptions): Layer.Layer<never, never, Http
         action(() =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            const storage = Option.getOrUndefined(storages.subprocess)
+            const storage = Option.getOrUndefined((yield* views.storages).subprocess)
             if (storage === undefined || !(yield* Children.hasChild(storage, id))) return problem(404, `unknown child ${id}`)
             const outcome = yield* Children.stopChild(storage, id, options.stopGraceMs ?? 5_000)
             return json(outcome)

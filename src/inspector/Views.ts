@@ -10,11 +10,14 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import type { StorageError } from "../Errors.ts"
 import * as Children from "../cli/Children.ts"
 import * as Executions from "../cli/Executions.ts"
 import * as ReadModel from "../cli/ReadModel.ts"
-import type { CliFailure, CliStorages } from "../cli/Storages.ts"
+import { type CliFailure, type CliStorages, openRootStorage, SQLITE_FILES } from "../cli/Storages.ts"
+import { roots } from "../NoeticHome.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { MANIFEST_PREFIX } from "../schema/SubprocessManifest.ts"
 import * as ExecutionIndex from "./ExecutionIndex.ts"
 
@@ -150,21 +153,56 @@ export interface QueueSample {
 /** How many samples a queue's chart keeps. */
 const HISTORY = 120
 
-/** The views of one set of storages. */
-export const make = (storages: CliStorages) =>
+/**
+ * The storages as they are now: a home root nothing was recorded under when the
+ * inspector started (no database, no directory) is opened once something appears
+ * there, for the life of `scope`. On Postgres both are the one table from the start.
+ */
+const liveStorages = (initial: CliStorages, scope: Scope.Scope): Effect.Effect<CliStorages> => {
+  let current = initial
+  const reopen = (present: Option.Option<StorageAdapterShape>, root: string, file: string) =>
+    Option.isSome(present)
+      ? Effect.succeed(present)
+      : openRootStorage(root, file).pipe(Effect.provideService(Scope.Scope, scope), Effect.orElseSucceed(() => Option.none()))
+  return Effect.suspend(() => {
+    if (Option.isNone(current.home) || (Option.isSome(current.checkpoints) && Option.isSome(current.subprocess))) {
+      return Effect.succeed(current)
+    }
+    const r = roots(current.home.value)
+    return Effect.gen(function*() {
+      const checkpoints = yield* reopen(current.checkpoints, r.checkpoints, SQLITE_FILES.checkpoints)
+      const subprocess = yield* reopen(current.subprocess, r.subprocess, SQLITE_FILES.subprocess)
+      current = { ...current, checkpoints, subprocess }
+      return current
+    })
+  })
+}
+
+/** The views of one set of storages, for the life of the current scope. */
+export const make = (initial: CliStorages) =>
   Effect.gen(function*() {
-    const index = Option.isSome(storages.checkpoints) ? yield* ExecutionIndex.make(storages.checkpoints.value) : undefined
+    const current = liveStorages(initial, yield* Effect.scope)
+    let index: { readonly storage: StorageAdapterShape; readonly index: ExecutionIndex.ExecutionIndex } | undefined
+    const indexOf = (storages: CliStorages) =>
+      Effect.gen(function*() {
+        if (Option.isNone(storages.checkpoints)) return undefined
+        if (index === undefined || index.storage !== storages.checkpoints.value) {
+          index = { storage: storages.checkpoints.value, index: yield* ExecutionIndex.make(storages.checkpoints.value) }
+        }
+        return index.index
+      })
     const history = new Map<string, Array<QueueSample>>()
 
     const children = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      return (yield* ReadModel.childRows(storages, now)).map(childView)
+      return (yield* ReadModel.childRows(yield* current, now)).map(childView)
     })
 
     const executions = (query: ListQuery) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const kids = yield* children
+        const index = yield* indexOf(yield* current)
         const rows = index === undefined
           ? []
           : yield* index.refresh(now, (kept) => page(withOutcomes(kept, kids), query).rows.map((row) => row.executionId))
@@ -174,7 +212,7 @@ export const make = (storages: CliStorages) =>
     const execution = (executionId: string): Effect.Effect<Option.Option<unknown>, StorageError | CliFailure> =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const detail = yield* ReadModel.executionDetail(storages, executionId, now)
+        const detail = yield* ReadModel.executionDetail(yield* current, executionId, now)
         if (Option.isNone(detail)) return Option.none()
         const d = detail.value
         const kids = d.allChildren.map(childView)
@@ -203,7 +241,7 @@ export const make = (storages: CliStorages) =>
 
     const output = (executionId: string, seq: number) =>
       Effect.gen(function*() {
-        const storage = Option.getOrUndefined(storages.checkpoints)
+        const storage = Option.getOrUndefined((yield* current).checkpoints)
         if (storage === undefined) return Option.none()
         const { outputs } = yield* Executions.readLedger(storage, executionId)
         return Option.fromNullishOr(outputs.get(seq))
@@ -214,7 +252,7 @@ export const make = (storages: CliStorages) =>
 
     const queues = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const rows = yield* ReadModel.queueRows(storages)
+      const rows = yield* ReadModel.queueRows(yield* current)
       return {
         queues: rows.map((row) => {
           const key = `${row.storage}/${row.socketId}`
@@ -231,7 +269,15 @@ export const make = (storages: CliStorages) =>
       }
     })
 
-    return { executions, execution, output, children: Effect.map(children, (rows) => ({ children: rows })), child, queues }
+    return {
+      storages: current,
+      executions,
+      execution,
+      output,
+      children: Effect.map(children, (rows) => ({ children: rows })),
+      child,
+      queues
+    }
   })
 
 /** The views of one set of storages. */
