@@ -33,6 +33,14 @@ import { APP_JS } from "./assets/app.ts"
 import { STYLE_CSS } from "./assets/style.ts"
 import * as Views from "./Views.ts"
 
+/**
+ * Opens the storages the inspector reads, as the CLI's `--home` / `--pg` / `--table`
+ * select them (each an `Option`), for the life of the scope.
+ *
+ * @since 0.1.0
+ */
+export { type CliStorages, openStorages, type SourceFlags } from "../cli/Storages.ts"
+
 /** What the inspector serves and how. */
 export interface InspectorOptions {
   /** The storages to read: `openStorages` of the CLI's flags, open for as long as the layer lives. */
