@@ -66,7 +66,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   }
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
-  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 5_000)
+  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
   const waiters = new Map<string, Set<() => void>>()
