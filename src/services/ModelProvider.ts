@@ -94,6 +94,7 @@ export type RunEvent =
     }
     | { readonly type: "item"; readonly item: Item }
     | { readonly type: "tool_call_started"; readonly callId: string; readonly name: string; readonly arguments: string }
+    | { readonly type: "tool_call_progress"; readonly callId: string; readonly name: string; readonly event: unknown }
     | {
       readonly type: "tool_call_completed"
       readonly callId: string
