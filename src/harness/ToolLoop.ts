@@ -288,7 +288,7 @@ const toolLoop = (
               callProvider(provider, {
                 model,
                 instructions,
-                items: root.items as ReadonlyArray<ModelItem>,
+                items: [...root.items] as ReadonlyArray<ModelItem>,
                 tools: specs,
                 params: step.params
               }, (delta) => event(delta))
