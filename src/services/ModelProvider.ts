@@ -195,6 +195,20 @@ export class ModelRequestFailed extends Schema.TaggedError<ModelRequestFailed>("
   }
 }
 
+/**
+ * A `callModel` with tools ran on a harness without a `ModelProvider`: its `LanguageModel`
+ * answers text only, and the tools would be ignored (docs/runtime.md#providers).
+ */
+export class NoModelProvider extends Schema.TaggedError<NoModelProvider>("noetic-effect/NoModelProvider")(
+  "NoModelProvider",
+  { stepId: Schema.String }
+) {
+  override get message(): string {
+    return `callModel '${this.stepId}' has tools, and this harness has no model provider to run them: ` +
+      "build it with callModelDefaults: { provider: 'openrouter', ... } (or _testCallModel in tests)"
+  }
+}
+
 /** What a model call fails with. */
 export type ModelError = ModelRateLimited | ModelRefused | ModelParseError | ModelRequestFailed
 

@@ -300,6 +300,18 @@ describe("options noetic documents and this library does not run", () => {
     return undefined
   }
 
+  it("a callModel with tools on a harness with only a LanguageModel fails rather than ignore them", async () => {
+    const h = harness({
+      name: "no-provider",
+      agentGraph: callModel({ id: "llm", model: "m", tools: [searchTool] }),
+      params: {},
+      model: { generate: async () => ({ text: "hi" }) }
+    })
+    const error = await rejection(h.execute("go"))
+    expect(error.code).toBe("NO_MODEL_PROVIDER")
+    expect(error.message).toContain("callModelDefaults")
+  })
+
   it("are refused by name with UNSUPPORTED_OPTION", () => {
     const refused = (f: () => unknown, name: string) => {
       let error: any
