@@ -106,6 +106,9 @@ export * as IpcServer from "./layers/IpcServer.ts"
 /** A reconnecting IPC client that resumes from its acked watermark. */
 export * as IpcClient from "./layers/IpcClient.ts"
 
+/** The local web inspector: every execution, step, child and queue, live, as an `HttpRouter` layer (docs/inspector.md). */
+export * as Inspector from "./inspector/Inspector.ts"
+
 // The shapes and failures the namespaces above define, by name, so declaration files
 // built against this package can refer to them.
 export type { CheckpointStoreShape } from "./services/CheckpointStore.ts"
