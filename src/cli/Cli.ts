@@ -32,6 +32,7 @@ import * as Executions from "./Executions.ts"
 import * as Queues from "./Queues.ts"
 import * as ReadModel from "./ReadModel.ts"
 import * as Render from "./Render.ts"
+import * as Serve from "./Serve.ts"
 import * as Inspector from "../inspector/Inspector.ts"
 import { CliFailure, type CliStorages, firstLine, openStorages } from "./Storages.ts"
 
@@ -723,8 +724,15 @@ const importNoetic = Command.make(
     })
 ).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
 
+// -----------------------------------------------------------------------------
+// serve (src/cli/Serve.ts)
+// -----------------------------------------------------------------------------
+
+const serve = Command.make("serve", Serve.flags, (flags) => Effect.flatMap(noetic, (shared) => Serve.run(shared, flags)))
+  .pipe(Command.withDescription("Serve Durable Streams over HTTP on the home's SQLite database or on --pg"))
+
 /** The whole command tree. */
-export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, inspect, paths, importNoetic]))
+export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, inspect, paths, importNoetic, serve]))
 
 /** Runs the CLI on arguments (without the node and script paths); fails as the command did. */
 export const run = Command.runWith(command, { version: VERSION })
