@@ -10,24 +10,21 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
-import type * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
-import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
+import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import {
   describeAnswer,
   ForkPartial,
   HarnessClosed,
   InvalidMaxIterations,
   LoopMaxIterations,
-  ModelOutputInvalid,
   ReconcileAnswerInvalid,
   ReplayDiverged,
   SpawnTimeout,
@@ -50,12 +47,12 @@ import {
   type RetryPolicy,
   type Settled,
   type Snapshot,
-  type StandardSchema,
   staticChildren,
   type StepContext,
   type Verdict
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import * as ToolLoop from "./ToolLoop.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
@@ -215,21 +212,6 @@ export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.D
   }))
 
 /** The `output` schema's value of a reply: its text as JSON, validated. */
-const parseOutput = (step: CallModel<any, any, any>, text: string) =>
-  Effect.gen(function*() {
-    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
-    let json: unknown
-    try {
-      json = JSON.parse(text)
-    } catch (error) {
-      return yield* invalid([`not JSON: ${String(error)}`])
-    }
-    const schema = step.output as StandardSchema
-    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
-    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
-    return result.value
-  })
-
 const cancelledFields = (ctx: AgentContext) =>
   ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
 
@@ -321,7 +303,13 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     return view
   }
 
+  // A model call's recorded value carries its meta: noted on the context, its output passed on.
   const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
+    step.kind === "callModel"
+      ? Effect.map(dispatchStep(step, input, parent), (value) => ToolLoop.settle(parent.ctx, value))
+      : dispatchStep(step, input, parent)
+
+  const dispatchStep = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
     Effect.suspend(() => {
       if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
       // noetic: an aborted context throws `cancelled` at the next step boundary.
@@ -329,11 +317,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const n = parent.counters.get(step.id) ?? 0
       parent.counters.set(step.id, n + 1)
       const path = `${parent.path}/${step.id}#${n}`
-      const frame = frameAt(parent, path)
       const ctx = parent.ctx
       const position = noteDispatch(parent.run, parent.path, path)
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
-      const settle = Effect.sync(() => ctx.exitStep(path))
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
       // It captures no call site (always this line), which would cost a stack trace
       // per step; `run` gets the span to mark, so marking it is no effect of its own.
@@ -344,6 +330,22 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // The run's root step, dispatched: its hook runs just before the replay is decided
       // and the body (or reconciler) starts.
       const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
+      const identity = { stepId: step.id, kind: step.kind }
+      // The replay hot path: a resume answers most dispatches from the ledger, and a
+      // step that replays runs nothing below it, so its span is no parent and it needs
+      // no frame, no record and no finalizer (docs/architecture.md#replay-by-path).
+      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
+        ? parent.ledger.value.replayAt(path, identity)
+        : undefined
+      if (decided?._tag === "Hit") {
+        return Effect.useSpan(`${step.kind} ${step.id}`, spanOptions, (span) => {
+          mark(span, "hit")
+          ctx.exitStep(path)
+          return Effect.succeed(decided.output)
+        })
+      }
+      const frame = frameAt(parent, path)
+      const settle = Effect.sync(() => ctx.exitStep(path))
       const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
         Effect.useSpan(
           `${step.kind} ${step.id}`,
@@ -370,7 +372,6 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         })
       }
       const ledger = frame.ledger.value
-      const identity = { stepId: step.id, kind: step.kind }
       const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
       // A failed write costs resumability, not the run (noetic), unless the harness asks
       // for strict durability: then the step fails and nothing downstream runs.
@@ -426,7 +427,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         )
       }
       return traced((span) => {
-        const found = ledger.replayAt(path, identity)
+        const found = decided ?? ledger.replayAt(path, identity)
         switch (found._tag) {
           case "Hit":
             mark(span, "hit")
@@ -599,32 +600,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         (handle) => handle.await
       ))
 
-  /** One model turn, appended to the log. */
-  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted => {
-    return Effect.gen(function*() {
-      const ctx = stepContext(frame)
-      // Loaded at the first model turn: a graph without one never loads `effect/ai`.
-      const { LanguageModel: LanguageModelService } = yield* Effect.promise(
-        (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
-      )
-      const model = yield* LanguageModelService
-      const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
-      const metadata = response.content.find((part) => part.type === "response-metadata")
-      const text = response.text
-      // Without a provider id, the made-up one also names the text: a turn re-issued
-      // after a crash that returns the same answer is not doubled, and one that
-      // returns another answer is a new turn in the log, as it is downstream.
-      const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
-      const turn: Array<Item> = [
-        { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
-        { type: "message", role: "assistant", responseId, content: text }
-      ]
-      yield* frame.ctx.append(turn)
-      if (step.result === "turn") return { responseId, text }
-      if (step.result === "text") return text
-      return yield* parseOutput(step, text)
-    })
-  }
+  /** One model call (docs/runtime.md#the-tool-loop). */
+  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted =>
+    ToolLoop.callModelStep(step, input, stepContext(frame), frame.ctx)
 
   /** Calls the step's tool, or the harness tool it names. */
   const invokeToolStep = (step: InvokeTool<any>, input: unknown, frame: Frame): Interpreted => {
@@ -739,7 +717,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           lastOutput: output,
           lastText: textOf(output),
           history: [...history],
-          depth: frame.ctx.depth
+          depth: frame.ctx.depth,
+          lastStepMeta: ToolLoop.lastStepMeta(frame.ctx)
         }
         // noetic: an until that throws stops the loop.
         const verdict = yield* step.until(snapshot).pipe(

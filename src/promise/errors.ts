@@ -61,6 +61,48 @@ export class NoeticError extends Error {
   }
 }
 
+/** noetic's message for a payload (its `formatMessage`). */
+const formatPayload = (error: NoeticErrorPayload): string => {
+  const e = error as Record<string, any>
+  switch (error.kind) {
+    case "step_failed":
+      return `Step '${e.stepId}' failed: ${e.cause?.message ?? String(e.cause)}`
+    case "model_refused":
+      return `Model refused at step '${e.stepId}': ${e.refusal}`
+    case "model_parse_error":
+      return `Model parse error at step '${e.stepId}': failed to parse output`
+    case "model_rate_limit":
+      return `Model rate limited at step '${e.stepId}'${e.retryAfter ? ` (retry after ${e.retryAfter}ms)` : ""}`
+    case "cancelled":
+      return `Cancelled${e.reason ? `: ${e.reason}` : ""}`
+    case "item_schema_mismatch":
+      return e.itemType
+        ? `Item type '${e.itemType}' did not match any registered item extension schema.`
+        : `Item did not match any registered ${e.category} extension schema.`
+    case "handle_evicted":
+      return `Subprocess handle '${e.handleId}' evicted (step '${e.stepId}'): adapter returned null for ${e.gracePeriod}ms`
+    default:
+      return typeof e.message === "string" ? e.message : `NoeticError: ${error.kind}`
+  }
+}
+
+/**
+ * noetic's `NoeticErrorImpl`, with its constructor: `new NoeticErrorImpl({ kind:
+ * 'model_rate_limit', stepId, retryAfter })`. A `NoeticError` whose code is the kind
+ * in capitals.
+ */
+export class NoeticErrorImpl extends NoeticError {
+  constructor(error: NoeticErrorPayload) {
+    const cause = (error as { readonly cause?: unknown }).cause
+    super({
+      code: error.kind.toUpperCase(),
+      message: formatPayload(error),
+      ...(cause === undefined ? {} : { cause }),
+      noeticError: error
+    })
+  }
+}
+
 /** Whether `u` is a run-time `NoeticError`: an Error carrying a `noeticError { kind }` (noetic's check). */
 export const isNoeticError = (u: unknown): u is NoeticError => {
   if (u instanceof NoeticError) return true
@@ -267,6 +309,10 @@ export const toFacadeError = (error: unknown): Error => {
       const cause = (error as { readonly cause?: unknown }).cause
       return isNoeticError(cause) ? cause : stepFailed(fields.stepId, cause)
     }
+    const noeticKind = (error as { readonly noeticKind?: unknown }).noeticKind
+    if (typeof noeticKind === "string") {
+      return new NoeticError({ code, message, cause: error, noeticError: modelPayload(noeticKind, error) })
+    }
     if (typeof fields.stepId === "string") {
       const cause = asError(error)
       return new NoeticError({
@@ -279,6 +325,29 @@ export const toFacadeError = (error: unknown): Error => {
     return new NoeticError({ code, message, cause: error })
   }
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })
+}
+
+/** noetic's payload of a model failure (`model_rate_limit`, `model_refused`, `model_parse_error`). */
+const modelPayload = (kind: string, error: object): NoeticErrorPayload => {
+  const e = error as Record<string, unknown>
+  const stepId = typeof e.stepId === "string" ? { stepId: e.stepId } : {}
+  switch (kind) {
+    case "model_rate_limit":
+      return { kind, ...stepId, ...(typeof e.retryAfterMs === "number" ? { retryAfter: e.retryAfterMs } : {}) }
+    case "model_refused":
+      return { kind, ...stepId, refusal: String(e.refusal) }
+    case "model_parse_error": {
+      const issues = Array.isArray(e.issues) ? e.issues.map(String) : [String(e.detail ?? "failed to parse output")]
+      return {
+        kind,
+        ...stepId,
+        raw: typeof e.raw === "string" ? e.raw : "",
+        zodError: { issues: issues.map((message) => ({ code: "custom", message, path: [] })) }
+      }
+    }
+    default:
+      return { kind, ...stepId, cause: asError(error) }
+  }
 }
 
 /** noetic's payload for what the step `stepId` failed with (a settled path, a loop's `onError`, a failed `inParallel`). */

@@ -8,6 +8,7 @@ export {
   isNoeticError,
   NoeticConfigError,
   NoeticError,
+  NoeticErrorImpl,
   type NoeticErrorPayload
 } from "./errors.ts"
 export {
@@ -37,67 +38,70 @@ export {
   type StepLedgerRetention
 } from "./checkpoint.ts"
 export {
-  AgentContext,
-  AgentHarness,
-  type AgentHarnessOptions,
-  type AnyStep,
   type AppendPipelineResult,
-  callModel,
-  type CallModelOptions,
-  conditional,
-  type ConditionalOptions,
   type ContextLayer,
   type ContextLayerHooks,
   type ContextScope,
-  type CreateContextOptions,
-  type CwdState,
-  defaultContextLayers,
-  type DetachedHandle,
-  type DetachedSpawnOptions,
-  DetachedStatus,
-  type EffectsOptions,
-  type ExecuteOptions,
   type ExecutionContext,
-  type HarnessStatus,
-  type HarnessTool,
   history,
-  inParallel,
-  type InParallelOptions,
   type InitParams,
   instructions,
-  invokeTool,
-  type InvokeToolOptions,
   type Item,
-  type ItemLog,
+  type NoeticContextLayer,
+  type OnItemAppendParams,
+  type OnItemAppendResult,
+  type RerenderRequest,
+  type ScopedStorage,
+  scratchpad
+} from "./layers.ts"
+export { AgentContext, type CwdState, type ItemLog, StepContext } from "./context.ts"
+export {
+  type AnyStep,
+  conditional,
+  type ConditionalOptions,
+  type EffectsOptions,
+  inParallel,
+  type InParallelOptions,
   loop,
   type LoopOptions,
   type NoeticContext as Context,
-  type NoeticContextLayer,
   type NoeticStep as Step,
-  type OnItemAppendParams,
-  type OnItemAppendResult,
-  type PlainModel,
-  reattachLiveChildren,
   Reconciled,
-  type ReattachedChildren,
-  type RerenderRequest,
-  type RestoreContextOptions,
   type RetryPolicy,
   runCode,
   type RunCodeOptions,
-  type ScopedStorage,
-  scratchpad,
   type SettleResult,
   type Snapshot,
   spawn,
   type SpawnOptions,
   type StepBuildOptions,
-  type StorageEnvironment,
-  StepContext,
   subprocessOf,
-  type Tool,
   type Verdict
-} from "./harness.ts"
+} from "./builders.ts"
+export { callModel, type CallModelOptions, type PlainModel } from "./models.ts"
+export { invokeTool, type InvokeToolOptions, type Tool } from "./tools.ts"
+export {
+  type GeneratorToolConfig,
+  type ShellAdapter,
+  tool,
+  type ToolConfig,
+  ToolExecutionContext,
+  type ToolLayerState,
+  toolWithGenerator
+} from "./modelTools.ts"
+export type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
+export { type DetachedHandle, DetachedStatus } from "./handles.ts"
+export type {
+  AgentHarnessOptions,
+  CreateContextOptions,
+  DetachedSpawnOptions,
+  ExecuteOptions,
+  HarnessStatus,
+  HarnessTool,
+  RestoreContextOptions,
+  StorageEnvironment
+} from "./options.ts"
+export { AgentHarness, defaultContextLayers, reattachLiveChildren, type ReattachedChildren } from "./harness.ts"
 export {
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
@@ -168,6 +172,8 @@ export type {
 } from "../harness/Step.ts"
 export type { LocalSubprocessAdapterOptions as EngineLocalSubprocessAdapterOptions } from "../layers/LocalSubprocessAdapter.ts"
 export type { GenerateRequest } from "../layers/ScriptedModel.ts"
+export type { StepMeta } from "../harness/ToolLoop.ts"
+export type { ModelDelta, RoundUsage, RunEvent, ToolSpec } from "../services/ModelProvider.ts"
 export type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 export type { ClientFrame, ServerFrame } from "../schema/IpcFrame.ts"
 export type { HandleStatus } from "../services/SubprocessAdapter.ts"

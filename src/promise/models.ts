@@ -1,0 +1,201 @@
+/**
+ * The model side of the facade: `callModel` in noetic's shapes, and the model layer a
+ * harness is built with.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as AiError from "effect/ai/AiError"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import * as Step from "../harness/Step.ts"
+import type * as ScriptedModel from "../layers/ScriptedModel.ts"
+import type { StepContext } from "./context.ts"
+import { type AnyStep, build, engineStepOptions, facadeContext, type StepBuildOptions } from "./builders.ts"
+import { type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
+import { NoeticConfigError } from "./errors.ts"
+import { toModelTool } from "./modelTools.ts"
+import type { Tool } from "./tools.ts"
+
+/** Options of `callModel` (noetic's `CallModelOpts`). */
+export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
+  readonly id: string
+  /** The model id: a string, or `(ctx) => string`; an empty string throws `MISSING_MODEL`. */
+  readonly model: string | ((ctx: StepContext) => string)
+  /** A system message before the history: a string or `(ctx) => string | undefined`. */
+  readonly instructions?: string | ((ctx: StepContext) => string | undefined)
+  readonly tools?: unknown
+  /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
+  readonly output?: Step.StandardSchema<O>
+  readonly params?: Step.ModelParams
+  /** This library's prompt builder, instead of instructions + history + input. */
+  readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
+}
+
+/** noetic's `callModel` options this library does not run: refused when the step is built. */
+const UNSUPPORTED_CALL_MODEL_OPTIONS = ["outputJsonSchema", "emit", "projection"] as const
+
+const convertedTools = new WeakMap<object, ModelTool>()
+
+/** A facade tool as the engine's, converted once. */
+const modelToolOf = (given: Tool): ModelTool => {
+  if (typeof given !== "object" || given === null) return toModelTool(given)
+  let converted = convertedTools.get(given)
+  if (converted === undefined) {
+    converted = toModelTool(given)
+    convertedTools.set(given, converted)
+  }
+  return converted
+}
+
+/** The tools of a `callModel` (or a harness) as the engine's: a list, or `(ctx) => list`. */
+export const engineTools = (tools: unknown): unknown => {
+  if (Array.isArray(tools)) return tools.map(modelToolOf)
+  if (typeof tools === "function") {
+    return (ctx: Step.StepContext) => {
+      const picked = (tools as (ctx: StepContext) => unknown)(facadeContext(ctx))
+      return Array.isArray(picked) ? picked.map(modelToolOf) : picked
+    }
+  }
+  if (tools === undefined) return undefined
+  throw new NoeticConfigError({
+    code: "INVALID_TOOLS",
+    message: "callModel's tools must be an array of tools, or (ctx) => tools",
+    hint: "Pass tools: [tool({ name, description, input, execute })]."
+  })
+}
+
+const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<T> | undefined =>
+  typeof value === "function" ? (ctx: Step.StepContext) => (value as (ctx: StepContext) => T)(facadeContext(ctx)) : value
+
+/**
+ * A model turn through the harness's model, appended to the item log. The option
+ * form resolves, as noetic's does, with the reply's text, or with `output`'s value of
+ * it (a Standard Schema; a reply that does not match rejects `MODEL_OUTPUT_INVALID`).
+ * Throws `EMPTY_STEP_ID` / `MISSING_MODEL`. The positional `callModel(id, options?)`
+ * resolves with the whole turn, `{ responseId, text }`.
+ */
+export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
+/** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
+export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<I = string>(
+  id: string,
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
+): AnyStep<I, Step.ModelTurn>
+export function callModel(
+  idOrOptions: string | CallModelOptions<any, any>,
+  options?: StepBuildOptions & Partial<Omit<CallModelOptions<any>, "id" | "output">>
+): AnyStep {
+  const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string" ? { ...options, id: idOrOptions } : idOrOptions
+  for (const option of UNSUPPORTED_CALL_MODEL_OPTIONS) {
+    if ((opts as Record<string, unknown>)[option] !== undefined) {
+      throw new NoeticConfigError({
+        code: "UNSUPPORTED_OPTION",
+        message: `callModel '${opts.id}' has '${option}', which noetic-effect does not run`,
+        hint: `Remove '${option}': this library refuses an option it would otherwise ignore (docs/runtime.md#not-supported).`
+      })
+    }
+  }
+  const model = lazyOf(opts.model)
+  const instructions = lazyOf(opts.instructions)
+  const engineOptions = {
+    ...engineStepOptions(opts),
+    ...(model === undefined ? {} : { model }),
+    ...(instructions === undefined ? {} : { instructions }),
+    ...(opts.params === undefined ? {} : { params: opts.params }),
+    ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
+    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
+  }
+  return build(() =>
+    typeof idOrOptions === "string"
+      ? Step.callModel(idOrOptions, engineOptions)
+      : Step.callModel({
+        ...engineOptions,
+        id: opts.id!,
+        model: model as Step.Lazy<string>,
+        ...(opts.output === undefined ? {} : { output: opts.output })
+      })
+  )
+}
+
+/** A model as a plain object: one `generate` per turn. */
+export interface PlainModel {
+  generate(request: ScriptedModel.GenerateRequest): Promise<{ readonly text: string; readonly id?: string }>
+}
+
+// The model modules (`effect/ai`) load when a harness is built, not when the library is
+// imported: a process that only defines steps (a child agent importing its step module)
+// never pays for them.
+const loadModelModules = Effect.promise(() =>
+  Promise.all([
+    import("effect/ai/LanguageModel") as Promise<typeof LanguageModel>,
+    import("effect/ai/AiError") as Promise<typeof AiError>,
+    import("../layers/ScriptedModel.ts") as Promise<typeof ScriptedModel>
+  ])
+)
+
+export const modelLayer = (model: PlainModel | Layer.Layer<LanguageModel.LanguageModel> | undefined): Layer.Layer<LanguageModel.LanguageModel> => {
+  if (model !== undefined && !("generate" in model)) return model
+  return Layer.unwrap(Effect.map(loadModelModules, ([LanguageModel, AiError, ScriptedModel]) => {
+    if (model === undefined) {
+      return Layer.effect(
+        LanguageModel.LanguageModel,
+        LanguageModel.make({
+          generateText: () =>
+            Effect.fail(
+              AiError.make({
+                module: "AgentHarness",
+                method: "callModel",
+                reason: new AiError.InvalidRequestError({ description: "this harness was built without a model" })
+              })
+            ),
+          streamText: () => {
+            throw new Error("this harness was built without a model")
+          }
+        })
+      )
+    }
+    return Layer.effect(
+      LanguageModel.LanguageModel,
+      ScriptedModel.fromGenerate((request) =>
+        Effect.tryPromise({
+          try: () => model.generate(request),
+          catch: (cause) =>
+            AiError.make({
+              module: "AgentHarness",
+              method: "generate",
+              reason: new AiError.UnknownError({ description: cause instanceof Error ? cause.message : String(cause) })
+            })
+        })
+      )
+    )
+  }))
+}
+
+/**
+ * The model side of a harness's runtime: its `ModelProvider` (`callModelDefaults`,
+ * `_testCallModel`) and its tool pool (`tools: Tool[]`) as `ModelTools`.
+ */
+export const modelRuntimeLayer = (options: {
+  readonly tools?: unknown
+  readonly callModelDefaults?: LlmProviderConfig | undefined
+  readonly _testCallModel?: ModelProviderOptions["_testCallModel"]
+}): Layer.Layer<never> => {
+  const provider = providerLayer(options)
+  const tools = Array.isArray(options.tools)
+    ? Layer.succeed(ModelTools, engineTools(options.tools) as ReadonlyArray<ModelTool>)
+    : Layer.empty
+  return Layer.mergeAll(provider ?? Layer.empty, tools) as Layer.Layer<never>
+}
+
+/** A harness's tools by name, for `invokeTool(id, name)`: noetic's `Tool[]` or this library's `{ name: fn }`. */
+export const namedTools = (
+  tools: unknown
+): Readonly<Record<string, (input: unknown, ctx: StepContext) => unknown>> => {
+  if (tools === undefined) return {}
+  if (!Array.isArray(tools)) return tools as Record<string, (input: unknown, ctx: StepContext) => unknown>
+  return Object.fromEntries(
+    (tools as ReadonlyArray<Tool>).map((t) => [t.name ?? "", (input: unknown, ctx: StepContext) => t.execute(input, ctx)])
+  )
+}
