@@ -210,7 +210,11 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
   })
 
   it("gives a tool noetic's ToolExecutionContext, and uses the harness's tools when the step names none", async () => {
-    const server = await serve([{ toolCalls: [{ id: "c1", name: "where", arguments: "{}" }] }, { text: "ok" }])
+    const server = await serve([
+      { text: "first call" },
+      { toolCalls: [{ id: "c1", name: "where", arguments: "{}" }] },
+      { text: "ok" }
+    ])
     const seen: Array<unknown> = []
     const where = tool({
       name: "where",
@@ -218,12 +222,19 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       input: objectSchema({}),
       output: undefined,
       execute: async (_args, toolCtx) => {
-        seen.push(toolCtx.ctx.id, toolCtx.ctx.threadId, await toolCtx.fs.readFileText("/x"), toolCtx.lastStepMeta)
+        seen.push(toolCtx.ctx.id, toolCtx.ctx.threadId, await toolCtx.fs.readFileText("/x"), toolCtx.lastStepMeta?.responseItems.length)
         return "here"
       }
     })
     const fs = { readFileText: async (path: string) => `contents of ${path}` } as any
-    const step = callModel({ id: "ask", model: "m/x" })
+    // Two calls: the tool, run by the second, sees the first's meta as lastStepMeta.
+    const step = runCode({
+      id: "twice",
+      execute: async (input: string, ctx) => {
+        await ctx.run(callModel({ id: "first", model: "m/x", tools: [] }), input)
+        return ctx.run(callModel({ id: "ask", model: "m/x" }), input)
+      }
+    })
     const h = harness({
       name: "tool-ctx",
       agentGraph: step,
@@ -233,8 +244,10 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
     })
     const { executionId } = await h.execute("go", { threadId: "t-1" })
-    expect(seen).toEqual([executionId, "t-1", "contents of /x", null])
-    expect(server.requests[0]!.body.tools.map((t: any) => t.function.name)).toEqual(["where"])
+    expect(seen).toEqual([executionId, "t-1", "contents of /x", 1])
+    // `tools: []` offers none; no `tools` offers the harness's.
+    expect(server.requests[0]!.body.tools).toBeUndefined()
+    expect(server.requests[1]!.body.tools.map((t: any) => t.function.name)).toEqual(["where"])
   })
 
   it("runs a toolWithGenerator tool: its yields are progress, its return value the result", async () => {
