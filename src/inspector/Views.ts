@@ -269,6 +269,9 @@ export const make = (initial: CliStorages) =>
       }
     })
 
+    // The first list read is the costly one (every snapshot once): start it now, not on the first visit.
+    yield* Effect.forkScoped(Effect.ignore(executions(parseListQuery(new URLSearchParams()))))
+
     return {
       storages: current,
       executions,
