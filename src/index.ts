@@ -131,3 +131,15 @@ export type { SubprocessAdapter as SubprocessAdapterService } from "./services/S
 export { ExecutionLeaseHeld, ExecutionLeaseLost, ExecutionLeaseUnsupported } from "./services/ExecutionLease.ts"
 export type { ExecutionLeaseShape } from "./services/ExecutionLease.ts"
 export type { Fence } from "./services/StorageAdapter.ts"
+
+/** Durable streams (the Durable Streams protocol's semantics) over any `StorageAdapter`. */
+export * as DurableStreams from "./services/DurableStreams.ts"
+
+/** Serving an `HttpRouter` app on Node: host/port, optional bearer token, body limit, graceful shutdown. */
+export * as HttpServe from "./http/HttpServe.ts"
+
+/** The Durable Streams HTTP routes: `layerRouter` mounts them into a host's router. */
+export * as StreamRoutes from "./http/StreamRoutes.ts"
+
+/** A Durable Streams server: `layer` serves the routes; `makePostgresSignals` wakes servers on one Postgres. */
+export * as StreamServer from "./http/StreamServer.ts"
