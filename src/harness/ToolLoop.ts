@@ -98,6 +98,12 @@ export const settle = (ctx: AgentContext, value: unknown): unknown => {
   return value.output
 }
 
+/** A value, or what a Promise of it resolves with. */
+const awaited = <T>(value: T | PromiseLike<T>): Effect.Effect<T> =>
+  typeof (value as { then?: unknown })?.then === "function"
+    ? Effect.promise(() => Promise.resolve(value))
+    : Effect.succeed(value as T)
+
 const resolveLazy = <T>(value: Lazy<T>, ctx: StepContext): T =>
   typeof value === "function" ? (value as (ctx: StepContext) => T)(ctx) : value
 
@@ -252,12 +258,22 @@ const toolLoop = (
   provider: ModelProviderShape
 ): Effect.Effect<ModelTurnRecord, unknown, unknown> =>
   Effect.gen(function*() {
-    const model = step.model === undefined ? "" : resolveLazy(step.model, ctx)
+    // noetic's Lazy values may be functions of the context, returning a value or a Promise of it.
+    const model = yield* awaited(step.model === undefined ? "" : resolveLazy(step.model, ctx))
     if (typeof model !== "string" || model.trim() === "") {
-      return yield* new ModelParseError({ model: String(model), stepId: step.id, detail: `callModel(${JSON.stringify(step.id)}) resolved model to an empty string` })
+      return yield* new ModelParseError({
+        model: String(model),
+        stepId: step.id,
+        detail: `callModel(${JSON.stringify(step.id)}) resolved model to ${typeof model === "string" ? "an empty string" : typeof model}`
+      })
     }
-    const instructions = step.instructions === undefined ? undefined : resolveLazy(step.instructions, ctx)
-    const given = typeof step.tools === "function" ? (step.tools as (ctx: StepContext) => unknown)(ctx) : step.tools
+    const instructions = yield* awaited(step.instructions === undefined ? undefined : resolveLazy(step.instructions, ctx))
+    const given = yield* awaited(
+      typeof step.tools === "function" ? (step.tools as (ctx: StepContext) => unknown)(ctx) : step.tools
+    )
+    if (given !== undefined && !Array.isArray(given)) {
+      return yield* Effect.die(new TypeError(`callModel(${JSON.stringify(step.id)}): tools must resolve to an array of tools`))
+    }
     const tools: ReadonlyArray<ModelTool> = Array.isArray(given)
       ? given as ReadonlyArray<ModelTool>
       : Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])

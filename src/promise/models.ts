@@ -21,11 +21,15 @@ import type { Tool } from "./tools.ts"
 /** Options of `callModel` (noetic's `CallModelOpts`). */
 export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
   readonly id: string
-  /** The model id: a string, or `(ctx) => string`; an empty string throws `MISSING_MODEL`. */
-  readonly model: string | ((ctx: StepContext) => string)
-  /** A system message before the history: a string or `(ctx) => string | undefined`. */
-  readonly instructions?: string | ((ctx: StepContext) => string | undefined)
-  readonly tools?: unknown
+  /** The model id: a string, or `(ctx) => string` (or a Promise of it); an empty string throws `MISSING_MODEL`. */
+  readonly model: string | ((ctx: StepContext) => string | Promise<string>)
+  /** A system message before the history: a string or `(ctx) => string | undefined` (or a Promise of it). */
+  readonly instructions?: string | ((ctx: StepContext) => string | undefined | Promise<string | undefined>)
+  /**
+   * The tools the model may call (docs/runtime.md#tools): a list, or `(ctx) => list` (or a
+   * Promise of it); `[]` offers none; absent, the harness's `tools`.
+   */
+  readonly tools?: ReadonlyArray<Tool> | ((ctx: StepContext) => ReadonlyArray<Tool> | undefined | Promise<ReadonlyArray<Tool> | undefined>)
   /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
   readonly output?: Step.StandardSchema<O>
   readonly params?: Step.ModelParams
@@ -55,7 +59,10 @@ export const engineTools = (tools: unknown): unknown => {
   if (typeof tools === "function") {
     return (ctx: Step.StepContext) => {
       const picked = (tools as (ctx: StepContext) => unknown)(facadeContext(ctx))
-      return Array.isArray(picked) ? picked.map(modelToolOf) : picked
+      const convert = (list: unknown) => (Array.isArray(list) ? list.map(modelToolOf) : list)
+      return typeof (picked as { then?: unknown })?.then === "function"
+        ? Promise.resolve(picked).then(convert)
+        : convert(picked)
     }
   }
   if (tools === undefined) return undefined
@@ -101,8 +108,9 @@ export function callModel(
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
     ...engineStepOptions(opts),
-    ...(model === undefined ? {} : { model }),
-    ...(instructions === undefined ? {} : { instructions }),
+    // A Promise a lazy value returns is awaited by the tool loop (src/harness/ToolLoop.ts).
+    ...(model === undefined ? {} : { model: model as Step.Lazy<string> }),
+    ...(instructions === undefined ? {} : { instructions: instructions as Step.Lazy<string | undefined> }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })

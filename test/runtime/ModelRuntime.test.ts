@@ -155,6 +155,23 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     expect(server.requests).toHaveLength(2)
   })
 
+  it("resolves model, instructions and tools given as (async) functions of the context", async () => {
+    const server = await serve([{ text: "lazy" }])
+    const step = callModel({
+      id: "lazy",
+      model: async () => "m/lazy",
+      instructions: (ctx) => `depth ${ctx.depth}`,
+      tools: async () => [searchTool]
+    })
+    const h = harness({ name: "lazy", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    expect((await h.execute("go")).output).toBe("lazy")
+    expect(server.requests[0]!.body).toMatchObject({
+      model: "m/lazy",
+      messages: [{ role: "system", content: "depth 0" }, { role: "user", content: "go" }],
+      tools: [{ function: { name: "search" } }]
+    })
+  })
+
   it("reads the key from OPENROUTER_API_KEY, and answers a whole JSON completion too", async () => {
     const server = await serve([{ text: "hi", json: true }])
     const saved = process.env.OPENROUTER_API_KEY
