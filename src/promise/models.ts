@@ -10,9 +10,11 @@ import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as Step from "../harness/Step.ts"
 import type * as ScriptedModel from "../layers/ScriptedModel.ts"
-import type { StepContext } from "./context.ts"
 import { type AnyStep, build, engineStepOptions, facadeContext, type StepBuildOptions } from "./builders.ts"
-import { type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import { directCall, type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import * as Bridge from "./bridge.ts"
+import { type AgentContext, StepContext } from "./context.ts"
+import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { toModelTool } from "./modelTools.ts"
@@ -206,4 +208,33 @@ export const namedTools = (
   return Object.fromEntries(
     (tools as ReadonlyArray<Tool>).map((t) => [t.name ?? "", (input: unknown, ctx: StepContext) => t.execute(input, ctx)])
   )
+}
+
+/** What `harness.callModel` is asked (noetic's `CallModelRequest`). */
+export interface HarnessCallModelRequest {
+  readonly model: string
+  readonly items: ReadonlyArray<ItemLike>
+  readonly instructions?: string
+  readonly params?: Step.ModelParams
+  /** The tools the model may call; the harness's when absent. */
+  readonly tools?: ReadonlyArray<Tool>
+  /** The context of the step calling: what the tools run with (required for tools to run). */
+  readonly ctx?: AgentContext
+}
+
+/**
+ * noetic's `harness.callModel(request)` on the engine: one model call with its tool loop,
+ * on `request.items`, recorded nowhere (docs/runtime.md#harnesscallmodel).
+ */
+export const harnessCallModel = (request: HarnessCallModelRequest) => {
+  const tools = request.tools === undefined ? undefined : engineTools(request.tools) as ReadonlyArray<ModelTool>
+  // A step's context carries the engine's view of the step, which the tools run with.
+  const ctx = request.ctx instanceof StepContext ? Bridge.context.of(request.ctx) as Step.StepContext : undefined
+  return directCall({
+    model: request.model,
+    items: request.items,
+    ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
+    ...(request.params === undefined ? {} : { params: request.params }),
+    ...(tools === undefined ? {} : { tools })
+  }, ctx)
 }

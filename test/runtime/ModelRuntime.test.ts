@@ -289,6 +289,39 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
   })
 })
 
+describe("harness.callModel", () => {
+  it("runs one model call with its tool loop on the given items, from a step, recording and appending nothing", async () => {
+    searchCalls.length = 0
+    const server = await serve([
+      { toolCalls: [{ id: "c1", name: "search", arguments: "{\"query\":\"direct\"}" }], usage: { prompt: 3, completion: 1, cost: 0.01 } },
+      { text: "direct answer", usage: { prompt: 5, completion: 2, cost: 0.02 } }
+    ])
+    let answer: any
+    const step = runCode({
+      id: "raw",
+      execute: async (_: string, ctx) => {
+        answer = await ctx.harness.callModel({
+          model: "m/direct",
+          instructions: "be direct",
+          items: [{ id: "u1", type: "message", role: "user", status: "completed", content: [{ type: "input_text", text: "hello" }] }],
+          tools: [searchTool],
+          ctx
+        })
+        return "ok"
+      }
+    })
+    const h = harness({ name: "direct", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    const ctx = h.createContext()
+    expect(await h.run(step, "go", ctx)).toBe("ok")
+    expect(searchCalls).toEqual([{ query: "direct" }])
+    expect(answer.items.map((item: any) => item.type)).toEqual(["function_call", "function_call_output", "message"])
+    expect(answer.usage).toEqual({ inputTokens: 8, outputTokens: 3 })
+    expect(answer.cost).toBeCloseTo(0.03, 10)
+    expect(server.requests[0]!.body.messages).toEqual([{ role: "system", content: "be direct" }, { role: "user", content: "hello" }])
+    expect(ctx.itemLog.items).toEqual([])
+  })
+})
+
 describe("noetic's testing seam, _testCallModel", () => {
   const textOnly = (text: string): LLMResponse => ({
     items: [{ id: `msg-${text}`, type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] }],
