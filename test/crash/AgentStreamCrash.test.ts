@@ -1,0 +1,117 @@
+/**
+ * Agent streams exactly once across host crashes (docs/agent-streams.md#exactly-once):
+ * a real host process (test/fixtures/agentStreamHost.ts) writes chunk 1..N to its
+ * execution's stream and SIGKILLs itself at a chunk boundary k (0..N); a new host on
+ * the same storage and port resumes the execution. A `readStream` reader in this
+ * process, following live across both hosts, ends with chunk 1..N exactly once, in
+ * order, and the final event. On SQLite, and on Postgres when NOETIC_PG_URL is set.
+ */
+import { randomUUID } from "node:crypto"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Readline from "node:readline"
+import { fileURLToPath } from "node:url"
+import { afterAll, assert, describe, it } from "vitest"
+import { readStream } from "../../src/client/index.ts"
+
+const host = fileURLToPath(new URL("../fixtures/agentStreamHost.ts", import.meta.url))
+const CHUNKS = 2
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = Net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+/** A host process and its stdout lines, parsed. */
+export const startHost = (env: Record<string, string>) => {
+  const proc = ChildProcess.spawn(process.execPath, ["--import", "tsx", host], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, ...env }
+  })
+  const lines = Readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]()
+  const exited = new Promise<string>((resolve) =>
+    proc.once("exit", (code, signal) => resolve(signal ?? String(code)))
+  )
+  const until = async (test: (line: any) => boolean) => {
+    for (;;) {
+      const next = await lines.next()
+      if (next.done) throw new Error("the host exited first")
+      const line = JSON.parse(next.value)
+      if (test(line)) return line
+    }
+  }
+  return { proc, until, exited }
+}
+
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const dir of dirs) Fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/**
+ * The runs killed at boundary 0..CHUNKS, chained: host k resumes run k-1 and starts run
+ * k, killed at boundary k; the last host only resumes. A reader per run follows it
+ * live across its two hosts.
+ */
+const crashCases = async (storage: string) => {
+  const port = await freePort()
+  const tag = randomUUID().slice(0, 8)
+  const runs = Array.from({ length: CHUNKS + 1 }, (_, k) => `exec-${k}-${tag}`)
+  const env = { STORAGE: storage, PORT: String(port), CHUNKS: String(CHUNKS) }
+  const readings: Array<Promise<Array<unknown>>> = []
+  for (let k = 0; k <= CHUNKS + 1; k++) {
+    const run = runs[k]
+    const hostK = startHost({
+      ...env,
+      RESUME: k === 0 ? "" : runs[k - 1]!,
+      RUN: run ?? "",
+      ...(run === undefined ? {} : { KILL_AT: String(k) })
+    })
+    const { url } = await hostK.until((line) => line.url !== undefined)
+    if (run !== undefined) {
+      await hostK.until((line) => line.exec === run && line.opened === true)
+      readings.push((async () => {
+        const seen: Array<unknown> = []
+        for await (const item of readStream(`${url}/executions/${run}/output`, { maxBackoffMillis: 200 })) {
+          seen.push(item.data)
+        }
+        return seen
+      })())
+      assert.strictEqual(await hostK.exited, "SIGKILL")
+    } else {
+      assert.strictEqual(await hostK.exited, "0")
+    }
+  }
+  // Each reader ends by itself: its stream is closed after the final event.
+  return Promise.all(readings)
+}
+
+const expected = [...Array.from({ length: CHUNKS }, (_, i) => `chunk ${i + 1}`), { $end: "succeeded" }]
+
+describe("agent streams across a SIGKILL at every chunk boundary", () => {
+  it("SQLite: a reader ends with chunk 1..N exactly once and the final event", { timeout: 120_000 }, async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-stream-crash-"))
+    dirs.push(dir)
+    const seen = await crashCases(`sqlite:${Path.join(dir, "streams.db")}`)
+    seen.forEach((items, k) => assert.deepStrictEqual(items, expected, `killed after ${k} chunks`))
+  })
+
+  const pg = process.env.NOETIC_PG_URL
+  it.skipIf(pg === undefined)(
+    "Postgres: a reader ends with chunk 1..N exactly once and the final event",
+    { timeout: 120_000 },
+    async () => {
+      const table = `agent_stream_${randomUUID().replaceAll("-", "").slice(0, 12)}`
+      const seen = await crashCases(`pg:${pg}#${table}`)
+      seen.forEach((items, k) => assert.deepStrictEqual(items, expected, `killed after ${k} chunks`))
+    }
+  )
+})
