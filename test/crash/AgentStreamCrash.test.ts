@@ -97,7 +97,7 @@ const crashCases = async (storage: string) => {
 const expected = [...Array.from({ length: CHUNKS }, (_, i) => `chunk ${i + 1}`), { $end: "succeeded" }]
 
 describe("agent streams across a SIGKILL at every chunk boundary", () => {
-  it("SQLite: a reader ends with chunk 1..N exactly once and the final event", { timeout: 120_000 }, async () => {
+  it("SQLite: a reader ends with chunk 1..N exactly once and the final event", { timeout: 300_000 }, async () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-stream-crash-"))
     dirs.push(dir)
     const seen = await crashCases(`sqlite:${Path.join(dir, "streams.db")}`)
@@ -107,7 +107,7 @@ describe("agent streams across a SIGKILL at every chunk boundary", () => {
   const pg = process.env.NOETIC_PG_URL
   it.skipIf(pg === undefined)(
     "Postgres: a reader ends with chunk 1..N exactly once and the final event",
-    { timeout: 120_000 },
+    { timeout: 300_000 },
     async () => {
       const table = `agent_stream_${randomUUID().replaceAll("-", "").slice(0, 12)}`
       const seen = await crashCases(`pg:${pg}#${table}`)
