@@ -85,6 +85,15 @@ export * as SubprocessManifest from "./services/SubprocessRecords.ts"
 /** A scripted `LanguageModel`, and one over a plain `generate` function. */
 export * as ScriptedModel from "./layers/ScriptedModel.ts"
 
+/** Model providers (`ModelProvider`), the run events a model call publishes (`RunEvents`), model errors. */
+export * as ModelProvider from "./services/ModelProvider.ts"
+
+/** A `ModelProvider` speaking OpenRouter's chat completions API over `effect/http`. */
+export * as OpenRouterModel from "./layers/OpenRouterModel.ts"
+
+/** The `callModel` tool loop: `ModelTool`, the harness's `ModelTools`, `StepMeta`. */
+export * as ToolLoop from "./harness/ToolLoop.ts"
+
 /** The durable IPC failure, one error with tagged reasons. */
 export * as IpcError from "./IpcError.ts"
 
@@ -99,6 +108,9 @@ export * as IpcServer from "./layers/IpcServer.ts"
 
 /** A reconnecting IPC client that resumes from its acked watermark. */
 export * as IpcClient from "./layers/IpcClient.ts"
+
+/** The local web inspector: every execution, step, child and queue, live, as an `HttpRouter` layer (docs/inspector.md). */
+export * as Inspector from "./inspector/Inspector.ts"
 
 // The shapes and failures the namespaces above define, by name, so declaration files
 // built against this package can refer to them.
@@ -122,3 +134,15 @@ export type { SubprocessAdapter as SubprocessAdapterService } from "./services/S
 export { ExecutionLeaseHeld, ExecutionLeaseLost, ExecutionLeaseUnsupported } from "./services/ExecutionLease.ts"
 export type { ExecutionLeaseShape } from "./services/ExecutionLease.ts"
 export type { Fence } from "./services/StorageAdapter.ts"
+
+/** Durable streams (the Durable Streams protocol's semantics) over any `StorageAdapter`. */
+export * as DurableStreams from "./services/DurableStreams.ts"
+
+/** Serving an `HttpRouter` app on Node: host/port, optional bearer token, body limit, graceful shutdown. */
+export * as HttpServe from "./http/HttpServe.ts"
+
+/** The Durable Streams HTTP routes: `layerRouter` mounts them into a host's router. */
+export * as StreamRoutes from "./http/StreamRoutes.ts"
+
+/** A Durable Streams server: `layer` serves the routes; `makePostgresSignals` wakes servers on one Postgres. */
+export * as StreamServer from "./http/StreamServer.ts"

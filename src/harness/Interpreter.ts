@@ -324,11 +324,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const n = parent.counters.get(step.id) ?? 0
       parent.counters.set(step.id, n + 1)
       const path = `${parent.path}/${step.id}#${n}`
-      const frame = frameAt(parent, path)
       const ctx = parent.ctx
       const position = noteDispatch(parent.run, parent.path, path)
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
-      const settle = Effect.sync(() => ctx.exitStep(path))
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
       // It captures no call site (always this line), which would cost a stack trace
       // per step; `run` gets the span to mark, so marking it is no effect of its own.
@@ -339,6 +337,22 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // The run's root step, dispatched: its hook runs just before the replay is decided
       // and the body (or reconciler) starts.
       const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
+      const identity = { stepId: step.id, kind: step.kind }
+      // The replay hot path: a resume answers most dispatches from the ledger, and a
+      // step that replays runs nothing below it, so its span is no parent and it needs
+      // no frame, no record and no finalizer (docs/architecture.md#replay-by-path).
+      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
+        ? parent.ledger.value.replayAt(path, identity)
+        : undefined
+      if (decided?._tag === "Hit") {
+        return Effect.useSpan(`${step.kind} ${step.id}`, spanOptions, (span) => {
+          mark(span, "hit")
+          ctx.exitStep(path)
+          return Effect.succeed(decided.output)
+        })
+      }
+      const frame = frameAt(parent, path)
+      const settle = Effect.sync(() => ctx.exitStep(path))
       const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
         Effect.useSpan(
           `${step.kind} ${step.id}`,
@@ -365,7 +379,6 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         })
       }
       const ledger = frame.ledger.value
-      const identity = { stepId: step.id, kind: step.kind }
       const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
       // A failed write costs resumability, not the run (noetic), unless the harness asks
       // for strict durability: then the step fails and nothing downstream runs.
@@ -421,7 +434,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         )
       }
       return traced((span) => {
-        const found = ledger.replayAt(path, identity)
+        const found = decided ?? ledger.replayAt(path, identity)
         switch (found._tag) {
           case "Hit":
             mark(span, "hit")
@@ -674,6 +687,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       let current = input
       let lastOutput: { readonly value: unknown } | undefined
       let stepCount = 0
+      // Tokens and cost of the model calls made in the loop (docs/runtime.md#the-tool-loop).
+      const spent = { input: 0, output: 0, cost: 0, meta: ToolLoop.lastStepMeta(frame.ctx) }
       for (let iteration = 1;; iteration++) {
         if (frame.ctx.aborted) {
           return yield* new StepCancelled(cancelledFields(frame.ctx))
@@ -702,12 +717,19 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         lastOutput = { value: output }
         history.push(output)
         if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
+        const meta = ToolLoop.lastStepMeta(frame.ctx)
+        if (meta !== undefined && meta !== spent.meta) {
+          spent.meta = meta
+          spent.input += meta.usage?.inputTokens ?? 0
+          spent.output += meta.usage?.outputTokens ?? 0
+          spent.cost += meta.cost ?? 0
+        }
         const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
         const snapshot: Snapshot = {
           stepCount,
-          tokens: { input: 0, output: 0, total: 0 },
+          tokens: { input: spent.input, output: spent.output, total: spent.input + spent.output },
           elapsed: now - startedAt,
-          cost: 0,
+          cost: spent.cost,
           lastOutput: output,
           lastText: textOf(output),
           history: [...history],

@@ -24,6 +24,7 @@ import {
   ModelParseError,
   ModelProvider,
   type ModelProviderShape,
+  NoModelProvider,
   ofStep,
   type ModelResponse,
   publish,
@@ -80,8 +81,15 @@ const isTurnRecord = (u: unknown): u is ModelTurnRecord =>
 
 const metas = new WeakMap<AgentContext, StepMeta>()
 
-/** The meta of the last `callModel` that settled on `ctx`. */
-export const lastStepMeta = (ctx: AgentContext): StepMeta | undefined => metas.get(ctx)
+/** The meta of the last `callModel` that settled on `ctx` (or on the context a step's view of it is made from). */
+export const lastStepMeta = (ctx: AgentContext): StepMeta | undefined => {
+  // A step's context is a view whose prototype is the context itself.
+  for (let at: object | null = ctx; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+    const meta = metas.get(at as AgentContext)
+    if (meta !== undefined) return meta
+  }
+  return undefined
+}
 
 /** A `callModel` dispatch's settled value: its meta noted on `ctx`, its output returned. */
 export const settle = (ctx: AgentContext, value: unknown): unknown => {
@@ -139,6 +147,10 @@ export const callModelStep = (
 /** One turn through the `effect/ai` `LanguageModel` (no tools), appended to the log. */
 const languageModelTurn = (step: CallModel<any, any, any>, input: unknown, ctx: StepContext, root: AgentContext) =>
   Effect.gen(function*() {
+    // The LanguageModel path runs no tools: a step with tools fails rather than ignore them.
+    if (Array.isArray(step.tools) ? step.tools.length > 0 : step.tools !== undefined) {
+      return yield* new NoModelProvider({ stepId: step.id })
+    }
     // Loaded at the first model turn: a graph without one never loads `effect/ai`.
     const { LanguageModel: LanguageModelService } = yield* Effect.promise(
       (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
@@ -288,7 +300,7 @@ const toolLoop = (
               callProvider(provider, {
                 model,
                 instructions,
-                items: root.items as ReadonlyArray<ModelItem>,
+                items: [...root.items] as ReadonlyArray<ModelItem>,
                 tools: specs,
                 params: step.params
               }, (delta) => event(delta))

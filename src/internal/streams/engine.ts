@@ -53,6 +53,7 @@ import {
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
 const MAX_CHUNKS_PER_READ = 512
+const MAX_CACHED_HEADS = 10_000
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
   Effect.fail(new StreamError({ reason, message, ...extra }))
@@ -66,9 +67,15 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   }
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
-  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 5_000)
+  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
+  /** Keeps a head, the most recent last; the oldest is forgotten past MAX_CACHED_HEADS (it is only a hint). */
+  const rememberHead = (id: string, head: Head) => {
+    heads.delete(id)
+    heads.set(id, head)
+    if (heads.size > MAX_CACHED_HEADS) heads.delete(heads.keys().next().value!)
+  }
   const waiters = new Map<string, Set<() => void>>()
   const locks = new Map<string, { readonly lock: Semaphore.Semaphore; users: number }>()
 
@@ -142,17 +149,22 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   const readChunk = (id: string, index: number) =>
     Effect.map(getValue(chunkKey(id, index)), (value) => Option.getOrUndefined(value) as ChunkRecord | undefined)
 
-  /** The head of a stream: the cached one moved on past every chunk that exists since. */
-  const currentHead = (record: PathRecord): Effect.Effect<Head, StreamError> =>
+  /**
+   * The head of a stream: the cached one moved on past every chunk that exists since.
+   * A writer may `trustCache`: its compare-and-set of the next chunk key fails anyway
+   * when another process wrote it, and then it looks again.
+   */
+  const currentHead = (record: PathRecord, trustCache = false): Effect.Effect<Head, StreamError> =>
     Effect.gen(function*() {
       let head = heads.get(record.id)
+      if (head !== undefined && trustCache) return head
       if (head === undefined) head = yield* discoverHead(record)
       for (;;) {
         const next = yield* readChunk(record.id, head.index)
         if (next === undefined) break
         head = headAfter(head.index, next)
       }
-      heads.set(record.id, head)
+      rememberHead(record.id, head)
       return head
     })
 
@@ -338,7 +350,11 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
           let set = waiters.get(record.id)
           if (set === undefined) waiters.set(record.id, set = new Set())
           set.add(resume)
-          return Effect.sync(() => waiters.get(record.id)?.delete(resume!))
+          return Effect.sync(() => {
+            const set = waiters.get(record.id)
+            set?.delete(resume!)
+            if (set?.size === 0) waiters.delete(record.id)
+          })
         })
         const current = yield* currentHead(record)
         if (current.index > position.index || current.closed) return true
@@ -394,15 +410,25 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
     Effect.gen(function*() {
       for (;;) {
         const record = yield* liveRecord(input.path)
-        const head = yield* currentHead(record)
-        const decision = yield* decide(record, head, input, producer, close)
+        const trusted = heads.has(record.id)
+        const head = yield* currentHead(record, true)
+        const decision = yield* decide(record, head, input, producer, close).pipe(
+          // A refusal on a cached head is checked against storage first: another process may have moved it.
+          Effect.catch((error) =>
+            trusted
+              ? Effect.flatMap(currentHead(record), (fresh) =>
+                fresh.index === head.index ? Effect.fail(error) : Effect.succeed({ _tag: "Retry" } as const))
+              : Effect.fail(error)
+          )
+        )
+        if (decision._tag === "Retry") continue
         if (decision._tag === "Done") {
           yield* touch(input.path, record)
           return decision.result
         }
         if (yield* commit(record, head.index, decision.chunk)) {
           const after = headAfter(head.index, decision.chunk)
-          heads.set(record.id, after)
+          rememberHead(record.id, after)
           yield* announce(record.id)
           yield* touch(input.path, record)
           return {
@@ -629,7 +655,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         if (source !== undefined) yield* releaseSource(input.forkedFrom!, source.id)
         return yield* createLocked(input, parsed)
       }
-      heads.set(id, head)
+      rememberHead(id, head)
       return { ...infoOf(record, head), created: true }
     })
 
