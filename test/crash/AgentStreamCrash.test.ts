@@ -7,49 +7,14 @@
  * order, and the final event. On SQLite, and on Postgres when NOETIC_PG_URL is set.
  */
 import { randomUUID } from "node:crypto"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Readline from "node:readline"
-import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "vitest"
 import { readStream } from "../../src/client/index.ts"
+import { freePort, startHost } from "../agentStreamHosts.ts"
 
-const host = fileURLToPath(new URL("../fixtures/agentStreamHost.ts", import.meta.url))
 const CHUNKS = 2
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-
-/** A host process and its stdout lines, parsed. */
-export const startHost = (env: Record<string, string>) => {
-  const proc = ChildProcess.spawn(process.execPath, ["--import", "tsx", host], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, ...env }
-  })
-  const lines = Readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]()
-  const exited = new Promise<string>((resolve) =>
-    proc.once("exit", (code, signal) => resolve(signal ?? String(code)))
-  )
-  const until = async (test: (line: any) => boolean) => {
-    for (;;) {
-      const next = await lines.next()
-      if (next.done) throw new Error("the host exited first")
-      const line = JSON.parse(next.value)
-      if (test(line)) return line
-    }
-  }
-  return { proc, until, exited }
-}
 
 const dirs: Array<string> = []
 afterAll(() => {
