@@ -17,7 +17,7 @@ import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { readStream } from "noetic-effect/client"
+import { readStream, ReadStreamError } from "noetic-effect/client"
 import { AgentHarness, createCheckpointStore, createSqliteStorage, createStreamServer, runCode } from "noetic-effect/promise"
 
 const quick = process.env.NOETIC_EXAMPLES_ALL === "1"
@@ -95,8 +95,17 @@ console.log(`open ${pageUrl}   (the stream: ${streamUrl})`)
 
 if (quick) {
   // What the page does, in Node: read the stream live to its final event.
+  // The stream exists once the agent's first step opens it: a 404 before that.
   const seen: Array<unknown> = []
-  for await (const item of readStream(streamUrl)) seen.push(item.data)
+  for (;;) {
+    try {
+      for await (const item of readStream(streamUrl)) seen.push(item.data)
+      break
+    } catch (error) {
+      if (!(error instanceof ReadStreamError && error.status === 404)) throw error
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
   const text = seen.filter((data) => typeof data === "string").join("")
   console.log(`read back: ${JSON.stringify(text.trim())}, then ${JSON.stringify(seen[seen.length - 1])}`)
   if (text !== tokens.map((token) => token + " ").join("")) throw new Error("the stream does not hold every token once")
