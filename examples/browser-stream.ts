@@ -88,10 +88,10 @@ const site = Http.createServer((_, response) => {
 await new Promise<void>((resolve) => site.listen(quick ? 0 : 4438, "127.0.0.1", resolve))
 const pageUrl = `http://127.0.0.1:${(site.address() as { port: number }).port}/`
 
-const resumed = await harness.resume(executionId)
-const running = resumed !== null ? Promise.resolve(resumed) : harness.execute(null, { executionId })
-console.log(`${resumed === null ? "running" : "resumed"} execution ${executionId}`)
-console.log(`open ${pageUrl}   (the stream: ${streamUrl})`)
+console.log(`open ${pageUrl}   (execution ${executionId}, its stream: ${streamUrl})`)
+// `resume` continues a recorded execution (null when there is none yet): a restarted
+// host picks up where the killed one was.
+const running = harness.resume(executionId).then((resumed) => resumed ?? harness.execute(null, { executionId }))
 
 if (quick) {
   // What the page does, in Node: read the stream live to its final event.
