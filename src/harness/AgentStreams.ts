@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Buffer } from "node:buffer"
 import { pathKey } from "../internal/streams/model.ts"
-import * as DurableStreams from "../services/DurableStreams.ts"
+import type * as DurableStreams from "../services/DurableStreams.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 
 /**
@@ -150,7 +150,13 @@ export const make = (
 ): AgentStreams => {
   const maxChunkBytes = options.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES
   const usable = storage !== undefined && storage.compareAndSet !== undefined ? storage : undefined
-  const service = usable === undefined ? undefined : DurableStreams.forStorage(usable)
+  // Loaded on first use: a harness that never streams loads no stream engine (nor
+  // effect/Stream), which keeps the facade's import graph light (test/promise/ImportGraph.test.ts).
+  let loaded: Promise<typeof DurableStreams> | undefined
+  const service = usable === undefined ? undefined : Effect.flatMap(
+    Effect.promise(() => loaded ??= import("../services/DurableStreams.ts")),
+    (module) => module.forStorage(usable)
+  )
 
   const open = (
     executionId: string,
@@ -210,9 +216,11 @@ export const make = (
 
   const finish = (executionId: string, end: EndEvent) =>
     service === undefined ? Effect.void : Effect.gen(function*() {
-      const streams = yield* service
       const prefix = pathKey(`${PREFIX}${executionId}/`)
       const keys = yield* usable!.list(prefix)
+      // An execution that opened no stream costs this one list.
+      if (keys.length === 0) return
+      const streams = yield* service
       const body = Buffer.from(JSON.stringify([end]))
       for (const key of keys) {
         const name = key.slice(prefix.length)
