@@ -98,6 +98,12 @@ export const settle = (ctx: AgentContext, value: unknown): unknown => {
   return value.output
 }
 
+/** A value, or what a Promise of it resolves with. */
+const awaited = <T>(value: T | PromiseLike<T>): Effect.Effect<T> =>
+  typeof (value as { then?: unknown })?.then === "function"
+    ? Effect.promise(() => Promise.resolve(value))
+    : Effect.succeed(value as T)
+
 const resolveLazy = <T>(value: Lazy<T>, ctx: StepContext): T =>
   typeof value === "function" ? (value as (ctx: StepContext) => T)(ctx) : value
 
@@ -252,12 +258,22 @@ const toolLoop = (
   provider: ModelProviderShape
 ): Effect.Effect<ModelTurnRecord, unknown, unknown> =>
   Effect.gen(function*() {
-    const model = step.model === undefined ? "" : resolveLazy(step.model, ctx)
+    // noetic's Lazy values may be functions of the context, returning a value or a Promise of it.
+    const model = yield* awaited(step.model === undefined ? "" : resolveLazy(step.model, ctx))
     if (typeof model !== "string" || model.trim() === "") {
-      return yield* new ModelParseError({ model: String(model), stepId: step.id, detail: `callModel(${JSON.stringify(step.id)}) resolved model to an empty string` })
+      return yield* new ModelParseError({
+        model: String(model),
+        stepId: step.id,
+        detail: `callModel(${JSON.stringify(step.id)}) resolved model to ${typeof model === "string" ? "an empty string" : typeof model}`
+      })
     }
-    const instructions = step.instructions === undefined ? undefined : resolveLazy(step.instructions, ctx)
-    const given = typeof step.tools === "function" ? (step.tools as (ctx: StepContext) => unknown)(ctx) : step.tools
+    const instructions = yield* awaited(step.instructions === undefined ? undefined : resolveLazy(step.instructions, ctx))
+    const given = yield* awaited(
+      typeof step.tools === "function" ? (step.tools as (ctx: StepContext) => unknown)(ctx) : step.tools
+    )
+    if (given !== undefined && !Array.isArray(given)) {
+      return yield* Effect.die(new TypeError(`callModel(${JSON.stringify(step.id)}): tools must resolve to an array of tools`))
+    }
     const tools: ReadonlyArray<ModelTool> = Array.isArray(given)
       ? given as ReadonlyArray<ModelTool>
       : Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])
@@ -385,3 +401,78 @@ const toolLoop = (
   })
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
+
+/** What `directCall` is asked (noetic's `CallModelRequest`). */
+export interface DirectCallRequest {
+  readonly model: string
+  readonly items: ReadonlyArray<ModelItem>
+  readonly instructions?: string | undefined
+  readonly params?: CallModel<any, any, any>["params"]
+  readonly tools?: ReadonlyArray<ModelTool> | undefined
+}
+
+/**
+ * noetic's `harness.callModel(request)`: one model call, its tool loop included, on
+ * the items given rather than a context's log, and recorded nowhere (it is not a step).
+ * Tools run with `ctx` (the context of the step calling it). Resolves with the new
+ * items (noetic's `LLMResponse`), usage and cost.
+ */
+export const directCall = (
+  request: DirectCallRequest,
+  ctx: StepContext | undefined
+): Effect.Effect<ModelResponse, unknown, unknown> =>
+  Effect.gen(function*() {
+    const found = yield* Effect.serviceOption(ModelProvider)
+    if (Option.isNone(found)) return yield* new NoModelProvider({ stepId: "harness.callModel" })
+    const provider = found.value
+    const tools = request.tools ?? Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])
+    const specs = tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }))
+    const log: Array<ModelItem> = [...request.items]
+    const items: Array<ModelItem> = []
+    let usage = { inputTokens: 0, outputTokens: 0 }
+    let cost: number | undefined
+    for (let round = 0;; round++) {
+      if (round >= MAX_TOOL_ROUNDS) {
+        return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
+      }
+      const response = yield* callProvider(provider, {
+        model: request.model,
+        instructions: request.instructions,
+        items: [...log],
+        tools: specs,
+        params: request.params
+      }, () => Effect.void)
+      usage = {
+        inputTokens: usage.inputTokens + response.usage.inputTokens,
+        outputTokens: usage.outputTokens + response.usage.outputTokens
+      }
+      if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
+      log.push(...response.items)
+      items.push(...response.items)
+      const answered = new Set(
+        response.items.filter((item) => item.type === "function_call_output").map((item) => String(item.callId))
+      )
+      const pending = response.items.filter((item) => item.type === "function_call" && !answered.has(String(item.callId)))
+      if (provider.mode === "whole-call" || pending.length === 0) break
+      for (const item of pending) {
+        const call = {
+          callId: String(item.callId),
+          name: String(item.name),
+          arguments: typeof item.arguments === "string" ? item.arguments : "{}"
+        }
+        const outcome: ToolCallOutcome = ctx === undefined
+          ? { output: "Error: tools of harness.callModel need request.ctx, the context of the calling step", error: true }
+          : yield* runTool(tools, call, ctx)
+        const output: ModelItem = {
+          type: "function_call_output",
+          id: `fco_${call.callId}`,
+          callId: call.callId,
+          output: outcome.output,
+          status: "completed"
+        }
+        log.push(output)
+        items.push(output)
+      }
+    }
+    return { items, usage, ...(cost === undefined ? {} : { cost }) }
+  })

@@ -30,8 +30,12 @@
  * @since 0.1.0
  */
 import * as NodePath from "node:path"
-import { nodeZlib, nodeFs as Fs } from "./builtins.ts"
+import { nodeFs as Fs } from "./builtins.ts"
 import { errorCode, isProcessAlive } from "./processes.ts"
+import { encodeInto, HEADER_BYTES, type Header, KIND_DELETE, KIND_SET, MAGIC, parse, readHeader, recordBound, valueIntact } from "./fileLogCodec.ts"
+
+/** The record format (see `fileLogCodec.ts`). */
+export { encodeRecord } from "./fileLogCodec.ts"
 
 /** The prefix of a log directory's name inside the storage root. */
 export const LOG_DIR_PREFIX = ".log-"
@@ -57,17 +61,6 @@ export interface LogSettings {
   readonly tempPath: () => string
 }
 
-/** `zlib.crc32`, looked up at its first use. */
-let zlibCrc32: ((data: Uint8Array, value?: number) => number) | undefined
-
-/** CRC-32 of `bytes`, continuing from `value`. */
-const crc32 = (bytes: Uint8Array, value?: number): number => (zlibCrc32 ??= nodeZlib().crc32)(bytes, value)
-
-const MAGIC = 0x4e454c31 // "NEL1": the record format's version is in its magic.
-const HEADER_BYTES = 21
-const KIND_SET = 1
-const KIND_DELETE = 2
-const MAX_KEY_BYTES = 1 << 20
 const SEGMENT_NAME = /^(\d{16})\.seg$/
 const LEASE = "lease"
 const LEASE_RETRY_MS = 2
@@ -91,38 +84,6 @@ const LEASE_RETRY_MAX_MS = 50
 let zeros: Buffer | undefined
 
 /**
- * The most bytes the framed record of `key` and `text` can take: UTF-8 needs at most
- * three bytes per UTF-16 code unit (a lone surrogate becomes U+FFFD, three bytes).
- */
-const recordBound = (key: string, text: string | undefined): number =>
-  HEADER_BYTES + 3 * (key.length + (text === undefined ? 0 : text.length))
-
-/**
- * Frames the record of `key` (its value's JSON text, or a tombstone when `text` is
- * undefined) into `target` at `at`, which has `recordBound` bytes of room; returns the
- * record's length.
- */
-const encodeInto = (target: Buffer, at: number, key: string, text: string | undefined): number => {
-  const keyAt = at + HEADER_BYTES
-  const keyBytes = target.write(key, keyAt, "utf8")
-  const valueAt = keyAt + keyBytes
-  const valueBytes = text === undefined ? 0 : target.write(text, valueAt, "utf8")
-  target.writeUInt32BE(MAGIC, at)
-  target.writeUInt32BE(keyBytes, at + 4)
-  target.writeUInt32BE(valueBytes, at + 8)
-  target.writeUInt8(text === undefined ? KIND_DELETE : KIND_SET, at + 12)
-  target.writeUInt32BE(crc32(target.subarray(valueAt, valueAt + valueBytes)), at + 17)
-  target.writeUInt32BE(crc32(target.subarray(keyAt, valueAt), crc32(target.subarray(at, at + 13))), at + 13)
-  return HEADER_BYTES + keyBytes + valueBytes
-}
-
-/** The framed record of `key`: its value's JSON text, or a tombstone when `text` is undefined. */
-export const encodeRecord = (key: string, text: string | undefined): Buffer => {
-  const record = Buffer.allocUnsafe(recordBound(key, text))
-  return record.subarray(0, encodeInto(record, 0, key, text))
-}
-
-/**
  * The buffer batches are framed into before their write, shared by every log of the
  * process: no buffer per record and no copy into one per batch. A batch is framed in
  * one synchronous step and holds the buffer until its write is done (a log framing
@@ -131,80 +92,6 @@ export const encodeRecord = (key: string, text: string | undefined): Buffer => {
  */
 let framing: Buffer | undefined
 const KEPT_FRAMING_BYTES = 4 * 1024 * 1024
-
-/** A record header read at some offset. */
-interface Header {
-  readonly key: string
-  readonly kind: number
-  readonly keyBytes: number
-  readonly length: number
-}
-
-/** The header at `at` when it is intact and whole in `bytes`; "short" when `bytes` ends inside it. */
-const readHeader = (bytes: Buffer, at: number): Header | "short" | "bad" => {
-  if (at + HEADER_BYTES > bytes.length) return "short"
-  if (bytes.readUInt32BE(at) !== MAGIC) return "bad"
-  const keyBytes = bytes.readUInt32BE(at + 4)
-  const valueBytes = bytes.readUInt32BE(at + 8)
-  const kind = bytes.readUInt8(at + 12)
-  if (keyBytes === 0 || keyBytes > MAX_KEY_BYTES || (kind !== KIND_SET && kind !== KIND_DELETE)) return "bad"
-  if (kind === KIND_DELETE && valueBytes !== 0) return "bad"
-  const keyEnd = at + HEADER_BYTES + keyBytes
-  if (keyEnd > bytes.length) return "short"
-  const check = crc32(bytes.subarray(at + HEADER_BYTES, keyEnd), crc32(bytes.subarray(at, at + 13)))
-  if (check !== bytes.readUInt32BE(at + 13)) return "bad"
-  return { key: bytes.toString("utf8", at + HEADER_BYTES, keyEnd), kind, keyBytes, length: HEADER_BYTES + keyBytes + valueBytes }
-}
-
-const valueIntact = (bytes: Buffer, at: number, header: Header): boolean =>
-  crc32(bytes.subarray(at + HEADER_BYTES + header.keyBytes, at + header.length)) === bytes.readUInt32BE(at + 17)
-
-/** The offset of the first whole, intact record at or after `from`, or -1. */
-const nextIntact = (bytes: Buffer, from: number): number => {
-  const magic = Buffer.from([0x4e, 0x45, 0x4c, 0x31])
-  for (let at = bytes.indexOf(magic, from); at !== -1; at = bytes.indexOf(magic, at + 1)) {
-    const header = readHeader(bytes, at)
-    if (typeof header === "object" && at + header.length <= bytes.length && valueIntact(bytes, at, header)) return at
-  }
-  return -1
-}
-
-/** What parsing a stretch of a segment found. */
-interface Parsed {
-  readonly records: Array<{ readonly offset: number; readonly header: Header; readonly damaged: boolean }>
-  /** Offsets of damage whose key cannot be read. */
-  readonly unknown: Array<number>
-  /** Where the next parse starts: the end of the last record or damage that is known not to be a torn tail. */
-  readonly end: number
-}
-
-/** Parses `bytes` (the segment from `base` on). */
-const parse = (bytes: Buffer, base: number): Parsed => {
-  const records: Parsed["records"] = []
-  const unknown: Array<number> = []
-  let at = 0
-  while (at < bytes.length) {
-    const header = readHeader(bytes, at)
-    if (typeof header === "object" && at + header.length <= bytes.length) {
-      const damaged = !valueIntact(bytes, at, header)
-      // A damaged value with nothing intact after it is a write that never completed.
-      if (damaged && nextIntact(bytes, at + header.length) === -1) break
-      records.push({ offset: base + at, header, damaged })
-      at += header.length
-      continue
-    }
-    const resume = nextIntact(bytes, at + 1)
-    if (resume === -1) break
-    if (typeof header === "object") {
-      // The header is intact but claims more than lies before the next record.
-      records.push({ offset: base + at, header, damaged: true })
-    } else {
-      unknown.push(base + at)
-    }
-    at = resume
-  }
-  return { records, unknown, end: base + at }
-}
 
 interface Segment {
   readonly number: number

@@ -42,7 +42,6 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import type * as NodeChildProcess from "node:child_process"
 import { createRequire } from "node:module"
@@ -56,7 +55,7 @@ import { CHILD_FLAG, importingStepModule } from "../internal/childFlag.ts"
 import { awaitPath } from "../internal/awaitPath.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
-import { directoryProblem, ensureDirectory, type DirectoryRule } from "../internal/privateDir.ts"
+import { ensureDirectory } from "../internal/privateDir.ts"
 import { settledRetention } from "../internal/settledHandles.ts"
 import { isAlive, readStat } from "../internal/procStat.ts"
 import { randomId } from "../internal/randomId.ts"
@@ -74,14 +73,11 @@ import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/Su
 import {
   ChildExited,
   childFailed,
-  type HandleStatus,
   type ProcessRequest,
   processStepId,
-  SpawnFailed,
   type SpawnRequest,
   StepUnavailable,
   Stopped,
-  UnsafeDirectory,
   SubprocessAdapter,
   type SubprocessAdapterShape,
   SubprocessError,
@@ -96,7 +92,7 @@ import {
   saveResult,
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
-import type * as IpcClient from "./IpcClient.ts"
+import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
 /**
@@ -160,86 +156,6 @@ export interface LocalSubprocessAdapterShape extends SubprocessAdapterShape {
   /** Answers a child's pending ask-user prompt. */
   readonly answerAskUser: (handleId: string, promptId: string, output: unknown) => Effect.Effect<void, SubprocessError | IpcError>
 }
-
-const DEFAULT_STOP_GRACE_MS = 5_000
-const DEFAULT_LINGER_MS = 60_000
-const DEFAULT_POLL_MS = 200
-/** Leaves room under the ~104-byte `sun_path` limit (the IPC server adds a private dir beside it). */
-const MAX_SOCKET_PATH_BYTES = 90
-
-interface Child {
-  readonly manifest: SubprocessManifest
-  readonly handle: SubprocessHandle
-  readonly result: Deferred.Deferred<unknown, SubprocessError>
-  /** Signalled by the `exit` event of a process this host spawned: checks liveness at once. */
-  readonly exited: Deferred.Deferred<void>
-  readonly scope: Scope.Closeable
-  status: HandleStatus
-  stopping: boolean
-  /** Started by this host (so its exit event is seen), not reattached. */
-  spawnedHere: boolean
-  /** Suspended by `pause` (SIGSTOP) until `resume`. */
-  paused: boolean
-  client: IpcClient.IpcClientShape | undefined
-  /** Another host's client took the child's stream (`bye`): its result goes there. */
-  takenOver: boolean
-}
-
-const spawnFailed = (handleId: string, message: string, cause: unknown) =>
-  new SubprocessError({ reason: new SpawnFailed({ handleId, message, cause }) })
-
-const causeMessage = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-
-const signalChild = (manifest: SubprocessManifest, signal: NodeJS.Signals) => {
-  try {
-    // A step child leads its own group (spawned detached), so -pid reaches it and
-    // everything it started; so does a process child spawned detached. Any other
-    // process child shares the host's group and gets the signal alone.
-    process.kill(manifest.process === undefined || manifest.process.detached ? -manifest.pid! : manifest.pid!, signal)
-  } catch {
-    // Already gone.
-  }
-}
-
-const decodeOutcome = Schema.decodeUnknownEffect(SubprocessOutcome)
-
-/**
- * Creates `dir` 0700 when missing and fails `UnsafeDirectory` unless it is this user's
- * alone (see `directoryProblem`): sockets, logs and compile caches never go in a
- * directory someone else made or can write.
- */
-const ensureRunDirectory = (dir: string, rule: DirectoryRule, preferred?: string) =>
-  Effect.suspend(() => {
-    const problem = ensureDirectory(dir, rule)
-    return problem === undefined ? Effect.void : Effect.fail(unsafeDirectory("run directory", dir, problem, preferred))
-  })
-
-const unsafeDirectory = (what: string, dir: string, problem: string, preferred?: string) =>
-  new SubprocessError({
-    reason: new UnsafeDirectory({
-      path: dir,
-      message: `the ${what} ${dir} ${problem}: another user could replace its sockets, logs or cached code, so ` +
-        `it is not used. Remove it if nothing in it is yours (rm -rf ${dir}), or ` +
-        (preferred === undefined || preferred === dir
-          ? "make it yours alone (chown to this user, chmod 700)"
-          : `pass runDir (or a shorter NOETIC_HOME) so the run directory ${preferred} fits a socket path`)
-    })
-  })
-
-/** Fails `UnsafeDirectory` unless the directory of a recorded socket is this user's alone: a reattaching host connects to no socket another user could have put there. */
-const checkSocketDirectory = (socketPath: string) =>
-  Effect.suspend(() => {
-    const dir = NodePath.dirname(socketPath)
-    const problem = directoryProblem(dir, "shared")
-    return problem === undefined ? Effect.void : Effect.fail(unsafeDirectory("socket directory", dir, problem))
-  })
-
-/** A child's stdout and stderr go to a log file beside its socket. */
-const logPathOf = (socketPath: string) => socketPath.replace(/\.sock$/, ".log")
-
-/** Opens a child's log for appending, 0600, never through a symbolic link. */
-const openLog = (path: string) =>
-  Fs.openSync(path, Fs.constants.O_WRONLY | Fs.constants.O_APPEND | Fs.constants.O_CREAT | Fs.constants.O_NOFOLLOW, 0o600)
 
 /** Builds the local adapter in the current scope (see the module doc for what the scope owns). */
 export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterOptions = {}) {

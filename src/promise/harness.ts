@@ -50,10 +50,10 @@ import { logWarning } from "../internal/diagnostics.ts"
 import { type AppendPipelineResult, type ContextLayer, toEngineLayer } from "./layers.ts"
 import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
 import { type AnyStep, asStep, subprocessOf } from "./builders.ts"
-import { modelLayer, modelRuntimeLayer, namedTools } from "./models.ts"
+import { harnessCallModel, type HarnessCallModelRequest, modelLayer, modelRuntimeLayer, namedTools } from "./models.ts"
 import type { FsAdapter } from "./ipc.ts"
 import type { ShellAdapter } from "./modelTools.ts"
-import { refuseUnsupportedHarnessOptions } from "./providers.ts"
+import { type LLMResponse, refuseUnsupportedHarnessOptions } from "./providers.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
 import type {
   AgentHarnessOptions,
@@ -499,6 +499,15 @@ export class AgentHarness<I = any, O = any> {
       metadata: options.metadata ?? {},
       started
     })
+  }
+
+  /**
+   * noetic's `harness.callModel(request)`: one model call through the harness's provider,
+   * its tool loop included, on `request.items`; resolves with the new items, usage and
+   * cost. Not a step: nothing is recorded or appended (docs/runtime.md#harnesscallmodel).
+   */
+  callModel(request: HarnessCallModelRequest): Promise<LLMResponse> {
+    return this.#use(() => harnessCallModel(request)) as Promise<LLMResponse>
   }
 
   /** Answers a pending ask-user prompt of an execution this harness is running. */

@@ -10,9 +10,11 @@ import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as Step from "../harness/Step.ts"
 import type * as ScriptedModel from "../layers/ScriptedModel.ts"
-import type { StepContext } from "./context.ts"
 import { type AnyStep, build, engineStepOptions, facadeContext, type StepBuildOptions } from "./builders.ts"
-import { type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import { directCall, type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import * as Bridge from "./bridge.ts"
+import { type AgentContext, StepContext } from "./context.ts"
+import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { toModelTool } from "./modelTools.ts"
@@ -21,11 +23,15 @@ import type { Tool } from "./tools.ts"
 /** Options of `callModel` (noetic's `CallModelOpts`). */
 export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
   readonly id: string
-  /** The model id: a string, or `(ctx) => string`; an empty string throws `MISSING_MODEL`. */
-  readonly model: string | ((ctx: StepContext) => string)
-  /** A system message before the history: a string or `(ctx) => string | undefined`. */
-  readonly instructions?: string | ((ctx: StepContext) => string | undefined)
-  readonly tools?: unknown
+  /** The model id: a string, or `(ctx) => string` (or a Promise of it); an empty string throws `MISSING_MODEL`. */
+  readonly model: string | ((ctx: StepContext) => string | Promise<string>)
+  /** A system message before the history: a string or `(ctx) => string | undefined` (or a Promise of it). */
+  readonly instructions?: string | ((ctx: StepContext) => string | undefined | Promise<string | undefined>)
+  /**
+   * The tools the model may call (docs/runtime.md#tools): a list, or `(ctx) => list` (or a
+   * Promise of it); `[]` offers none; absent, the harness's `tools`.
+   */
+  readonly tools?: ReadonlyArray<Tool> | ((ctx: StepContext) => ReadonlyArray<Tool> | undefined | Promise<ReadonlyArray<Tool> | undefined>)
   /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
   readonly output?: Step.StandardSchema<O>
   readonly params?: Step.ModelParams
@@ -55,7 +61,10 @@ export const engineTools = (tools: unknown): unknown => {
   if (typeof tools === "function") {
     return (ctx: Step.StepContext) => {
       const picked = (tools as (ctx: StepContext) => unknown)(facadeContext(ctx))
-      return Array.isArray(picked) ? picked.map(modelToolOf) : picked
+      const convert = (list: unknown) => (Array.isArray(list) ? list.map(modelToolOf) : list)
+      return typeof (picked as { then?: unknown })?.then === "function"
+        ? Promise.resolve(picked).then(convert)
+        : convert(picked)
     }
   }
   if (tools === undefined) return undefined
@@ -101,8 +110,9 @@ export function callModel(
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
     ...engineStepOptions(opts),
-    ...(model === undefined ? {} : { model }),
-    ...(instructions === undefined ? {} : { instructions }),
+    // A Promise a lazy value returns is awaited by the tool loop (src/harness/ToolLoop.ts).
+    ...(model === undefined ? {} : { model: model as Step.Lazy<string> }),
+    ...(instructions === undefined ? {} : { instructions: instructions as Step.Lazy<string | undefined> }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
@@ -198,4 +208,33 @@ export const namedTools = (
   return Object.fromEntries(
     (tools as ReadonlyArray<Tool>).map((t) => [t.name ?? "", (input: unknown, ctx: StepContext) => t.execute(input, ctx)])
   )
+}
+
+/** What `harness.callModel` is asked (noetic's `CallModelRequest`). */
+export interface HarnessCallModelRequest {
+  readonly model: string
+  readonly items: ReadonlyArray<ItemLike>
+  readonly instructions?: string
+  readonly params?: Step.ModelParams
+  /** The tools the model may call; the harness's when absent. */
+  readonly tools?: ReadonlyArray<Tool>
+  /** The context of the step calling: what the tools run with (required for tools to run). */
+  readonly ctx?: AgentContext
+}
+
+/**
+ * noetic's `harness.callModel(request)` on the engine: one model call with its tool loop,
+ * on `request.items`, recorded nowhere (docs/runtime.md#harnesscallmodel).
+ */
+export const harnessCallModel = (request: HarnessCallModelRequest) => {
+  const tools = request.tools === undefined ? undefined : engineTools(request.tools) as ReadonlyArray<ModelTool>
+  // A step's context carries the engine's view of the step, which the tools run with.
+  const ctx = request.ctx instanceof StepContext ? Bridge.context.of(request.ctx) as Step.StepContext : undefined
+  return directCall({
+    model: request.model,
+    items: request.items,
+    ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
+    ...(request.params === undefined ? {} : { params: request.params }),
+    ...(tools === undefined ? {} : { tools })
+  }, ctx)
 }

@@ -11,6 +11,7 @@ import { runCode } from "../../src/harness/Step.ts"
 import * as Inspector from "../../src/inspector/Inspector.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
+import { keyPrefix } from "../../src/services/DurableOutboundQueue.ts"
 import type { Backend } from "../cli/suite.ts"
 import { recordState } from "../cli/state.ts"
 
@@ -189,6 +190,28 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         assert.include(queue, { headSeq: 3, ackedSeq: 1, pendingFrames: 2 })
         assert.isAbove(queue.pendingBytes, 0)
         assert.deepStrictEqual(queue.history, [2])
+      })
+    ), { timeout: 60_000 })
+
+  it.live("damaged records: a ledger record and a queue record shown as unreadable with their keys, the rest intact", () =>
+    withState((b) =>
+      Effect.gen(function*() {
+        const inspector = yield* serveOn(b)
+        const ledgerKeys = (yield* b.checkpoints.list("execution:done:ledger:")).filter((key) => !key.endsWith(":stats"))
+        const damagedKey = ledgerKeys[1]!
+        yield* b.checkpoints.set(damagedKey, { torn: true })
+        const done = (yield* inspector.api("/api/executions/done")).body
+        const corrupt = done.ledger.records.filter((record: any) => record.state === "corrupt")
+        assert.deepStrictEqual(corrupt.map((record: any) => record.key), [damagedKey])
+        assert.strictEqual(done.ledger.records.filter((record: any) => record.state === "live").length, 5)
+        assert.strictEqual(done.snapshot.threadId, "thread-1")
+
+        const recordKeys = (yield* b.checkpoints.list(keyPrefix("demo-queue"))).filter((key) => !key.endsWith(":meta"))
+        yield* b.checkpoints.set(recordKeys[recordKeys.length - 1]!, { torn: true })
+        const queue = (yield* inspector.api("/api/queues")).body.queues.find((q: any) => q.socketId === "demo-queue")
+        assert.isAbove(queue.damaged.length, 0)
+        assert.strictEqual(queue.headSeq, 3)
+        assert.strictEqual((yield* inspector.api("/api/executions")).body.rows.length, 4)
       })
     ), { timeout: 60_000 })
 

@@ -155,6 +155,23 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     expect(server.requests).toHaveLength(2)
   })
 
+  it("resolves model, instructions and tools given as (async) functions of the context", async () => {
+    const server = await serve([{ text: "lazy" }])
+    const step = callModel({
+      id: "lazy",
+      model: async () => "m/lazy",
+      instructions: (ctx) => `depth ${ctx.depth}`,
+      tools: async () => [searchTool]
+    })
+    const h = harness({ name: "lazy", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    expect((await h.execute("go")).output).toBe("lazy")
+    expect(server.requests[0]!.body).toMatchObject({
+      model: "m/lazy",
+      messages: [{ role: "system", content: "depth 0" }, { role: "user", content: "go" }],
+      tools: [{ function: { name: "search" } }]
+    })
+  })
+
   it("reads the key from OPENROUTER_API_KEY, and answers a whole JSON completion too", async () => {
     const server = await serve([{ text: "hi", json: true }])
     const saved = process.env.OPENROUTER_API_KEY
@@ -269,6 +286,39 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     })
     expect((await h.execute("go")).output).toBe("counted")
     expect(server.requests[1]!.body.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "c1", content: "{\"counted\":3}" })
+  })
+})
+
+describe("harness.callModel", () => {
+  it("runs one model call with its tool loop on the given items, from a step, recording and appending nothing", async () => {
+    searchCalls.length = 0
+    const server = await serve([
+      { toolCalls: [{ id: "c1", name: "search", arguments: "{\"query\":\"direct\"}" }], usage: { prompt: 3, completion: 1, cost: 0.01 } },
+      { text: "direct answer", usage: { prompt: 5, completion: 2, cost: 0.02 } }
+    ])
+    let answer: any
+    const step = runCode({
+      id: "raw",
+      execute: async (_: string, ctx) => {
+        answer = await ctx.harness.callModel({
+          model: "m/direct",
+          instructions: "be direct",
+          items: [{ id: "u1", type: "message", role: "user", status: "completed", content: [{ type: "input_text", text: "hello" }] }],
+          tools: [searchTool],
+          ctx
+        })
+        return "ok"
+      }
+    })
+    const h = harness({ name: "direct", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    const ctx = h.createContext()
+    expect(await h.run(step, "go", ctx)).toBe("ok")
+    expect(searchCalls).toEqual([{ query: "direct" }])
+    expect(answer.items.map((item: any) => item.type)).toEqual(["function_call", "function_call_output", "message"])
+    expect(answer.usage).toEqual({ inputTokens: 8, outputTokens: 3 })
+    expect(answer.cost).toBeCloseTo(0.03, 10)
+    expect(server.requests[0]!.body.messages).toEqual([{ role: "system", content: "be direct" }, { role: "user", content: "hello" }])
+    expect(ctx.itemLog.items).toEqual([])
   })
 })
 
