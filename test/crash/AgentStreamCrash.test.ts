@@ -12,6 +12,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
 import { readStream } from "../../src/client/index.ts"
+import { createPostgresStorage, createSqliteStorage, createStreamServer } from "../../src/promise/index.ts"
 import { freePort, startHost } from "../agentStreamHosts.ts"
 
 const CHUNKS = 2
@@ -55,8 +56,19 @@ const crashCases = async (storage: string) => {
       assert.strictEqual(await hostK.exited, "0")
     }
   }
-  // Each reader ends by itself: its stream is closed after the final event.
-  return Promise.all(readings)
+  // The last host has stopped serving: a server in this process on the same storage and
+  // port lets a reader that had not yet read the final event reach it (it reconnects).
+  const storageHere = storage.startsWith("sqlite:")
+    ? createSqliteStorage({ path: storage.slice("sqlite:".length) })
+    : createPostgresStorage({ url: storage.slice(3, storage.lastIndexOf("#")), table: storage.slice(storage.lastIndexOf("#") + 1) })
+  const server = await createStreamServer({ storage: storageHere, port })
+  try {
+    // Each reader ends by itself: its stream is closed after the final event.
+    return await Promise.all(readings)
+  } finally {
+    await server.close()
+    await storageHere.close()
+  }
 }
 
 const expected = [...Array.from({ length: CHUNKS }, (_, i) => `chunk ${i + 1}`), { $end: "succeeded" }]
