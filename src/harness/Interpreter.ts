@@ -22,20 +22,9 @@ import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
-  describeAnswer,
-  ForkPartial,
-  HarnessClosed,
-  InvalidMaxIterations,
-  LoopMaxIterations,
-  ModelOutputInvalid,
-  ReconcileAnswerInvalid,
-  ReplayDiverged,
-  SpawnTimeout,
-  StepCancelled,
-  StepLedgerWriteFailed,
-  ToolFailed,
-  ToolOutcomeUnknown,
-  UnknownTool
+  describeAnswer, ForkPartial, HarnessClosed, InvalidMaxIterations, LoopMaxIterations, ModelOutputInvalid,
+  ReconcileAnswerInvalid, ReplayDiverged, SpawnTimeout, StepCancelled, StepLedgerWriteFailed, ToolFailed,
+  ToolOutcomeUnknown, UnknownTool
 } from "./HarnessError.ts"
 import {
   type AnyStep,
@@ -56,6 +45,7 @@ import {
   type Verdict
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { observeStep, type StepHooks } from "./SessionTurn.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
@@ -84,6 +74,8 @@ type Interpreted = Effect.Effect<unknown, unknown, unknown>
 export interface InterpreterDeps {
   /** The harness's name, for log annotations. */
   readonly harness: string
+  /** noetic's `AgentHooks`, around every dispatch (docs/architecture.md#sessions). */
+  readonly hooks?: StepHooks | undefined
   readonly tools: Readonly<Record<string, ToolHandler>>
   readonly onDivergence: DivergencePolicy
   /** What a failed ledger write costs. */
@@ -353,7 +345,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
               Effect.ensuring(
                 Effect.suspend(() => {
                   onDispatch?.()
-                  return run(span)
+                  return observeStep(deps.hooks, step, ctx, run(span))
                 }),
                 settle
               ),
