@@ -8,6 +8,7 @@
  */
 import * as Stream from "effect/Stream"
 import type { Item } from "./AgentContext.ts"
+import type { RunEvent } from "../services/ModelProvider.ts"
 import type { StreamEvent } from "./SessionTurn.ts"
 
 /** An item as it streams: complete once the provider (or the framework) says so. */
@@ -86,6 +87,7 @@ const step = (state: ItemState, event: StreamEvent): readonly [ItemState, Readon
   if (acc === undefined) return [state, []]
   switch (event.type) {
     case "response.output_item.done": {
+      if (isRecord(event.data.item)) acc.item = { ...event.data.item }
       acc.isComplete = true
       state.open.delete(key)
       return [state, [snapshot(acc)]]
@@ -120,3 +122,90 @@ const step = (state: ItemState, event: StreamEvent): readonly [ItemState, Readon
 /** Cumulative item snapshots, keyed by model round and output index so rounds and turns never collide. */
 export const items = (events: Stream.Stream<StreamEvent>): Stream.Stream<StreamingItem> =>
   Stream.mapAccum(events, (): ItemState => ({ round: 0, open: new Map() }), step)
+
+/** What translating one turn's run events keeps: the items open in the current round and their output indexes. */
+export interface RunEventState {
+  readonly open: Map<string, number>
+}
+
+export const newRunEventState = (): RunEventState => ({ open: new Map() })
+
+/**
+ * A `RunEvent` of the tool loop as the session streams publish it, in noetic's names:
+ * provider deltas as `sdk` events (`response.created` per round, `output_item.added`
+ * when an item starts streaming, `output_text.delta`, `reasoning.delta`,
+ * `function_call_arguments.delta`, `output_item.done` when it lands), the lifecycle as
+ * framework events (`model_call_started`, `model_call_completed`, `tool_call_started`,
+ * `tool_call_completed`), and an item that did not stream (a tool result, a replayed
+ * round's items) as `item_appended`.
+ */
+export const fromRunEvent = (
+  state: RunEventState,
+  event: RunEvent,
+  harness: string
+): ReadonlyArray<StreamEvent> => {
+  const framework = (name: string, data: Readonly<Record<string, unknown>>): StreamEvent => ({
+    source: "framework",
+    type: `${harness}:${name}`,
+    data
+  })
+  const sdk = (type: string, data: Readonly<Record<string, unknown>>, outputIndex?: number): StreamEvent =>
+    outputIndex === undefined ? { source: "sdk", type, data } : { source: "sdk", type, data, outputIndex }
+  const opening = (id: string, item: Readonly<Record<string, unknown>>): Array<StreamEvent> => {
+    if (state.open.has(id)) return []
+    state.open.set(id, state.open.size)
+    return [sdk("response.output_item.added", { item }, state.open.get(id))]
+  }
+  switch (event.type) {
+    case "model_call_started":
+      state.open.clear()
+      return [
+        sdk("response.created", { model: event.model }),
+        framework("model_call_started", { round: event.round, model: event.model })
+      ]
+    case "model_call_completed":
+      return [
+        framework("model_call_completed", {
+          round: event.round,
+          model: event.model,
+          usage: event.usage,
+          ...(event.cost === undefined ? {} : { cost: event.cost }),
+          replayed: event.replayed
+        })
+      ]
+    case "text_delta":
+      return [
+        ...opening(event.itemId, { type: "message", id: event.itemId }),
+        sdk("response.output_text.delta", { delta: event.delta, itemId: event.itemId }, state.open.get(event.itemId))
+      ]
+    case "reasoning_delta":
+      return [sdk("response.reasoning.delta", { delta: event.delta, itemId: event.itemId })]
+    case "tool_call_delta":
+      return [
+        ...opening(event.callId, { type: "function_call", id: event.callId, callId: event.callId, name: event.name }),
+        sdk(
+          "response.function_call_arguments.delta",
+          { delta: event.argumentsDelta, callId: event.callId },
+          state.open.get(event.callId)
+        )
+      ]
+    case "item": {
+      const key = [event.item.id, event.item.callId].find((k): k is string => typeof k === "string" && state.open.has(k))
+      return key === undefined
+        ? [framework("item_appended", { item: event.item })]
+        : [sdk("response.output_item.done", { item: event.item }, state.open.get(key))]
+    }
+    case "tool_call_started":
+      return [framework("tool_call_started", { callId: event.callId, name: event.name, arguments: event.arguments })]
+    case "tool_call_completed":
+      return [
+        framework("tool_call_completed", {
+          callId: event.callId,
+          name: event.name,
+          output: event.output,
+          error: event.error,
+          replayed: event.replayed
+        })
+      ]
+  }
+}

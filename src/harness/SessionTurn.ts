@@ -10,15 +10,14 @@
  * - before round `n >= 1` it calls `betweenRounds(ctx, n)`: the messages queued on the
  *   session with `deliveryMode: 'between-rounds'` are appended to `ctx`'s item log as
  *   user items (and checkpointed) and handed back, so the next model request holds them;
- * - it publishes provider events (`emit({ source: 'sdk', ... })`: text, reasoning and
- *   item deltas) and the framework events of noetic (`emitFramework('model_call_started',
- *   ...)`, `tool_call_started`, ...), which the session prefixes with the harness name;
- * - it reports each round's usage (`addUsage`), which the turn's response totals.
+ * - it hands over its `RunEvent`s (`runEvent`): the session publishes them in noetic's
+ *   names and totals each round's usage into the turn's response.
  *
  * @since 0.2.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type { RunEvent } from "../services/ModelProvider.ts"
 import type { AgentContext, Item } from "./AgentContext.ts"
 import type { AnyStep } from "./Step.ts"
 
@@ -41,14 +40,6 @@ export interface FrameworkStreamEvent {
 /** One event of a session's full stream. */
 export type StreamEvent = SdkStreamEvent | FrameworkStreamEvent
 
-/** Token counts of one model round (noetic's `RoundUsage`, the fields a turn totals). */
-export interface RoundUsage {
-  readonly inputTokens: number
-  readonly outputTokens: number
-  readonly cachedTokens?: number | undefined
-  readonly cost?: number | undefined
-}
-
 /** The session services of the turn a step runs in. */
 export interface SessionTurnShape {
   /** The session's thread, or undefined outside a session turn. */
@@ -68,8 +59,11 @@ export interface SessionTurnShape {
    * no session, nothing queued) it returns no items and changes nothing.
    */
   readonly betweenRounds: (ctx: AgentContext, round: number) => Effect.Effect<ReadonlyArray<Item>>
-  /** Adds one model round's usage to the turn's response. */
-  readonly addUsage: (usage: RoundUsage) => Effect.Effect<void>
+  /**
+   * Takes one event of the tool loop (`RunEvent`): the session publishes it on its
+   * streams in noetic's names and totals the rounds' usage into the turn's response.
+   */
+  readonly runEvent: (event: RunEvent) => Effect.Effect<void>
 }
 
 /** The services of no session: nothing is published, nothing is injected, nothing counted. */
@@ -79,7 +73,7 @@ export const noSession: SessionTurnShape = {
   emit: () => Effect.void,
   emitFramework: () => Effect.void,
   betweenRounds: () => Effect.succeed([]),
-  addUsage: () => Effect.void
+  runEvent: () => Effect.void
 }
 
 /** The session turn of the running step; `noSession` outside one. */
@@ -148,3 +142,17 @@ export const inputItems = (input: unknown, id: string): ReadonlyArray<Item> => {
 const isItem = (value: unknown): value is Item =>
   typeof value === "object" && value !== null && !Array.isArray(value) &&
   typeof (value as { readonly type?: unknown }).type === "string"
+
+/**
+ * Whether `items` ends with a user message whose text is `text`: a session turn puts
+ * its input in the log before the root runs, so a `callModel` given that same input
+ * does not add it a second time.
+ */
+export const endsWithUserText = (items: ReadonlyArray<Item>, text: string): boolean => {
+  const last = items[items.length - 1]
+  if (last === undefined || last.type !== "message" || last.role !== "user") return false
+  const content = last.content
+  if (typeof content === "string") return content === text
+  return Array.isArray(content) && content.length === 1 && typeof content[0] === "object" && content[0] !== null &&
+    (content[0] as { readonly text?: unknown }).text === text
+}

@@ -28,7 +28,7 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type AgentContext, type ContextLayer, type Item, randomUuid } from "./AgentContext.ts"
 import type { AgentHarness, ExecuteResult } from "./AgentHarness.ts"
 import * as Streams from "./SessionStreams.ts"
-import { inputItems, type RoundUsage, SessionTurn, type SessionTurnShape, type StreamEvent } from "./SessionTurn.ts"
+import { inputItems, SessionTurn, type SessionTurnShape, type StreamEvent } from "./SessionTurn.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
 export type { StreamEvent } from "./SessionTurn.ts"
@@ -203,6 +203,8 @@ interface Turn {
   readonly absorbed: Array<Message>
   usage: { inputTokens: number; outputTokens: number; cachedTokens?: number; cost: number }
   readonly done: Deferred.Deferred<void>
+  /** How the tool loop's events become stream events this turn. */
+  readonly streamState: Streams.RunEventState
 }
 
 interface Session {
@@ -287,12 +289,19 @@ export const make = Effect.fnUntraced(function*(
     turnId: turn.turnId,
     emit: (event) => publish(session, event),
     emitFramework: (name, data) => framework(session, name, data),
-    addUsage: (usage: RoundUsage) =>
-      Effect.sync(() => {
-        turn.usage.inputTokens += usage.inputTokens
-        turn.usage.outputTokens += usage.outputTokens
-        if (usage.cachedTokens !== undefined) turn.usage.cachedTokens = (turn.usage.cachedTokens ?? 0) + usage.cachedTokens
-        turn.usage.cost += usage.cost ?? 0
+    runEvent: (event) =>
+      Effect.suspend(() => {
+        if (event.type === "model_call_completed") {
+          turn.usage.inputTokens += event.usage.inputTokens
+          turn.usage.outputTokens += event.usage.outputTokens
+          if (event.usage.cachedTokens !== undefined) {
+            turn.usage.cachedTokens = (turn.usage.cachedTokens ?? 0) + event.usage.cachedTokens
+          }
+          turn.usage.cost += event.cost ?? 0
+        }
+        return Effect.forEach(Streams.fromRunEvent(turn.streamState, event, harness.name), (e) => publish(session, e), {
+          discard: true
+        })
       }),
     betweenRounds: (ctx, round) =>
       Effect.gen(function*() {
@@ -333,7 +342,8 @@ export const make = Effect.fnUntraced(function*(
         abortReason: undefined,
         absorbed: [],
         usage: { inputTokens: 0, outputTokens: 0, cost: 0 },
-        done: Deferred.makeUnsafe<void>()
+        done: Deferred.makeUnsafe<void>(),
+        streamState: Streams.newRunEventState()
       }
       session.turn = turn
       const items = inputItems(record.input, `user-${record.messageId}`)
