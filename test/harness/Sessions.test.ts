@@ -63,8 +63,8 @@ describe("Sessions", () => {
       const called = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
       const model = scripted([
-        (request) =>
-          Effect.andThen(Deferred.succeed(called, undefined), Effect.andThen(Deferred.await(gate), say("m1", "one")(request))),
+        () =>
+          Effect.andThen(Deferred.succeed(called, undefined), Effect.andThen(Deferred.await(gate), say("m1", "one")())),
         say("m2", "two")
       ])
       const harness = yield* AgentHarness.make({ name: "chat", agentGraph: agent })
