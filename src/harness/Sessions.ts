@@ -157,6 +157,7 @@ export interface SessionsOptions {
 /** A queued message's record in storage. */
 const QueuedRecord = Schema.Struct({
   version: Schema.Literal(1),
+  kind: Schema.Literal("queued"),
   threadId: Schema.String,
   messageId: Schema.String,
   executionId: Schema.String,
@@ -171,7 +172,12 @@ const QueuedRecord = Schema.Struct({
 })
 type QueuedRecord = typeof QueuedRecord.Type
 
-const HistoryRecord = Schema.Struct({ version: Schema.Literal(1), threadId: Schema.String, executionId: Schema.String })
+const HistoryRecord = Schema.Struct({
+  version: Schema.Literal(1),
+  kind: Schema.Literal("history"),
+  threadId: Schema.String,
+  executionId: Schema.String
+})
 
 const isQueuedRecord = Schema.is(QueuedRecord)
 const isHistoryRecord = Schema.is(HistoryRecord)
@@ -395,6 +401,7 @@ export const make = Effect.fnUntraced(function*(
           yield* quietly("recording the thread's history")(
             storage.value.set(historyKey(harness.name, session.threadId), {
               version: 1,
+              kind: "history",
               threadId: session.threadId,
               executionId: exit.value.executionId
             })
@@ -481,6 +488,7 @@ export const make = Effect.fnUntraced(function*(
       const interrupting = deliveryMode === "interrupt" && session.turn !== undefined
       const record: QueuedRecord = {
         version: 1,
+        kind: "queued",
         threadId,
         messageId,
         executionId,
@@ -531,8 +539,8 @@ export const make = Effect.fnUntraced(function*(
       const histories = new Map<string, string>()
       const queued: Array<QueuedRecord> = []
       for (const [key, value] of found) {
-        if (isHistoryRecord(value)) histories.set(value.threadId, value.executionId)
-        else if (isQueuedRecord(value)) queued.push(value)
+        if (isQueuedRecord(value)) queued.push(value)
+        else if (isHistoryRecord(value)) histories.set(value.threadId, value.executionId)
         else yield* logWarning(`session queue: the record at ${key} is not one this library wrote; skipped`)
       }
       // A message already queued here (accepted after this host started) is not queued twice.
