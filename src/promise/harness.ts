@@ -53,7 +53,9 @@ import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context
 import { type AnyStep, asStep, subprocessOf } from "./builders.ts"
 import { modelLayer } from "./models.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
+import type { StepHooks } from "../harness/SessionTurn.ts"
 import type {
+  AgentHooks,
   AgentHarnessOptions,
   CreateContextOptions,
   DetachedSpawnOptions,
@@ -113,6 +115,29 @@ const engineRestoreOptions = (
 
 const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
 
+/** `params` through noetic's `paramsSchema`: zod's `parse`, else a Standard Schema (issues thrown as `PARAMS_INVALID`). */
+const validateParams = (schema: unknown, params: unknown): unknown => {
+  if (schema === undefined) return params
+  if (typeof schema === "object" && schema !== null && typeof (schema as { parse?: unknown }).parse === "function") {
+    return (schema as { parse: (value: unknown) => unknown }).parse(params)
+  }
+  const standard = typeof schema === "object" && schema !== null
+    ? (schema as { "~standard"?: { validate?: (value: unknown) => unknown } })["~standard"]
+    : undefined
+  if (standard === undefined || typeof standard.validate !== "function") {
+    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema has neither parse() nor a Standard Schema ~standard.validate", "Pass a zod schema or any Standard Schema.")
+  }
+  const result = standard.validate(params) as { value?: unknown; issues?: ReadonlyArray<{ message: string }> } | PromiseLike<unknown>
+  if (typeof (result as PromiseLike<unknown>).then === "function") {
+    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema validates asynchronously", "Use a schema that validates synchronously: params are checked in the constructor.")
+  }
+  const sync = result as { value?: unknown; issues?: ReadonlyArray<{ message: string }> }
+  if (sync.issues !== undefined) {
+    throw configError("PARAMS_INVALID", `params do not match paramsSchema: ${sync.issues.map((issue) => issue.message).join("; ")}`, "Fix the params given to the AgentHarness constructor.")
+  }
+  return sync.value
+}
+
 
 /**
  * An agent harness. Durable when `environment.storage.checkpointStore` is given;
@@ -133,6 +158,10 @@ export class AgentHarness<I = any, O = any> {
   readonly #ledgerStorage: StorageAdapter | undefined
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
+  /** noetic's `config`: the harness's name, its (validated) params, its hooks. */
+  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks }
+  /** The root working directory once `initialCwd` or `setRootCwd` set it. */
+  #rootCwd: { cwd: string; previousCwd?: string } | undefined
   /** The engine's sessions, once the runtime has built them (the synchronous accessors read them). */
   #sessions: EngineSessions.Sessions | undefined
   /** Histories seeded before the sessions were built. */
@@ -148,7 +177,10 @@ export class AgentHarness<I = any, O = any> {
    */
   constructor(options: AgentHarnessOptions<I, O>) {
     this.name = options.name
-    this.params = options.params
+    this.params = validateParams(options.paramsSchema, options.params)
+    this.config = { name: options.name, params: this.params, ...(options.hooks === undefined ? {} : { hooks: options.hooks }) }
+    if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
+    const hooks = options.hooks
     const agentGraph = options.agentGraph === undefined ? undefined : asStep(options.agentGraph)
     this.agentGraph = agentGraph
     const storage = options.environment?.storage
@@ -226,7 +258,8 @@ export class AgentHarness<I = any, O = any> {
       Effect.orDie(EngineHarness.make({
         name: options.name,
         agentGraph: agentGraph as Step.AnyStep | undefined,
-        params: options.params,
+        params: this.params,
+        ...(hooks === undefined ? {} : { hooks: this.#engineHooks(hooks) }),
         tools,
         context: this.#layers,
         ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
@@ -303,6 +336,37 @@ export class AgentHarness<I = any, O = any> {
     return extra === undefined ? base : [...(base ?? this.#layers), ...extra]
   }
 
+  /**
+   * The root working directory (noetic's `rootCwdState`): `initialCwd`, else the
+   * process's, and `previousCwd` once `setRootCwd` changed it. Every root context (and
+   * every turn) the harness creates after that starts there.
+   */
+  get rootCwdState(): { readonly cwd: string; readonly previousCwd?: string } {
+    return this.#rootCwd === undefined ? { cwd: process.cwd() } : { ...this.#rootCwd }
+  }
+
+  /** Moves the root working directory (noetic's `setRootCwd`, a TUI's `! cd`); the same directory is a no-op. */
+  setRootCwd(nextCwd: string): void {
+    const current = this.rootCwdState.cwd
+    if (nextCwd === current && this.#rootCwd !== undefined) return
+    this.#rootCwd = nextCwd === current ? { cwd: nextCwd } : { cwd: nextCwd, previousCwd: current }
+  }
+
+  #engineHooks(hooks: AgentHooks): StepHooks {
+    const before = hooks.beforeStep
+    const after = hooks.afterStep
+    const host = (call: () => Promise<void> | void) =>
+      Effect.tryPromise({ try: () => Promise.resolve().then(call), catch: (error) => error })
+    return {
+      ...(before === undefined ? {} : {
+        beforeStep: (step, ctx) => host(() => before.call(hooks, step, wrapContext(ctx, this)))
+      }),
+      ...(after === undefined ? {} : {
+        afterStep: (step, output, ctx) => host(() => after.call(hooks, step, output, wrapContext(ctx, this)))
+      })
+    }
+  }
+
   #useSessions<A, E>(f: (sessions: EngineSessions.Sessions) => Effect.Effect<A, E, any>): Promise<A> {
     return this.#runtime.runPromiseExit(
       SessionsService.use(f) as Effect.Effect<A, E, SessionsService>
@@ -327,7 +391,9 @@ export class AgentHarness<I = any, O = any> {
     const base = this.#toEngineLayers(contextLayers ?? context)
     const extra = this.#toEngineLayers(extraContextLayers)
     const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
+    const rootCwd = this.#rootCwd?.cwd
     const enqueueOptions: EngineSessions.EnqueueOptions = {
+      ...(rootCwd === undefined ? {} : { cwd: rootCwd }),
       ...rest,
       ...(layers === undefined ? {} : { context: layers })
     }
@@ -507,7 +573,7 @@ export class AgentHarness<I = any, O = any> {
     const parent = (options.parent === undefined ? undefined : Bridge.context.of(options.parent))
     const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
     const extra = this.#toEngineLayers(options.extraContextLayers)
-    const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
+    const cwd = options.cwdInit ?? parent?.cwd?.current ?? (parent === undefined ? this.#rootCwd?.cwd : undefined)
     const threadId = options.threadId ?? parent?.threadId ?? nodeCrypto().randomUUID()
     const resourceId = options.resourceId ?? parent?.resourceId
     const engine = new EngineContext({

@@ -73,6 +73,22 @@ export interface AgentHarnessOptions<I = any, O = any> {
   readonly onDivergence?: "warn" | "fail"
   /** The delivery mode of an `execute` given none: `'next-turn'` when absent. */
   readonly defaultDeliveryMode?: DeliveryMode
+  /** noetic's `AgentHooks`: `beforeStep(step, ctx)` before every step dispatch, `afterStep(step, result, ctx)` after it completed. */
+  readonly hooks?: AgentHooks
+  /**
+   * Validates `params` at construction (noetic's `paramsSchema`): a schema with `parse`
+   * (zod) is called and its result becomes `config.params`; a Standard Schema is
+   * validated, its issues thrown as `PARAMS_INVALID`.
+   */
+  readonly paramsSchema?: unknown
+  /** The working directory of every root context the harness creates (noetic's `initialCwd`); see `setRootCwd`. */
+  readonly initialCwd?: string
+}
+
+/** noetic's `AgentHooks`. A hook that rejects fails the step. */
+export interface AgentHooks {
+  beforeStep?(step: { readonly id: string; readonly kind: string }, ctx: AgentContext): Promise<void> | void
+  afterStep?(step: { readonly id: string; readonly kind: string }, result: unknown, ctx: AgentContext): Promise<void> | void
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
