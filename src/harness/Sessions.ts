@@ -21,7 +21,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { NoStepConfigured, type StorageError } from "../Errors.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
@@ -274,6 +274,20 @@ export const make = Effect.fnUntraced(function*(
     }
     return session
   }
+
+  // A closing harness: waiting callers hear of it (an interruption) and the streams end.
+  // Stored messages stay for resumeQueued.
+  yield* Scope.addFinalizer(
+    scope,
+    Effect.forEach(sessions.values(), (session) =>
+      Effect.andThen(
+        Effect.andThen(
+          Effect.forEach(session.queue, (m) => Deferred.interrupt(m.completion), { discard: true }),
+          Effect.forEach(session.waiters.splice(0), (w) => Deferred.interrupt(w), { discard: true })
+        ),
+        PubSub.shutdown(session.pubsub)
+      ), { discard: true })
+  )
 
   const publish = (session: Session, event: StreamEvent) => Effect.asVoid(PubSub.publish(session.pubsub, event))
   const framework = (session: Session, name: string, data: Readonly<Record<string, unknown>>) =>
