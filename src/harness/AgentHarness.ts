@@ -19,6 +19,7 @@ import {
 } from "../Errors.ts"
 import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
 import {
   type ExecutionLedger,
@@ -99,6 +100,12 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * `"strict"`: the step fails with `StepLedgerWriteFailed` and nothing downstream runs.
    */
   readonly stepLedgerDurability?: Interpreter.LedgerDurability
+  /**
+   * Where layer `init` storage and the write-through of `thread`, `resource` and
+   * `global` layer state go (docs/layers-and-channels.md#durable-layer-state): by
+   * default the checkpoint store's storage on a durable harness, else memory.
+   */
+  readonly layerStorage?: StorageAdapterShape
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -305,6 +312,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     SubprocessAdapter
   ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
+  const layerStorage: StorageAdapterShape = options.layerStorage ??
+    (Option.isSome(store) ? store.value.storage : yield* makeMemoryStorage)
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   // Set when the harness's scope closes: an outcome a reconcile learns after that is not recorded.
@@ -340,6 +349,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       cwd: init.snapshot !== undefined ? init.snapshot.cwd : init.cwd === undefined ? null : { current: init.cwd },
       askUser: init.snapshot?.askUser,
       frontier: init.snapshot?.frontier,
+      layerStorage,
       checkpoint
     })
 
