@@ -12,6 +12,7 @@ import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnap
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import type { ChannelHub } from "./Channels.ts"
 import {
   type BudgetConfig,
   type ContextScope,
@@ -189,6 +190,8 @@ export interface AgentContextOptions {
   readonly frontier?: ReadonlyArray<FrontierEntry> | undefined
   /** Where `init` storage and the write-through of non-execution layer state go (none: nowhere). */
   readonly layerStorage?: StorageAdapterShape | undefined
+  /** The channels `send` / `recv` use (the harness's; a child shares its parent's). */
+  readonly channels?: ChannelHub | undefined
   /** Saves a snapshot of this context; the harness supplies it (a no-op without storage). */
   readonly checkpoint: (context: AgentContext) => Effect.Effect<void>
 }
@@ -215,6 +218,7 @@ export interface ContextStore {
   readonly layerStorage: StorageAdapterShape | undefined
   /** The state last written through to the layer storage, by layer id. */
   readonly persisted: Map<string, unknown>
+  readonly channels: ChannelHub | undefined
   /** Counters and marks noetic's context carries (docs/layers-and-channels.md#context-members). */
   readonly meter: ContextMeter
   aborted: boolean
@@ -278,6 +282,7 @@ export class AgentContext {
       disabled: new Set(),
       layerStorage: options.layerStorage ?? options.parent?.store.layerStorage,
       persisted: new Map(),
+      channels: options.channels ?? options.parent?.store.channels,
       meter: newMeter()
     }
     for (const layer of options.layers) {

@@ -41,7 +41,9 @@ import {
   type ToolOutcomeUnknown,
   UnknownAskUserPrompt
 } from "./HarnessError.ts"
+import { ChannelHub } from "./Channels.ts"
 import * as Checkpointing from "./Checkpointing.ts"
+import * as LayerLifecycle from "./LayerLifecycle.ts"
 import * as Interpreter from "./Interpreter.ts"
 import {
   type HarnessLeaseOptions,
@@ -256,6 +258,16 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
   ) => Effect.Effect<void, UnknownAskUserPrompt>
   /** The live context of an execution this harness is running (or of a running spawn step's child agent), if any. */
   readonly liveContext: (executionId: string) => Option.Option<AgentContext>
+  /** The channels of this harness's contexts (docs/layers-and-channels.md#channels). */
+  readonly channels: ChannelHub
+  /** Where layer init storage and durable layer state go (docs/layers-and-channels.md#durable-layer-state). */
+  readonly layerStorage: StorageAdapterShape
+  /**
+   * Cancels an execution (noetic's `harness.cancel`): aborts `ctx` and, deepest first,
+   * runs the layer teardown of each live context under it and then of `ctx`:
+   * `onComplete` with outcome `'aborted'`, then `dispose`. A second call does nothing.
+   */
+  readonly cancel: (ctx: AgentContext, reason?: string) => Effect.Effect<void>
 }
 
 type GraphInput<G> = G extends AnyStep ? StepInput<G> : never
@@ -314,6 +326,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const layers = options.context ?? defaultLayers()
   const layerStorage: StorageAdapterShape = options.layerStorage ??
     (Option.isSome(store) ? store.value.storage : yield* makeMemoryStorage)
+  // External channels' handle sends are stored (and so survive the host) only on a durable harness.
+  const channels = new ChannelHub(Option.isSome(store) ? layerStorage : undefined)
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   // Set when the harness's scope closes: an outcome a reconcile learns after that is not recorded.
@@ -350,6 +364,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       askUser: init.snapshot?.askUser,
       frontier: init.snapshot?.frontier,
       layerStorage,
+      channels,
       checkpoint
     })
 
@@ -457,9 +472,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           Effect.orElseSucceed(() => Option.none<unknown>())
         )
       )
+      // Layer state of thread / resource / global scope is written through before the turn ends.
+      yield* ctx.persistLayerState()
       if (ctx.version !== before || !rootRecorded) yield* checkpoint(ctx)
       return { executionId: ctx.id, output }
-    }).pipe(Effect.ensuring(Effect.sync(() => live.delete(ctx.id))))
+    }).pipe(Effect.ensuring(Effect.sync(() => {
+      live.delete(ctx.id)
+      // The root run is over: its channel handles close and its channel streams end.
+      if (ctx.parent === undefined) channels.closeExecution(ctx.id)
+    })))
 
   const requireGraph = Effect.suspend(() =>
     options.agentGraph === undefined
@@ -671,6 +692,21 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     detachedSpawn: detachedSpawn as unknown as AgentHarness<G>["detachedSpawn"],
     adopt,
     answerAskUser,
-    liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId))
+    liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId)),
+    channels,
+    layerStorage,
+    cancel: (ctx, reason) =>
+      Effect.suspend(() => {
+        if (ctx.aborted) return Effect.void
+        // The live contexts under ctx, deepest first: each is torn down before its parent.
+        const below = (c: AgentContext): boolean => c.parent !== undefined && (c.parent.store === ctx.store || below(c.parent))
+        const tree = [...new Set([...live.values()].filter(below))].sort((a, b) => b.depth - a.depth)
+        ctx.abort(reason)
+        return Effect.forEach([...tree, ctx], (node) => LayerLifecycle.teardownLayers(node, "aborted"), {
+          discard: true
+        }).pipe(Effect.andThen(Effect.sync(() => {
+          if (ctx.parent === undefined) channels.closeExecution(ctx.id)
+        })))
+      })
   } satisfies AgentHarness<G>
 })

@@ -146,6 +146,7 @@ export interface ChannelHandleShape<T> {
 export class ChannelHub {
   readonly #states = new Map<string, ChannelState>()
   readonly #closed = new Set<string>()
+  readonly #subs = new Map<string, Set<Subscriber>>()
   readonly #storage: StorageAdapterShape | undefined
   #seq = 0
 
@@ -348,13 +349,16 @@ export class ChannelHub {
    * Values sent on a channel, as they come, until `executionId` ends (buffered values
    * first): a queue's subscriber competes with `recv`; topic and value subscribers tap.
    */
-  subscribe<T>(def: Channel<T>): {
+  subscribe<T>(def: Channel<T>, executionId: string): {
     readonly next: () => Effect.Effect<Option.Option<T>>
     readonly close: () => void
     readonly subscriber: Subscriber
   } {
     const state = this.#state(def)
-    const subscriber: Subscriber = { executionId: "", buffer: [], wake: undefined, ended: false }
+    const subscriber: Subscriber = { executionId, buffer: [], wake: undefined, ended: this.#closed.has(executionId) }
+    let bound = this.#subs.get(executionId)
+    if (bound === undefined) this.#subs.set(executionId, bound = new Set())
+    bound.add(subscriber)
     if (def.mode === "value" && state.hasValue) subscriber.buffer.push(state.value)
     state.subscribers.add(subscriber)
     const next = (): Effect.Effect<Option.Option<T>> =>
@@ -380,14 +384,17 @@ export class ChannelHub {
       close: () => {
         subscriber.ended = true
         state.subscribers.delete(subscriber)
+        this.#subs.get(executionId)?.delete(subscriber)
         subscriber.wake?.()
       }
     }
   }
 
   /** Ends subscriptions bound to `executionId` and closes its handles. */
-  closeExecution(executionId: string, subscribers: Iterable<Subscriber> = []): void {
+  closeExecution(executionId: string): void {
     this.#closed.add(executionId)
+    const subscribers = this.#subs.get(executionId) ?? new Set()
+    this.#subs.delete(executionId)
     for (const sub of subscribers) {
       sub.ended = true
       sub.wake?.()

@@ -55,7 +55,7 @@ import {
   type StepContext,
   type Verdict
 } from "./Step.ts"
-import { logWarning } from "../internal/diagnostics.ts"
+import { logWarning } from "../internal/diagnostics.ts"; import * as LayerLifecycle from "./LayerLifecycle.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
@@ -781,7 +781,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           }))
         // Live while it runs, so the host can answer its ask-user prompts by its id.
         deps.live.set(child.id, child)
-        const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+        const run = LayerLifecycle.aroundSpawn(frame.ctx, child, Option.isNone(restored), dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }))
         // A spawn step dispatches its child through its adapter (noetic's `subprocess`).
         const adapter = adapterOf(step, frame)
         const dispatched = adapter === undefined

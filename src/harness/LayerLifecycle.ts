@@ -532,6 +532,20 @@ export const returnLayers = <A>(
     return current as A
   })
 
+/** A spawned child's run between its spawn hooks: `onSpawn` (a `fresh` child only, its items appended), then `onReturn`. */
+export const aroundSpawn = <A, E, R>(
+  parent: AgentContext,
+  child: AgentContext,
+  fresh: boolean,
+  run: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.andThen(
+    fresh
+      ? Effect.flatMap(spawnLayers(parent, child), (items) => items.length === 0 ? Effect.void : Effect.asVoid(child.append(items)))
+      : Effect.void,
+    Effect.flatMap(run, (output) => returnLayers(parent, child, output))
+  )
+
 /** Runs `onComplete` of every active layer in array order with how the execution ended. */
 export const completeLayers = (
   ctx: AgentContext,
