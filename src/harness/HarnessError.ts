@@ -121,6 +121,8 @@ export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("
   "ModelOutputInvalid",
   { stepId: Schema.String, raw: Schema.String, issues: Schema.Array(Schema.String) }
 ) {
+  /** noetic's kind for a reply that fails its output schema. */
+  readonly noeticKind = "model_parse_error"
   override get message(): string {
     return `the reply of step ${this.stepId} does not match its output schema: ${this.issues.join("; ")}`
   }

@@ -10,24 +10,21 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
-import type * as LanguageModel from "effect/ai/LanguageModel"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
-import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
+import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import {
   describeAnswer,
   ForkPartial,
   HarnessClosed,
   InvalidMaxIterations,
   LoopMaxIterations,
-  ModelOutputInvalid,
   ReconcileAnswerInvalid,
   ReplayDiverged,
   SpawnTimeout,
@@ -50,12 +47,13 @@ import {
   type RetryPolicy,
   type Settled,
   type Snapshot,
-  type StandardSchema,
   staticChildren,
   type StepContext,
   type Verdict
 } from "./Step.ts"
-import { logWarning } from "../internal/diagnostics.ts"; import * as LayerLifecycle from "./LayerLifecycle.ts"
+import { logWarning } from "../internal/diagnostics.ts"
+import * as LayerLifecycle from "./LayerLifecycle.ts"
+import * as ToolLoop from "./ToolLoop.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
@@ -215,21 +213,6 @@ export const retrySchedule = (policy: RetryPolicy): Schedule.Schedule<Duration.D
   }))
 
 /** The `output` schema's value of a reply: its text as JSON, validated. */
-const parseOutput = (step: CallModel<any, any, any>, text: string) =>
-  Effect.gen(function*() {
-    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
-    let json: unknown
-    try {
-      json = JSON.parse(text)
-    } catch (error) {
-      return yield* invalid([`not JSON: ${String(error)}`])
-    }
-    const schema = step.output as StandardSchema
-    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
-    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
-    return result.value
-  })
-
 const cancelledFields = (ctx: AgentContext) =>
   ctx.abortReason === undefined ? { executionId: ctx.id } : { executionId: ctx.id, reason: ctx.abortReason }
 
@@ -321,7 +304,13 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     return view
   }
 
+  // A model call's recorded value carries its meta: noted on the context, its output passed on.
   const dispatch = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
+    step.kind === "callModel"
+      ? Effect.map(dispatchStep(step, input, parent), (value) => ToolLoop.settle(parent.ctx, value))
+      : dispatchStep(step, input, parent)
+
+  const dispatchStep = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
     Effect.suspend(() => {
       if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
       // noetic: an aborted context throws `cancelled` at the next step boundary.
@@ -599,32 +588,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         (handle) => handle.await
       ))
 
-  /** One model turn, appended to the log. */
-  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted => {
-    return Effect.gen(function*() {
-      const ctx = stepContext(frame)
-      // Loaded at the first model turn: a graph without one never loads `effect/ai`.
-      const { LanguageModel: LanguageModelService } = yield* Effect.promise(
-        (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
-      )
-      const model = yield* LanguageModelService
-      const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
-      const metadata = response.content.find((part) => part.type === "response-metadata")
-      const text = response.text
-      // Without a provider id, the made-up one also names the text: a turn re-issued
-      // after a crash that returns the same answer is not doubled, and one that
-      // returns another answer is a new turn in the log, as it is downstream.
-      const responseId = metadata?.id ?? `${frame.ctx.id}${frame.path}:${(Hash.string(text) >>> 0).toString(16)}`
-      const turn: Array<Item> = [
-        { type: "message", role: "user", id: `${frame.ctx.id}${frame.path}:input`, content: input },
-        { type: "message", role: "assistant", responseId, content: text }
-      ]
-      yield* frame.ctx.append(turn)
-      if (step.result === "turn") return { responseId, text }
-      if (step.result === "text") return text
-      return yield* parseOutput(step, text)
-    })
-  }
+  /** One model call (docs/runtime.md#the-tool-loop). */
+  const callModelStep = (step: CallModel<any, any, any>, input: unknown, frame: Frame): Interpreted =>
+    ToolLoop.callModelStep(step, input, stepContext(frame), frame.ctx)
 
   /** Calls the step's tool, or the harness tool it names. */
   const invokeToolStep = (step: InvokeTool<any>, input: unknown, frame: Frame): Interpreted => {
@@ -739,7 +705,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           lastOutput: output,
           lastText: textOf(output),
           history: [...history],
-          depth: frame.ctx.depth
+          depth: frame.ctx.depth,
+          lastStepMeta: ToolLoop.lastStepMeta(frame.ctx)
         }
         // noetic: an until that throws stops the loop.
         const verdict = yield* step.until(snapshot).pipe(

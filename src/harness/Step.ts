@@ -23,6 +23,7 @@ import { callerModuleUrlLater } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
+import type { StepMeta } from "./ToolLoop.ts"
 
 /** Marks a value as a step. */
 export const StepTypeId = "~noetic-effect/Step" as const
@@ -90,6 +91,8 @@ export interface Snapshot {
   readonly history: Array<unknown>
   /** Nesting depth of the context the loop runs on. */
   readonly depth: number
+  /** What the last `callModel` on the context produced: its tool calls, usage, cost (noetic's `StepMeta`). */
+  readonly lastStepMeta?: StepMeta | undefined
 }
 
 /** A loop's decision after an iteration (noetic's `Verdict`). */

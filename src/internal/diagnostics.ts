@@ -8,11 +8,11 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
+import * as References from "effect/References"
 
 /** Runs `self` with the default logger writing to stderr (a host's own loggers are untouched). */
 export const toStderr = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.provideService(self, Logger.LogToStderr, true)
+  Effect.provideService(self, References.LogToStderr, true)
 
 /** `Effect.logWarning`, on stderr when the default logger prints it. */
 export const logWarning = (...message: ReadonlyArray<any>): Effect.Effect<void> =>

@@ -267,6 +267,10 @@ export const toFacadeError = (error: unknown): Error => {
       const cause = (error as { readonly cause?: unknown }).cause
       return isNoeticError(cause) ? cause : stepFailed(fields.stepId, cause)
     }
+    const noeticKind = (error as { readonly noeticKind?: unknown }).noeticKind
+    if (typeof noeticKind === "string") {
+      return new NoeticError({ code, message, cause: error, noeticError: modelPayload(noeticKind, error) })
+    }
     if (typeof fields.stepId === "string") {
       const cause = asError(error)
       return new NoeticError({
@@ -279,6 +283,29 @@ export const toFacadeError = (error: unknown): Error => {
     return new NoeticError({ code, message, cause: error })
   }
   return error instanceof Error ? error : new NoeticError({ code: "UNKNOWN", message: String(error), cause: error })
+}
+
+/** noetic's payload of a model failure (`model_rate_limit`, `model_refused`, `model_parse_error`). */
+const modelPayload = (kind: string, error: object): NoeticErrorPayload => {
+  const e = error as Record<string, unknown>
+  const stepId = typeof e.stepId === "string" ? { stepId: e.stepId } : {}
+  switch (kind) {
+    case "model_rate_limit":
+      return { kind, ...stepId, ...(typeof e.retryAfterMs === "number" ? { retryAfter: e.retryAfterMs } : {}) }
+    case "model_refused":
+      return { kind, ...stepId, refusal: String(e.refusal) }
+    case "model_parse_error": {
+      const issues = Array.isArray(e.issues) ? e.issues.map(String) : [String(e.detail ?? "failed to parse output")]
+      return {
+        kind,
+        ...stepId,
+        raw: typeof e.raw === "string" ? e.raw : "",
+        zodError: { issues: issues.map((message) => ({ code: "custom", message, path: [] })) }
+      }
+    }
+    default:
+      return { kind, ...stepId, cause: asError(error) }
+  }
 }
 
 /** noetic's payload for what the step `stepId` failed with (a settled path, a loop's `onError`, a failed `inParallel`). */

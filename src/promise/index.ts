@@ -37,67 +37,60 @@ export {
   type StepLedgerRetention
 } from "./checkpoint.ts"
 export {
-  AgentContext,
-  AgentHarness,
-  type AgentHarnessOptions,
-  type AnyStep,
   type AppendPipelineResult,
-  callModel,
-  type CallModelOptions,
-  conditional,
-  type ConditionalOptions,
   type ContextLayer,
   type ContextLayerHooks,
   type ContextScope,
-  type CreateContextOptions,
-  type CwdState,
-  defaultContextLayers,
-  type DetachedHandle,
-  type DetachedSpawnOptions,
-  DetachedStatus,
-  type EffectsOptions,
-  type ExecuteOptions,
   type ExecutionContext,
-  type HarnessStatus,
-  type HarnessTool,
   history,
-  inParallel,
-  type InParallelOptions,
   type InitParams,
   instructions,
-  invokeTool,
-  type InvokeToolOptions,
   type Item,
-  type ItemLog,
+  type NoeticContextLayer,
+  type OnItemAppendParams,
+  type OnItemAppendResult,
+  type RerenderRequest,
+  type ScopedStorage,
+  scratchpad
+} from "./layers.ts"
+export { AgentContext, type CwdState, type ItemLog, StepContext } from "./context.ts"
+export {
+  type AnyStep,
+  conditional,
+  type ConditionalOptions,
+  type EffectsOptions,
+  inParallel,
+  type InParallelOptions,
   loop,
   type LoopOptions,
   type NoeticContext as Context,
-  type NoeticContextLayer,
   type NoeticStep as Step,
-  type OnItemAppendParams,
-  type OnItemAppendResult,
-  type PlainModel,
-  reattachLiveChildren,
   Reconciled,
-  type ReattachedChildren,
-  type RerenderRequest,
-  type RestoreContextOptions,
   type RetryPolicy,
   runCode,
   type RunCodeOptions,
-  type ScopedStorage,
-  scratchpad,
   type SettleResult,
   type Snapshot,
   spawn,
   type SpawnOptions,
   type StepBuildOptions,
-  type StorageEnvironment,
-  StepContext,
   subprocessOf,
-  type Tool,
   type Verdict
-} from "./harness.ts"
+} from "./builders.ts"
+export { callModel, type CallModelOptions, type PlainModel } from "./models.ts"
+export { invokeTool, type InvokeToolOptions, type Tool } from "./tools.ts"
+export { type DetachedHandle, DetachedStatus } from "./handles.ts"
+export type {
+  AgentHarnessOptions,
+  CreateContextOptions,
+  DetachedSpawnOptions,
+  ExecuteOptions,
+  HarnessStatus,
+  HarnessTool,
+  RestoreContextOptions,
+  StorageEnvironment
+} from "./options.ts"
+export { AgentHarness, defaultContextLayers, reattachLiveChildren, type ReattachedChildren } from "./harness.ts"
 export {
   createInMemorySubprocessAdapter,
   createLocalSubprocessAdapter,
@@ -149,6 +142,7 @@ export {
 } from "./ipc.ts"
 export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
 export { createDetachedSignal, type DetachedSignal } from "./detachedSignal.ts"
+export { createStreamServer, type StreamServerConfig, type StreamServerHandle } from "./streams.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use
 // the facade can name them.

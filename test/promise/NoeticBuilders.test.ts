@@ -190,7 +190,7 @@ describe("noetic builders: callModel", () => {
     expect((await h.execute("essay")).output).toEqual({ score: 7 })
     const error = await rejection(h.execute("essay"))
     expect(error.code).toBe("MODEL_OUTPUT_INVALID")
-    expect(error.noeticError).toMatchObject({ kind: "step_failed", stepId: "grade" })
+    expect(error.noeticError).toMatchObject({ kind: "model_parse_error", stepId: "grade", raw: '{"score": "high"}' })
   })
 
   it("throws EMPTY_STEP_ID and MISSING_MODEL for an empty eager model", () => {

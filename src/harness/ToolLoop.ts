@@ -1,0 +1,375 @@
+/**
+ * The `callModel` step (docs/runtime.md#the-tool-loop). With a `ModelProvider` in
+ * context, a step is noetic's model call: the string input is appended to the item
+ * log as a user message, the log goes to the provider, the reply's items are appended,
+ * the function calls it asks for run and their outputs are appended, and the provider
+ * is asked again, until a reply asks for none. Every model round and every tool call
+ * is a child step of the `callModel` step (`model-round#n`, `tool-call#n`), so each is
+ * recorded in the step ledger as it completes: a run killed mid loop resumes without
+ * asking the model again for the rounds that completed, and without re-running the
+ * tool calls that completed (docs/runtime.md#durability-of-the-tool-loop).
+ *
+ * Without a provider, a step asks the `effect/ai` `LanguageModel` for one turn.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Hash from "effect/Hash"
+import * as Option from "effect/Option"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import {
+  type Item as ModelItem,
+  type ModelDelta,
+  ModelParseError,
+  ModelProvider,
+  type ModelProviderShape,
+  ofStep,
+  type ModelResponse,
+  publish,
+  type RoundUsage,
+  type RunEvent,
+  type ToolSpec
+} from "../services/ModelProvider.ts"
+import type { AgentContext, Item } from "./AgentContext.ts"
+import { ModelOutputInvalid } from "./HarnessError.ts"
+import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+
+/** noetic's bound on the rounds of one model call. */
+export const MAX_TOOL_ROUNDS = 32
+
+/**
+ * A tool the model may call: what the model is told of it, and how it runs. `execute`
+ * gets the arguments parsed from the call's JSON; what it returns (a string, or JSON of
+ * anything else) is the function call's output.
+ */
+export interface ModelTool {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly parameters: Readonly<Record<string, unknown>>
+  readonly execute: (
+    args: unknown,
+    ctx: StepContext,
+    call: { readonly callId: string; readonly name: string }
+  ) => Effect.Effect<unknown, unknown>
+}
+
+/** The harness's tools: those a `callModel` without `tools` may call (noetic's harness `tools`). */
+export class ModelTools extends Context.Service<ModelTools, ReadonlyArray<ModelTool>>()("noetic-effect/ModelTools") {}
+
+/** What the last `callModel` on a context produced (noetic's `StepMeta`), as a loop's `until` sees it. */
+export interface StepMeta {
+  readonly toolCalls?: ReadonlyArray<ModelItem> | undefined
+  readonly usage?: RoundUsage | undefined
+  readonly cost?: number | undefined
+  readonly responseItems: ReadonlyArray<ModelItem>
+}
+
+/**
+ * What a provider-backed `callModel` records in the ledger: its output and its meta,
+ * so a replayed step restores the meta a loop's `until` reads (`until.noToolCalls()`).
+ */
+export interface ModelTurnRecord {
+  readonly _noeticModelTurn: 1
+  readonly output: unknown
+  readonly meta: StepMeta
+}
+
+const isTurnRecord = (u: unknown): u is ModelTurnRecord =>
+  typeof u === "object" && u !== null && (u as { _noeticModelTurn?: unknown })._noeticModelTurn === 1 && "meta" in u
+
+const metas = new WeakMap<AgentContext, StepMeta>()
+
+/** The meta of the last `callModel` that settled on `ctx`. */
+export const lastStepMeta = (ctx: AgentContext): StepMeta | undefined => metas.get(ctx)
+
+/** A `callModel` dispatch's settled value: its meta noted on `ctx`, its output returned. */
+export const settle = (ctx: AgentContext, value: unknown): unknown => {
+  if (!isTurnRecord(value)) return value
+  metas.set(ctx, value.meta)
+  return value.output
+}
+
+const resolveLazy = <T>(value: Lazy<T>, ctx: StepContext): T =>
+  typeof value === "function" ? (value as (ctx: StepContext) => T)(ctx) : value
+
+/** The text of the last assistant message among `items` (noetic's response text). */
+export const responseText = (items: ReadonlyArray<ModelItem>): string => {
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i]!
+    if (item.type !== "message" || item.role !== "assistant") continue
+    const content = item.content
+    if (typeof content === "string") return content
+    if (Array.isArray(content)) {
+      return content.map((part) => (part?.type === "output_text" && typeof part.text === "string" ? part.text : "")).join("")
+    }
+  }
+  return ""
+}
+
+/** The step's `output` schema applied to the reply's text, parsed as JSON. */
+export const parseOutput = (step: CallModel<any, any, any>, text: string) =>
+  Effect.gen(function*() {
+    const invalid = (issues: ReadonlyArray<string>) => new ModelOutputInvalid({ stepId: step.id, raw: text, issues })
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      return yield* invalid([`not JSON: ${String(error)}`])
+    }
+    const schema = step.output as StandardSchema
+    const result = yield* Effect.promise(async () => schema["~standard"].validate(json))
+    if (result.issues !== undefined) return yield* invalid(result.issues.map((issue) => issue.message))
+    return result.value
+  })
+
+/** The `callModel` step: through the `ModelProvider` when there is one, else the `LanguageModel`. */
+export const callModelStep = (
+  step: CallModel<any, any, any>,
+  input: unknown,
+  ctx: StepContext,
+  root: AgentContext
+): Effect.Effect<unknown, unknown, unknown> =>
+  Effect.flatMap(
+    Effect.serviceOption(ModelProvider),
+    (provider) =>
+      Option.isSome(provider) ? toolLoop(step, input, ctx, root, provider.value) : languageModelTurn(step, input, ctx, root)
+  )
+
+/** One turn through the `effect/ai` `LanguageModel` (no tools), appended to the log. */
+const languageModelTurn = (step: CallModel<any, any, any>, input: unknown, ctx: StepContext, root: AgentContext) =>
+  Effect.gen(function*() {
+    // Loaded at the first model turn: a graph without one never loads `effect/ai`.
+    const { LanguageModel: LanguageModelService } = yield* Effect.promise(
+      (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
+    )
+    const model = yield* LanguageModelService
+    const response = yield* model.generateText({ prompt: step.prompt(input, ctx) })
+    const metadata = response.content.find((part) => part.type === "response-metadata")
+    const text = response.text
+    // Without a provider id, the made-up one also names the text: a turn re-issued
+    // after a crash that returns the same answer is not doubled, and one that
+    // returns another answer is a new turn in the log, as it is downstream.
+    const responseId = metadata?.id ?? `${root.id}${ctx.path}:${(Hash.string(text) >>> 0).toString(16)}`
+    const turn: Array<Item> = [
+      { type: "message", role: "user", id: `${root.id}${ctx.path}:input`, content: input },
+      { type: "message", role: "assistant", responseId, content: text }
+    ]
+    yield* root.append(turn)
+    if (step.result === "turn") return { responseId, text }
+    if (step.result === "text") return text
+    return yield* parseOutput(step, text)
+  })
+
+/** What a tool call recorded: its output as the model sees it, and whether it failed. */
+interface ToolCallOutcome {
+  readonly output: string
+  readonly error: boolean
+}
+
+const stringify = (value: unknown): string => {
+  if (typeof value === "string") return value
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "object" && error !== null && "message" in error
+    ? String((error as { message: unknown }).message)
+    : String(error)
+
+/** Failures that stop the run rather than become a tool call's error output. */
+const isRunFailure = (error: unknown): boolean => {
+  const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
+  if (tag === "StepCancelled" || tag === "HarnessClosed" || tag === "ExecutionLeaseLost") return true
+  const kind = typeof error === "object" && error !== null
+    ? (error as { noeticError?: { kind?: unknown } }).noeticError?.kind
+    : undefined
+  return kind === "cancelled"
+}
+
+/** Runs one function call: unknown tools and malformed arguments answer an error output, as noetic's do. */
+const runTool = (
+  tools: ReadonlyArray<ModelTool>,
+  call: { readonly callId: string; readonly name: string; readonly arguments: string },
+  ctx: StepContext
+): Effect.Effect<ToolCallOutcome, unknown> => {
+  const tool = tools.find((candidate) => candidate.name === call.name)
+  if (tool === undefined) {
+    return Effect.succeed({
+      output: `Error: unknown tool ${JSON.stringify(call.name)}; known tools: ${tools.map((t) => t.name).join(", ") || "(none)"}`,
+      error: true
+    })
+  }
+  let args: unknown
+  try {
+    args = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments)
+  } catch {
+    return Effect.succeed({ output: `Error: malformed JSON in tool arguments: ${call.arguments}`, error: true })
+  }
+  return Effect.suspend(() => tool.execute(args, ctx, { callId: call.callId, name: call.name })).pipe(
+    Effect.map((result): ToolCallOutcome => ({ output: stringify(result), error: false })),
+    Effect.catch((error) =>
+      isRunFailure(error) ? Effect.fail(error) : Effect.succeed({ output: `Error: ${messageOf(error)}`, error: true })
+    )
+  )
+}
+
+/** A provider call with an abort signal that fires when the fiber is interrupted. */
+const callProvider = (
+  provider: ModelProviderShape,
+  request: Omit<Parameters<ModelProviderShape["call"]>[0], "signal">,
+  emit: (delta: ModelDelta) => Effect.Effect<void>
+): Effect.Effect<ModelResponse, unknown> =>
+  Effect.suspend(() => {
+    const controller = new AbortController()
+    return provider.call({ ...request, signal: controller.signal }, emit).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the model call was interrupted"))))
+    )
+  })
+
+/** noetic's model call, its rounds and tool calls recorded as child steps. */
+const toolLoop = (
+  step: CallModel<any, any, any>,
+  input: unknown,
+  ctx: StepContext,
+  root: AgentContext,
+  provider: ModelProviderShape
+): Effect.Effect<ModelTurnRecord, unknown, unknown> =>
+  Effect.gen(function*() {
+    const model = step.model === undefined ? "" : resolveLazy(step.model, ctx)
+    if (typeof model !== "string" || model.trim() === "") {
+      return yield* new ModelParseError({ model: String(model), stepId: step.id, detail: `callModel(${JSON.stringify(step.id)}) resolved model to an empty string` })
+    }
+    const instructions = step.instructions === undefined ? undefined : resolveLazy(step.instructions, ctx)
+    const given = typeof step.tools === "function" ? (step.tools as (ctx: StepContext) => unknown)(ctx) : step.tools
+    const tools: ReadonlyArray<ModelTool> = Array.isArray(given)
+      ? given as ReadonlyArray<ModelTool>
+      : Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])
+    const specs: ReadonlyArray<ToolSpec> = tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.parameters
+    }))
+    const base = { executionId: root.id, threadId: root.threadId, path: ctx.path }
+    const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
+      publish({ ...base, ...body } as RunEvent)
+
+    if (typeof input === "string" && input !== "") {
+      yield* root.append([{
+        type: "message",
+        id: `${root.id}${ctx.path}:input`,
+        role: "user",
+        status: "completed",
+        content: [{ type: "input_text", text: input }]
+      }])
+    }
+
+    const responseItems: Array<ModelItem> = []
+    const toolCalls: Array<ModelItem> = []
+    let usage = { inputTokens: 0, outputTokens: 0 }
+    let cost: number | undefined
+    for (let round = 0;; round++) {
+      if (round >= MAX_TOOL_ROUNDS) {
+        return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
+      }
+      let replayed = true
+      const roundStep = runCode({
+        id: "model-round",
+        module: null,
+        execute: () =>
+          Effect.suspend(() => {
+            replayed = false
+            return Effect.andThen(
+              event({ type: "model_call_started", model, round }),
+              callProvider(provider, {
+                model,
+                instructions,
+                items: root.items as ReadonlyArray<ModelItem>,
+                tools: specs,
+                params: step.params
+              }, (delta) => event(delta))
+            )
+          })
+      })
+      const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
+      usage = {
+        inputTokens: usage.inputTokens + response.usage.inputTokens,
+        outputTokens: usage.outputTokens + response.usage.outputTokens
+      }
+      if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
+      yield* event({ type: "model_call_completed", model, round, usage: response.usage, cost: response.cost, replayed })
+      yield* root.append(response.items as ReadonlyArray<Item>)
+      for (const item of response.items) {
+        responseItems.push(item)
+        yield* event({ type: "item", item })
+      }
+      const answered = new Set(
+        response.items.filter((item) => item.type === "function_call_output").map((item) => String(item.callId))
+      )
+      const calls = response.items.filter((item) => item.type === "function_call")
+      toolCalls.push(...calls)
+      const pending = calls.filter((item) => !answered.has(String(item.callId)))
+      if (provider.mode === "whole-call" || pending.length === 0) break
+      for (const item of pending) {
+        const call = {
+          callId: String(item.callId),
+          name: String(item.name),
+          arguments: typeof item.arguments === "string" ? item.arguments : "{}"
+        }
+        let ran = false
+        const toolStep = runCode({
+          id: "tool-call",
+          module: null,
+          execute: (_: unknown, toolCtx: StepContext) =>
+            Effect.suspend(() => {
+              ran = true
+              return Effect.andThen(
+                event({ type: "tool_call_started", ...call }),
+                runTool(tools, call, toolCtx)
+              )
+            })
+        })
+        const outcome = (yield* ctx.run(toolStep, call)) as ToolCallOutcome
+        yield* event({
+          type: "tool_call_completed",
+          callId: call.callId,
+          name: call.name,
+          output: outcome.output,
+          error: outcome.error,
+          replayed: !ran
+        })
+        const output: ModelItem = {
+          type: "function_call_output",
+          id: `fco_${call.callId}`,
+          callId: call.callId,
+          output: outcome.output,
+          status: "completed"
+        }
+        yield* root.append([output as Item])
+        responseItems.push(output)
+        yield* event({ type: "item", item: output })
+      }
+    }
+    const text = responseText(responseItems)
+    const output = step.result === "turn"
+      ? { responseId: String(responseItems.find((item) => item.type === "message")?.id ?? `${root.id}${ctx.path}`), text }
+      : step.result === "text"
+      ? text
+      : yield* parseOutput(step, text)
+    return {
+      _noeticModelTurn: 1,
+      output,
+      meta: {
+        ...(toolCalls.length === 0 ? {} : { toolCalls }),
+        usage,
+        ...(cost === undefined ? {} : { cost }),
+        responseItems
+      }
+    } satisfies ModelTurnRecord
+  })
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never

@@ -1,0 +1,73 @@
+/**
+ * A Durable Streams server: the stream routes served by `HttpServe` over the
+ * `DurableStreams` service in context. `layer` serves it; `StreamRoutes.layerRouter`
+ * mounts the same routes into a host's own router. Several servers on one Postgres wake
+ * each other's live reads through `layerPostgresSignals` (LISTEN/NOTIFY). See
+ * docs/http-streams.md.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import * as DurableStreamsModule from "../services/DurableStreams.ts"
+import type { StorageAdapter } from "../services/StorageAdapter.ts"
+import * as HttpServe from "./HttpServe.ts"
+import * as StreamRoutes from "./StreamRoutes.ts"
+
+/**
+ * Where and how to serve streams.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface StreamServerOptions extends HttpServe.HttpServeOptions, StreamRoutes.StreamRoutesOptions {}
+
+/**
+ * Serves the streams of the `DurableStreams` in context until the scope closes; the base
+ * URL (a stream `a/b` is at `${url}/a/b`) is the `ServedUrl` service.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: StreamServerOptions = {}
+): Layer.Layer<HttpServe.ServedUrl, HttpServe.HttpServeError, DurableStreamsModule.DurableStreams> =>
+  HttpServe.layer(StreamRoutes.layerRouter(options), options) as never
+
+/**
+ * The server together with its service, over the `StorageAdapter` in context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWithService = (
+  options: StreamServerOptions & DurableStreamsModule.DurableStreamsOptions = {}
+): Layer.Layer<HttpServe.ServedUrl | DurableStreamsModule.DurableStreams, HttpServe.HttpServeError, StorageAdapter> =>
+  layer(options).pipe(Layer.provideMerge(DurableStreamsModule.layer(options)))
+
+/** The Postgres channel appends are announced on. */
+export const SIGNAL_CHANNEL = "noetic_durable_streams"
+
+/**
+ * Cross-process wake-ups through Postgres LISTEN/NOTIFY on its own connection: an append
+ * through one server wakes the live reads of every server on the same database at once.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makePostgresSignals = (url: string) =>
+  Effect.gen(function*() {
+    const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
+    const client = yield* PgClient.make({ url: Redacted.make(url) })
+    const changes = yield* client.listen(SIGNAL_CHANNEL)
+    const signals: DurableStreamsModule.StreamSignals = {
+      publish: (streamId) => Effect.ignore(client.notify(SIGNAL_CHANNEL, streamId)),
+      changes: Stream.fromQueue(changes).pipe(
+        Stream.map((notification) => notification.payload),
+        Stream.orDie
+      )
+    }
+    return signals
+  })

@@ -1,0 +1,274 @@
+/**
+ * The facade's contexts: `AgentContext` (noetic's `Context`) and `StepContext`, what
+ * step bodies see.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { AgentContext as EngineContext, type Item } from "../harness/AgentContext.ts"
+import * as Step from "../harness/Step.ts"
+import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
+import { unwrapExit } from "./errors.ts"
+import * as Bridge from "./bridge.ts"
+import { type SubprocessAdapter } from "./subprocess.ts"
+import { logWarning } from "../internal/diagnostics.ts"
+import type { ContextLayer } from "./layers.ts"
+import { type AnyStep, asStep } from "./builders.ts"
+import type { AgentHarness } from "./harness.ts"
+
+// -----------------------------------------------------------------------------
+// Contexts
+// -----------------------------------------------------------------------------
+
+/** The working directory as noetic's contexts carry it. */
+export interface CwdState {
+  cwd: string
+  previousCwd?: string
+}
+
+/** The item log as noetic's contexts carry it. */
+export interface ItemLog {
+  readonly items: ReadonlyArray<Item>
+  /** Appends one item through the append pipeline (layers, dedupe, checkpoint), without waiting. */
+  append(item: Item): void
+}
+
+/**
+ * The live context of an execution (noetic's `Context`): `id`, `threadId`,
+ * `resourceId`, assignable `state`, `parent` (null at the root), `itemLog`,
+ * `cwdState`, `depth`, `layers`, `harness`, `subprocess`, `checkpoint()`, `abort()`,
+ * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
+ */
+export class AgentContext {
+  #harness: AgentHarness | undefined
+  #itemLog: ItemLog | undefined
+
+  /** @internal */
+  constructor(engine: EngineContext, harness?: AgentHarness) {
+    Bridge.context.attach(this, engine)
+    this.#harness = harness
+  }
+
+  /** @internal Attaches the harness to a context first seen without one. */
+  adoptHarness(harness: AgentHarness | undefined): void {
+    if (this.#harness === undefined) this.#harness = harness
+  }
+
+  /** The execution id. */
+  get id(): string {
+    return Bridge.context.of(this).id
+  }
+  /** The thread: a random UUID unless one was given. */
+  get threadId(): string {
+    return Bridge.context.of(this).threadId ?? Bridge.context.of(this).id
+  }
+  get resourceId(): string | undefined {
+    return Bridge.context.of(this).resourceId
+  }
+  /**
+   * Host wiring given to `execute`, `createContext` or `restore`; assignable, never
+   * persisted. `{}` until something else is given or assigned, as in noetic.
+   */
+  get state(): any {
+    const engine = Bridge.context.of(this)
+    if (engine.state === undefined) engine.state = {}
+    return engine.state
+  }
+  set state(value: unknown) {
+    Bridge.context.of(this).state = value
+  }
+  /** The context this one was made under, or null at the root. */
+  get parent(): AgentContext | null {
+    const parent = Bridge.context.of(this).parent
+    return parent === undefined ? null : wrapContext(parent, this.#harness)
+  }
+  /** How many parents this context has: 0 at the root. */
+  get depth(): number {
+    return Bridge.context.of(this).depth
+  }
+  /** The item log (`itemLog.items`, oldest first). */
+  get itemLog(): ItemLog {
+    const engine = Bridge.context.of(this)
+    return this.#itemLog ??= {
+      get items() {
+        return engine.items
+      },
+      append: (item) => {
+        this.append([item]).catch((error) => Effect.runFork(logWarning("itemLog.append failed", error)))
+      }
+    }
+  }
+  /** The working directory: the current one (the process cwd when none was set) and the previous one. */
+  get cwdState(): CwdState {
+    const cwd = Bridge.context.of(this).cwd
+    const previous = cwd?.previous
+    return {
+      cwd: cwd?.current ?? process.cwd(),
+      ...(previous === undefined || previous === null ? {} : { previousCwd: previous })
+    }
+  }
+  /**
+   * The layers of this context, as they were given (noetic definitions stay themselves);
+   * absent when it has none (neither the harness nor the call gave any), as in noetic,
+   * whose `Context` declares `layers?`. Read through an accessor defined below the class.
+   */
+  declare readonly layers?: Array<ContextLayer>
+  /** The harness this context belongs to: `ctx.harness.run(step, input, ctx)` composes steps. */
+  get harness(): AgentHarness {
+    return this.#harness ?? (detachedRunner as unknown as AgentHarness)
+  }
+  /** The harness's subprocess adapter. */
+  get subprocess(): SubprocessAdapter {
+    const harness = this.#harness
+    if (harness === undefined) {
+      throw new TypeError("this context was not made by an AgentHarness of this process: it has no subprocess adapter")
+    }
+    return harness.subprocess
+  }
+  /** Whether `abort` was called on this context or one it was made under. */
+  get aborted(): boolean {
+    return Bridge.context.of(this).aborted
+  }
+  /** The reason the first `abort` gave. */
+  get abortReason(): string | undefined {
+    return Bridge.context.of(this).abortReason
+  }
+  /**
+   * Cancels this context and every context made under it: the next step dispatched on
+   * any of them rejects with a `NoeticError` of kind `cancelled`. It never travels up.
+   */
+  abort(reason?: string): void {
+    Bridge.context.of(this).abort(reason)
+  }
+  /** The item log, oldest first (same as `itemLog.items`). */
+  get items(): ReadonlyArray<Item> {
+    return Bridge.context.of(this).items
+  }
+  /** Each context layer's state, by layer id. */
+  get layerStates(): Readonly<Record<string, unknown>> {
+    return Bridge.context.of(this).layers
+  }
+  /** One layer's state. */
+  layerState<S = unknown>(layerId: string): S | undefined {
+    return Bridge.context.of(this).layerState<S>(layerId)
+  }
+  /** The working directory as a snapshot records it (`current`, `previous`), or null when none was set. */
+  get cwd(): Cwd | null {
+    return Bridge.context.of(this).cwd
+  }
+  /** Ask-user prompts waiting for an answer. */
+  get pendingAskUser(): ReadonlyArray<AskUserPrompt> {
+    return Bridge.context.of(this).pendingAskUser
+  }
+  /** The frontier of the snapshot this context was restored from: which steps were in flight. */
+  get frontier(): ReadonlyArray<FrontierEntry> {
+    return Bridge.context.of(this).restoredFrontier
+  }
+  /** Saves a snapshot now (a no-op without a checkpoint store); never rejects. */
+  checkpoint(): Promise<void> {
+    return Effect.runPromise(Bridge.context.of(this).checkpoint())
+  }
+  /** The append pipeline: layer hooks, dedupe by id and response id, layer state, checkpoint. */
+  append(items: ReadonlyArray<Item>): Promise<ReadonlyArray<Item>> {
+    return Effect.runPromise(Bridge.context.of(this).append(items))
+  }
+  /** Changes the working directory, remembering the previous one. */
+  setCwd(path: string | null): Promise<void> {
+    return Effect.runPromise(Bridge.context.of(this).setCwd(path))
+  }
+  /** Replaces a layer's state. */
+  updateLayer<S>(layerId: string, f: (state: S | undefined) => S): Promise<void> {
+    return Effect.runPromise(Bridge.context.of(this).updateLayer(layerId, f))
+  }
+  /** Enqueues an ask-user prompt (checkpointing it) and resolves with the answer. */
+  askUser(input: unknown, options?: { readonly id?: string }): Promise<unknown> {
+    return run(Bridge.context.of(this).askUser(input, options))
+  }
+  /** Answers a pending prompt. */
+  resolveAskUser(promptId: string, output: unknown): Promise<void> {
+    return run(Bridge.context.of(this).resolveAskUser(promptId, output))
+  }
+  /** Cancels a pending prompt; its asker rejects. */
+  cancelAskUser(promptId: string, reason?: string): Promise<void> {
+    return run(Bridge.context.of(this).cancelAskUser(promptId, reason))
+  }
+}
+
+// `layers` is optional in noetic's `Context`: an accessor on the prototype keeps the
+// class's declaration optional (a class `get` could only be typed `X | undefined`).
+Object.defineProperty(AgentContext.prototype, "layers", {
+  configurable: true,
+  enumerable: false,
+  get(this: AgentContext): Array<ContextLayer> | undefined {
+    const layers = Bridge.context.of(this).layerDefinitions
+    return layers.length === 0 ? undefined : [...layers] as Array<ContextLayer>
+  }
+})
+
+const wrapped = new WeakMap<EngineContext, AgentContext>()
+
+/** The one facade context of an engine context. */
+export const wrapContext = (engine: EngineContext, harness: AgentHarness | undefined): AgentContext => {
+  let context = wrapped.get(engine)
+  if (context === undefined) {
+    context = new AgentContext(engine, harness)
+    wrapped.set(engine, context)
+  } else {
+    context.adoptHarness(harness)
+  }
+  return context
+}
+
+/** The facade harness a runtime serves, so step bodies can hand it out as `ctx.harness`. */
+export class FacadeHarness extends Context.Service<FacadeHarness, AgentHarness>()("noetic-effect/promise/FacadeHarness") {}
+
+/** What step bodies see: their context plus `run` for child steps and their own `path`. */
+export class StepContext extends AgentContext {
+  readonly #step: Step.StepContext
+  readonly #services: Context.Context<never>
+  readonly #signal: AbortSignal
+
+  /** @internal */
+  constructor(step: Step.StepContext, services: Context.Context<never>, signal: AbortSignal) {
+    super(step, Option.getOrUndefined(Context.getOption(services as Context.Context<FacadeHarness>, FacadeHarness)))
+    this.#step = step
+    this.#services = services
+    this.#signal = signal
+  }
+
+  /** This dispatch's path, e.g. `/agent#0/search#1`. */
+  get path(): string {
+    return this.#step.path
+  }
+
+  /** Aborted when the step is interrupted (a race lost, a timeout, a failing sibling). */
+  get signal(): AbortSignal {
+    return this.#signal
+  }
+
+  /** Runs a child step below this one; a recorded output replays instead of running. */
+  run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
+    return Effect.runPromiseExitWith(this.#services)(
+      this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
+      { signal: this.#signal }
+    ).then(unwrapExit)
+  }
+
+  override askUser(input: unknown, options?: { readonly id?: string }): Promise<unknown> {
+    // The step view derives prompt ids from the path, so a resumed step rejoins its prompt.
+    return run(this.#step.askUser(input, options))
+  }
+}
+
+// A context no facade harness made (one a child process rebuilt) still composes steps
+// from inside a body: `ctx.harness.run(step, input, ctx)` runs below the calling step.
+const detachedRunner = {
+  run: <I, O>(step: AnyStep<I, O>, input: I, ctx: AgentContext): Promise<O> =>
+    ctx instanceof StepContext
+      ? ctx.run(step, input)
+      : Promise.reject(new TypeError("ctx.harness.run needs the context of a running step or of an AgentHarness"))
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromiseExit(effect).then(unwrapExit)

@@ -1,0 +1,85 @@
+/**
+ * `createStreamServer`: the Durable Streams server for Promise callers. It translates
+ * shapes, Promises and errors only; the server is `http/StreamServer.ts`. See
+ * docs/http-streams.md#promise-api.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import { type HttpServeError, ServedUrl } from "../http/HttpServe.ts"
+import * as StreamServer from "../http/StreamServer.ts"
+import { StorageAdapter as StorageAdapterService } from "../services/StorageAdapter.ts"
+import { NoeticConfigError } from "./errors.ts"
+import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
+
+/** What `createStreamServer` takes. */
+export interface StreamServerConfig {
+  /** The storage the streams are kept on (SQLite, file, memory, Postgres, or a host's with compare-and-set). */
+  readonly storage: StorageAdapter
+  /** The address to bind; `127.0.0.1` by default. Any other address needs `token`. */
+  readonly host?: string | undefined
+  /** The port; 0 (the default) picks a free one. */
+  readonly port?: number | undefined
+  /** When set, every request must carry `Authorization: Bearer <token>`. */
+  readonly token?: string | undefined
+  /** The largest request body, in bytes (default 16 MiB). */
+  readonly maxBodyBytes?: number | undefined
+  /** How long a long-poll waits before its 204, in milliseconds (default 10 s). */
+  readonly longPollMillis?: number | undefined
+}
+
+/** A running server: `url` is the base every stream path is appended to (`${url}/a/b`). */
+export interface StreamServerHandle {
+  readonly url: string
+  /** Stops accepting, lets open requests end for about a second, then closes. */
+  close(): Promise<void>
+}
+
+const configError = (error: HttpServeError) =>
+  new NoeticConfigError({
+    code: error.reason === "TokenRequired"
+      ? "STREAM_SERVER_TOKEN_REQUIRED"
+      : error.reason === "BindFailed"
+      ? "STREAM_SERVER_BIND_FAILED"
+      : "STREAM_SERVER_INVALID_OPTION",
+    message: error.message,
+    hint: error.reason === "TokenRequired"
+      ? "give a token, or bind to 127.0.0.1"
+      : "check host, port, maxBodyBytes"
+  })
+
+/** Starts a Durable Streams server on `storage`. */
+export const createStreamServer = async (config: StreamServerConfig): Promise<StreamServerHandle> => {
+  const storage = await runForFacade(toEngineStorage(config.storage))
+  if (storage.compareAndSet === undefined) {
+    throw new NoeticConfigError({
+      code: "STREAM_STORAGE_UNSUPPORTED",
+      message: "durable streams need a storage with compare-and-set",
+      hint: "use createSqliteStorage, createFileStorage, createInMemoryStorage or createPostgresStorage"
+    })
+  }
+  const scope = Effect.runSync(Scope.make())
+  const server = StreamServer.layerWithService({
+    host: config.host,
+    port: config.port,
+    token: config.token,
+    maxBodyBytes: config.maxBodyBytes,
+    longPollMillis: config.longPollMillis
+  }).pipe(Layer.provide(Layer.succeed(StorageAdapterService, storage)))
+  const exit = await Effect.runPromiseExit(Layer.buildWithScope(server, scope))
+  if (Exit.isFailure(exit)) {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+    if (failure !== undefined && failure._tag === "Fail") throw configError(failure.error)
+    return runForFacade(Effect.failCause(exit.cause))
+  }
+  const served = exit.value.mapUnsafe.get(ServedUrl.key) as ServedUrl["Service"]
+  let closing: Promise<void> | undefined
+  return {
+    url: served.url,
+    close: () => closing ??= Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * The model side of the runtime (docs/runtime.md): `ModelProvider`, a service that
+ * answers one model call with noetic's items, and `RunEvents`, where the deltas a
+ * streaming call produces are published for the session streams.
+ *
+ * A provider speaks noetic's `Item` shapes on both sides (the item log goes in, the
+ * response's items come out), so a recorded round replays as the same items.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Schema from "effect/Schema"
+
+/** An item of the log in noetic's shape (`message`, `function_call`, `function_call_output`, `reasoning`, ...). */
+export interface Item {
+  readonly type: string
+  readonly id?: string
+  readonly [field: string]: unknown
+}
+
+/** A tool as the model is told of it: its name, description and parameters as JSON Schema. */
+export interface ToolSpec {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly parameters: Readonly<Record<string, unknown>>
+}
+
+/** Tokens of one model round (noetic's `RoundUsage`). */
+export interface RoundUsage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cachedTokens?: number
+}
+
+/** Generation parameters (noetic's `ModelParams`). */
+export interface ModelParams {
+  readonly temperature?: number
+  readonly topP?: number
+  readonly maxTokens?: number
+  readonly stopSequences?: ReadonlyArray<string>
+}
+
+/** One model call: the model id, the system prompt, the item log, the tools, the parameters. */
+export interface ModelRequest {
+  readonly model: string
+  readonly instructions?: string | undefined
+  readonly items: ReadonlyArray<Item>
+  readonly tools: ReadonlyArray<ToolSpec>
+  readonly params?: ModelParams | undefined
+  /** A JSON Schema the reply must follow (structured output), when the step has one. */
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
+  /** Aborted when the step is interrupted (an abort, a lost race, a closed harness). */
+  readonly signal: AbortSignal
+}
+
+/** What a model call answered (noetic's `LLMResponse`): the new items, usage and cost. */
+export interface ModelResponse {
+  readonly items: ReadonlyArray<Item>
+  readonly usage: RoundUsage
+  readonly cost?: number | undefined
+}
+
+/** A streamed piece of a model call, as it arrives. */
+export type ModelDelta =
+  | { readonly type: "text_delta"; readonly itemId: string; readonly delta: string }
+  | { readonly type: "reasoning_delta"; readonly itemId: string; readonly delta: string }
+  | {
+    readonly type: "tool_call_delta"
+    readonly callId: string
+    readonly name: string
+    readonly argumentsDelta: string
+  }
+
+/**
+ * What the runtime publishes while it runs model calls and tool calls (docs/runtime.md#run-events).
+ * `path` is the dispatch path of the `callModel` step, `executionId` its execution.
+ */
+export type RunEvent =
+  & { readonly executionId: string; readonly threadId: string | undefined; readonly path: string }
+  & (
+    | ModelDelta
+    | { readonly type: "model_call_started"; readonly model: string; readonly round: number }
+    | {
+      readonly type: "model_call_completed"
+      readonly model: string
+      readonly round: number
+      readonly usage: RoundUsage
+      readonly cost: number | undefined
+      /** Whether the round was replayed from the step ledger (no request was made). */
+      readonly replayed: boolean
+    }
+    | { readonly type: "item"; readonly item: Item }
+    | { readonly type: "tool_call_started"; readonly callId: string; readonly name: string; readonly arguments: string }
+    | {
+      readonly type: "tool_call_completed"
+      readonly callId: string
+      readonly name: string
+      readonly output: string
+      readonly error: boolean
+      readonly replayed: boolean
+    }
+  )
+
+/**
+ * A model provider. `mode: 'round'` providers answer one round (one request to the
+ * provider): the runtime runs the tool calls it asks for and calls again
+ * (docs/runtime.md#the-tool-loop). A `'whole-call'` provider answers the whole call,
+ * tool traffic included (noetic's `_testCallModel` seam): the runtime runs nothing.
+ */
+export interface ModelProviderShape {
+  readonly name: string
+  readonly mode: "round" | "whole-call"
+  readonly call: (
+    request: ModelRequest,
+    emit: (delta: ModelDelta) => Effect.Effect<void>
+  ) => Effect.Effect<ModelResponse, ModelError>
+}
+
+/** The model provider `callModel` steps call. */
+export class ModelProvider extends Context.Service<ModelProvider, ModelProviderShape>()("noetic-effect/ModelProvider") {}
+
+/** Where the runtime publishes `RunEvent`s; a session subscribes to it. Optional: without it nothing is published. */
+export class RunEvents extends Context.Service<RunEvents, PubSub.PubSub<RunEvent>>()("noetic-effect/RunEvents") {}
+
+/** Publishes `event` to `RunEvents` when it is provided. */
+export const publish = (event: RunEvent): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(RunEvents), (found) =>
+    Option.isNone(found) ? Effect.void : Effect.asVoid(PubSub.publish(found.value, event)))
+
+// -----------------------------------------------------------------------------
+// Errors (noetic's kinds: model_rate_limit, model_refused, model_parse_error)
+// -----------------------------------------------------------------------------
+
+/** The provider answered 429: too many requests. `retryAfterMs` from its `Retry-After` header. */
+export class ModelRateLimited extends Schema.TaggedError<ModelRateLimited>("noetic-effect/ModelRateLimited")(
+  "ModelRateLimited",
+  {
+    provider: Schema.String,
+    model: Schema.String,
+    status: Schema.Number,
+    retryAfterMs: Schema.optionalKey(Schema.Number),
+    detail: Schema.String,
+    stepId: Schema.optionalKey(Schema.String)
+  }
+) {
+  readonly noeticKind = "model_rate_limit"
+  override get message(): string {
+    return `model ${this.model} (${this.provider}) is rate limited (HTTP ${this.status})${
+      this.retryAfterMs === undefined ? "" : `; retry after ${this.retryAfterMs} ms`
+    }: ${this.detail}`
+  }
+}
+
+/** The model refused to answer (a `refusal` part, or a content-filter finish). */
+export class ModelRefused extends Schema.TaggedError<ModelRefused>("noetic-effect/ModelRefused")(
+  "ModelRefused",
+  { provider: Schema.String, model: Schema.String, refusal: Schema.String, stepId: Schema.optionalKey(Schema.String) }
+) {
+  readonly noeticKind = "model_refused"
+  override get message(): string {
+    return `model ${this.model} (${this.provider}) refused: ${this.refusal}`
+  }
+}
+
+/** The model's reply could not be read: a malformed response, or output its schema rejects. */
+export class ModelParseError extends Schema.TaggedError<ModelParseError>("noetic-effect/ModelParseError")(
+  "ModelParseError",
+  { model: Schema.String, detail: Schema.String, raw: Schema.optionalKey(Schema.String), stepId: Schema.optionalKey(Schema.String) }
+) {
+  readonly noeticKind = "model_parse_error"
+  override get message(): string {
+    return `model ${this.model}: ${this.detail}`
+  }
+}
+
+/** The provider failed the request (a non-2xx status other than 429, a network failure). */
+export class ModelRequestFailed extends Schema.TaggedError<ModelRequestFailed>("noetic-effect/ModelRequestFailed")(
+  "ModelRequestFailed",
+  {
+    provider: Schema.String,
+    model: Schema.String,
+    status: Schema.optionalKey(Schema.Number),
+    detail: Schema.String,
+    stepId: Schema.optionalKey(Schema.String)
+  }
+) {
+  override get message(): string {
+    return `model ${this.model} (${this.provider}) request failed${
+      this.status === undefined ? "" : ` (HTTP ${this.status})`
+    }: ${this.detail}`
+  }
+}
+
+/** What a model call fails with. */
+export type ModelError = ModelRateLimited | ModelRefused | ModelParseError | ModelRequestFailed
+
+/** `error` as the failure of step `stepId` (a provider does not know the step that called it). */
+export const ofStep = (error: unknown, stepId: string): unknown => {
+  if (error instanceof ModelRateLimited) return new ModelRateLimited({ ...fieldsOf(error), stepId } as never)
+  if (error instanceof ModelRefused) return new ModelRefused({ ...fieldsOf(error), stepId } as never)
+  if (error instanceof ModelParseError) return new ModelParseError({ ...fieldsOf(error), stepId } as never)
+  if (error instanceof ModelRequestFailed) return new ModelRequestFailed({ ...fieldsOf(error), stepId } as never)
+  return error
+}
+
+const fieldsOf = (error: object): Record<string, unknown> => {
+  const { _tag: _, ...fields } = { ...error } as Record<string, unknown>
+  return fields
+}

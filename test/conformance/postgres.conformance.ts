@@ -1,0 +1,3 @@
+import { conformance } from "./serve.ts"
+
+conformance("postgres")
