@@ -586,6 +586,49 @@ export const teardownLayers = (ctx: AgentContext, outcome: ExecutionOutcome): Ef
   Effect.andThen(completeLayers(ctx, outcome), disposeLayers(ctx))
 
 // -----------------------------------------------------------------------------
+// Context members fed by model calls
+// -----------------------------------------------------------------------------
+
+/** Adds a model round's provider usage and cost to the context's `tokens` / `cost`. */
+export const meterUsage = (
+  ctx: AgentContext,
+  usage: { readonly inputTokens: number; readonly outputTokens: number; readonly cachedTokens?: number | undefined } | undefined,
+  cost: number | undefined
+): void => {
+  const meter = ctx.meter
+  if (usage !== undefined) {
+    meter.tokens.input += usage.inputTokens
+    meter.tokens.output += usage.outputTokens
+    meter.tokens.total += usage.inputTokens + usage.outputTokens
+    if (typeof usage.cachedTokens === "number") meter.tokens.cached = (meter.tokens.cached ?? 0) + usage.cachedTokens
+  }
+  if (typeof cost === "number") meter.cost += cost
+}
+
+/** noetic's `ctx.lastLayerUsage` of one assembly: what each layer contributed and where it landed. */
+export const layerUsage = (ctx: AgentContext, modelId: string, view: AssembledView) => {
+  const entry = (placement: "anchor" | "live") => (e: RecallEntry) => ({
+    layerId: e.layerId,
+    tokenCount: e.tokenCount,
+    items: e.items,
+    placement,
+    served: "fresh" as const,
+    changed: false,
+    churnRate: 0,
+    rebillTokens: 0
+  })
+  const historyTokens = view.history.reduce((sum, item) => sum + estimateTokens(textOf(item)), 0)
+  return {
+    executionId: ctx.id,
+    modelId,
+    layers: [...view.anchor.map(entry("anchor")), ...view.live.map(entry("live"))],
+    systemPromptTokens: 0,
+    toolsTokens: 0,
+    historyTokens
+  }
+}
+
+// -----------------------------------------------------------------------------
 // provides: ctx.context and layer tools
 // -----------------------------------------------------------------------------
 
