@@ -644,6 +644,7 @@ export class AgentContext {
 
   /** @internal Marks a dispatch in flight (its path is the key). */
   enterStep(path: string, entry: FrontierEntry): void {
+    this.store.meter.stepCount++
     this.store.frontierRestored = false
     this.store.inFlight.set(path, entry)
   }
