@@ -9,6 +9,10 @@
  * LangGraph's savers loading the latest checkpoint of a thread of N steps (the state a
  * LangGraph resume starts from; it re-runs nothing, so it does less than `resume`).
  * Round trips of one resume on Postgres are counted on the wire, untimed.
+ *
+ * The user's view on Postgres: the same resume through the Promise API
+ * (`await harness.resume(executionId)` until it settles), on the facade's own
+ * Postgres storage over the same table, against the same raw `SELECT`.
  */
 import { Effect, Exit, Layer, ManagedRuntime, Option, Schema } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
@@ -16,6 +20,7 @@ import * as Fs from "node:fs"
 import * as FsPromises from "node:fs/promises"
 import * as Path from "node:path"
 import * as AgentHarness from "../src/harness/AgentHarness.ts"
+import * as Facade from "../src/promise/index.ts"
 import { runCode } from "../src/harness/Step.ts"
 import { snapshotKey } from "../src/schema/CheckpointSnapshot.ts"
 import { ledgerPrefix } from "../src/schema/LedgerEntry.ts"
@@ -136,6 +141,51 @@ const timedWorkflowResume = async (
 }
 
 
+/** The same graph through the Promise API: the same ids, kinds and paths, so it replays the same ledger. */
+const facadeLeaf = Facade.runCode({ id: "leaf", execute: async (i: number) => stepOutput(i) })
+const facadeLast = Facade.runCode({
+  id: "last",
+  execute: async (_: number): Promise<number> => {
+    throw new Refused()
+  }
+})
+const facadeRoot = Facade.runCode({
+  id: "root",
+  execute: async (steps: number, ctx: Facade.StepContext) => {
+    let acc = 0
+    for (let i = 0; i < steps; i++) acc += (await ctx.harness.run(facadeLeaf, i, ctx)).value
+    return await ctx.harness.run(facadeLast, acc, ctx)
+  }
+})
+
+/** A Promise API harness over `storage` as a freshly started host builds it; the ledger keeps every entry. */
+const facadeHostOn = (storage: Facade.StorageAdapter) =>
+  new Facade.AgentHarness({
+    name: "bench",
+    agentGraph: facadeRoot,
+    params: {},
+    environment: {
+      storage: {
+        checkpointStore: Facade.createCheckpointStore({ storage }),
+        stepLedgerRetention: { maxEntries: Infinity }
+      }
+    }
+  })
+
+/** Times one resume through the Promise API by a fresh host, to the result (it rejects at the last step). */
+const timedFacadeResume = async (storage: Facade.StorageAdapter, executionId: string) => {
+  const harness = facadeHostOn(storage)
+  let rejected = false
+  const start = now()
+  await harness.resume(executionId).catch(() => {
+    rejected = true
+  })
+  const ms = now() - start
+  await harness.close()
+  if (!rejected) throw new Error(`resume of ${executionId} was meant to reject at its last step`)
+  return ms
+}
+
 /** Records an execution of `steps` steps whose last step fails; returns its id. */
 const recordExecution = async (storage: StorageAdapterShape, steps: number) => {
   const executionId = fresh("exec")
@@ -179,6 +229,18 @@ const restoreCase: BenchCase = {
         for (const n of sizes) {
           const keys = await Effect.runPromise(opened.storage.list(ledgerPrefix(executions[n]!)))
           rows[n] = [snapshotKey(executions[n]!), ...keys]
+        }
+        // The user's view: the Promise API's resume on its own Postgres storage over the same
+        // table, its pool kept open between samples as a serving host's would be.
+        if (name === "postgres" && opened.table !== undefined && context.postgres._tag === "Available") {
+          const facadeStorage = Facade.createPostgresStorage({
+            url: context.postgres.url,
+            table: opened.table,
+            idleCloseMs: 600_000
+          })
+          scope.onClose(() => facadeStorage.close())
+          add("postgres-facade", `the Promise API, await harness.resume() to the result, ${opened.description}`, "this", (n) => () =>
+            timedFacadeResume(facadeStorage, executions[n]!))
         }
         // Raw baselines over the same rows, through the same driver.
         if (name === "postgres" && opened.table !== undefined) {
@@ -254,6 +316,7 @@ const restoreCase: BenchCase = {
       for (const n of sizes) {
         const at = (id: string) => `${id}@${n}`
         push(ratioOf(figures, samples, `resume, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres"), at("raw-select"), n === 1000 ? 2 : undefined))
+        push(ratioOf(figures, samples, `resume through the Promise API, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres-facade"), at("raw-select"), n === 1000 ? 2 : undefined))
         push(ratioOf(figures, samples, `resume reads, postgres / raw SELECT of the same rows, N = ${n}`, at("postgres-reads"), at("raw-select")))
         push(ratioOf(figures, samples, `resume, sqlite / raw SELECT of the same rows, N = ${n}`, at("sqlite"), at("raw-sqlite-select")))
         push(ratioOf(figures, samples, `resume reads, sqlite / raw SELECT of the same rows, N = ${n}`, at("sqlite-reads"), at("raw-sqlite-select")))
@@ -333,6 +396,7 @@ const restoreCase: BenchCase = {
         line("sqlite-reads", "noetic-effect, SQLite", "this"),
         line("postgres-reads", "noetic-effect, Postgres", "this"),
         line("postgres", "whole resume, Postgres", "this"),
+        line("postgres-facade", "whole resume through the Promise API, Postgres", "this"),
         line("sqlite", "whole resume, SQLite", "this"),
         line("memory", "whole resume, memory", "this"),
         line("workflow", "effect/workflow resume, memory", "peer"),

@@ -91,6 +91,15 @@ export * as SubprocessManifest from "./services/SubprocessRecords.ts"
 /** A scripted `LanguageModel`, and one over a plain `generate` function. */
 export * as ScriptedModel from "./layers/ScriptedModel.ts"
 
+/** Model providers (`ModelProvider`), the run events a model call publishes (`RunEvents`), model errors. */
+export * as ModelProvider from "./services/ModelProvider.ts"
+
+/** A `ModelProvider` speaking OpenRouter's chat completions API over `effect/http`. */
+export * as OpenRouterModel from "./layers/OpenRouterModel.ts"
+
+/** The `callModel` tool loop: `ModelTool`, the harness's `ModelTools`, `StepMeta`. */
+export * as ToolLoop from "./harness/ToolLoop.ts"
+
 /** The durable IPC failure, one error with tagged reasons. */
 export * as IpcError from "./IpcError.ts"
 

@@ -633,6 +633,24 @@ export const suite = (name: string, makeStorage: Effect.Effect<StorageAdapterSha
         assert.strictEqual(calls.getMany, 1)
       }))
 
+    it.effect("a range over more records than the decoded-record cache holds reads every frame, after the newest were read alone", () =>
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const writer = yield* makeWith(storage, { socketId: "q" })
+        // One record per frame: more records than a queue keeps decoded.
+        for (const frame of frames(11)) yield* writer.append(frame)
+        // A restarted server: nothing cached, so every read goes to storage. A client
+        // resuming at 8 reads (and keeps decoded) the newest records first; a read of
+        // the whole range then decodes older ones, which pushes those out mid-read.
+        const reopened = yield* makeWith(storage, { socketId: "q" })
+        assert.deepStrictEqual((yield* reopened.frameRange(8)).map((e) => e.seq), [8, 9, 10, 11])
+        assert.deepStrictEqual(yield* reopened.frameRange(1), frames(11).map((frame, i) => ({ seq: i + 1, frame })))
+        // Two readers at once (the server's sender and its producer) read the same.
+        const both = yield* Effect.all([reopened.frameRange(1), reopened.frameRange(5)], { concurrency: "unbounded" })
+        assert.deepStrictEqual(both[0], frames(11).map((frame, i) => ({ seq: i + 1, frame })))
+        assert.deepStrictEqual(both[1], frames(7, 5).map((frame, i) => ({ seq: i + 5, frame })))
+      }))
+
     it.effect("with no frames cached, every appended frame is still read back", () =>
       Effect.gen(function*() {
         const queue = yield* makeWith(yield* makeStorage, { socketId: "q", cachedFrames: 0 })

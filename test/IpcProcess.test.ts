@@ -15,11 +15,19 @@ const startServer = (root: string, socketPath: string, total: number) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess>((resume) => {
       const child = ChildProcess.spawn(process.execPath, ["--import", "tsx", fixture, root, socketPath, String(total)], {
-        stdio: ["ignore", "pipe", "inherit"]
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      // Passed on, and kept for the failure: a server that dies says why.
+      let stderr = ""
+      child.stderr!.setEncoding("utf8")
+      child.stderr!.on("data", (text: string) => {
+        stderr += text
+        process.stderr.write(text)
       })
       child.stdout!.setEncoding("utf8")
       child.stdout!.once("data", () => resume(Effect.succeed(child)))
-      child.once("exit", (code) => resume(Effect.die(new Error(`the server process exited early (${code})`))))
+      child.once("exit", (code, signal) =>
+        resume(Effect.die(new Error(`the server process exited early (${code ?? signal}): ${stderr}`))))
     }),
     (child) => Effect.sync(() => child.kill("SIGKILL"))
   )
@@ -55,5 +63,5 @@ describe("IPC across a real process crash", () => {
       yield* startServer(root, socketPath, total)
       while (received.length < total) yield* takeAndAck
       assert.deepStrictEqual(received, Array.from({ length: total }, (_, i) => i + 1))
-    }), { timeout: 60_000 })
+    }), { timeout: 120_000 }) // Three server processes start (tsx compiles each): slow on a loaded machine.
 })

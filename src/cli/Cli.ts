@@ -31,6 +31,7 @@ import * as Children from "./Children.ts"
 import * as Executions from "./Executions.ts"
 import * as Queues from "./Queues.ts"
 import * as Render from "./Render.ts"
+import * as Serve from "./Serve.ts"
 import { CliFailure, type CliStorages, firstLine, openStorages } from "./Storages.ts"
 
 /** The version the CLI reports. */
@@ -742,8 +743,15 @@ const importNoetic = Command.make(
     })
 ).pipe(Command.withDescription("Import checkpoints, step ledgers and subprocess manifests written by noetic"))
 
+// -----------------------------------------------------------------------------
+// serve (src/cli/Serve.ts)
+// -----------------------------------------------------------------------------
+
+const serve = Command.make("serve", Serve.flags, (flags) => Effect.flatMap(noetic, (shared) => Serve.run(shared, flags)))
+  .pipe(Command.withDescription("Serve Durable Streams over HTTP on the home's SQLite database or on --pg"))
+
 /** The whole command tree. */
-export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, paths, importNoetic]))
+export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, paths, importNoetic, serve]))
 
 /** Runs the CLI on arguments (without the node and script paths); fails as the command did. */
 export const run = Command.runWith(command, { version: VERSION })

@@ -318,11 +318,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const n = parent.counters.get(step.id) ?? 0
       parent.counters.set(step.id, n + 1)
       const path = `${parent.path}/${step.id}#${n}`
-      const frame = frameAt(parent, path)
       const ctx = parent.ctx
       const position = noteDispatch(parent.run, parent.path, path)
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
-      const settle = Effect.sync(() => ctx.exitStep(path))
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
       // It captures no call site (always this line), which would cost a stack trace
       // per step; `run` gets the span to mark, so marking it is no effect of its own.
@@ -333,6 +331,22 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // The run's root step, dispatched: its hook runs just before the replay is decided
       // and the body (or reconciler) starts.
       const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
+      const identity = { stepId: step.id, kind: step.kind }
+      // The replay hot path: a resume answers most dispatches from the ledger, and a
+      // step that replays runs nothing below it, so its span is no parent and it needs
+      // no frame, no record and no finalizer (docs/architecture.md#replay-by-path).
+      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
+        ? parent.ledger.value.replayAt(path, identity)
+        : undefined
+      if (decided?._tag === "Hit") {
+        return Effect.useSpan(`${step.kind} ${step.id}`, spanOptions, (span) => {
+          mark(span, "hit")
+          ctx.exitStep(path)
+          return Effect.succeed(decided.output)
+        })
+      }
+      const frame = frameAt(parent, path)
+      const settle = Effect.sync(() => ctx.exitStep(path))
       const traced = (run: (span: Tracer.Span) => Effect.Effect<unknown, unknown, unknown>) =>
         Effect.useSpan(
           `${step.kind} ${step.id}`,
@@ -359,7 +373,6 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         })
       }
       const ledger = frame.ledger.value
-      const identity = { stepId: step.id, kind: step.kind }
       const atMostOnce = (step.kind === "runCode" || step.kind === "invokeTool") && step.effects === "at-most-once"
       // A failed write costs resumability, not the run (noetic), unless the harness asks
       // for strict durability: then the step fails and nothing downstream runs.
@@ -415,7 +428,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         )
       }
       return traced((span) => {
-        const found = ledger.replayAt(path, identity)
+        const found = decided ?? ledger.replayAt(path, identity)
         switch (found._tag) {
           case "Hit":
             mark(span, "hit")

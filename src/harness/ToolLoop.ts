@@ -24,6 +24,7 @@ import {
   ModelParseError,
   ModelProvider,
   type ModelProviderShape,
+  NoModelProvider,
   ofStep,
   type ModelResponse,
   publish,
@@ -141,6 +142,10 @@ export const callModelStep = (
 /** One turn through the `effect/ai` `LanguageModel` (no tools), appended to the log. */
 const languageModelTurn = (step: CallModel<any, any, any>, input: unknown, ctx: StepContext, root: AgentContext) =>
   Effect.gen(function*() {
+    // The LanguageModel path runs no tools: a step with tools fails rather than ignore them.
+    if (Array.isArray(step.tools) ? step.tools.length > 0 : step.tools !== undefined) {
+      return yield* new NoModelProvider({ stepId: step.id })
+    }
     // Loaded at the first model turn: a graph without one never loads `effect/ai`.
     const { LanguageModel: LanguageModelService } = yield* Effect.promise(
       (): Promise<typeof LanguageModel> => import("effect/ai/LanguageModel")
@@ -302,7 +307,7 @@ const toolLoop = (
               const response = yield* callProvider(provider, {
                 model,
                 instructions,
-                items: view.items as ReadonlyArray<ModelItem>,
+                items: [...view.items] as ReadonlyArray<ModelItem>,
                 tools: specs,
                 params: step.params
               }, (delta) => event(delta))

@@ -60,7 +60,10 @@ export const SIGNAL_CHANNEL = "noetic_durable_streams"
 export const makePostgresSignals = (url: string) =>
   Effect.gen(function*() {
     const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
-    const client = yield* PgClient.make({ url: Redacted.make(url) })
+    const Reactivity = yield* Effect.promise(() => import("effect/reactivity/Reactivity"))
+    const client = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 2 }).pipe(
+      Effect.provide(Reactivity.layer)
+    )
     const changes = yield* client.listen(SIGNAL_CHANNEL)
     const signals: DurableStreamsModule.StreamSignals = {
       publish: (streamId) => Effect.ignore(client.notify(SIGNAL_CHANNEL, streamId)),

@@ -244,8 +244,30 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
 
   const scan = (prefix: string) => scanWith(prefix, (key, value) => decodeValue("scan", key, value))
 
-  // scan's rows with each value the JSON text as stored, unparsed.
-  const scanText = (prefix: string) => scanWith(prefix, (key, value) => storedText("scan", key, value))
+  // scan's rows with each value the JSON text as stored, unparsed: a ledger load reads
+  // thousands, so each row costs a check and a map write, no effect of its own, and the
+  // rows are sorted only when they did not come back in order.
+  const scanText = (prefix: string) =>
+    Effect.flatMap(scanRows(prefix), (rows): Effect.Effect<ReadonlyArray<readonly [string, string]>, StorageError> => {
+      let found: Array<readonly [string, string]> = []
+      let ordered = true
+      for (const row of rows) {
+        const key = decodeStoredKey(row.key)
+        if (key === undefined) return Effect.fail(corrupt("scan", row.key, "the stored key has a malformed escape"))
+        if (!key.startsWith(prefix)) continue
+        if (typeof row.value !== "string") {
+          return Effect.fail(corrupt("scan", key, `the stored value is a ${typeof row.value}, not JSON text`))
+        }
+        if (found.length > 0 && found[found.length - 1]![0] >= key) ordered = false
+        found.push([key, row.value])
+      }
+      if (!ordered) {
+        // Keys are unique in the table; were one listed twice, the later row wins, as in scan.
+        found.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        found = found.filter(([key], i) => i + 1 === found.length || found[i + 1]![0] !== key)
+      }
+      return Effect.succeed(found)
+    })
 
   const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
     const found = new Map<string, unknown>()

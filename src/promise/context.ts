@@ -14,6 +14,9 @@ import { unwrapExit } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { type SubprocessAdapter } from "./subprocess.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { lastStepMeta, type StepMeta } from "../harness/ToolLoop.ts"
+import { NoeticConfigError } from "./errors.ts"
+import type { FsAdapter } from "./ipc.ts"
 import type { ContextLayer } from "./layers.ts"
 import { type AnyStep, asStep } from "./builders.ts"
 import type { AgentHarness } from "./harness.ts"
@@ -272,3 +275,77 @@ const detachedRunner = {
 }
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromiseExit(effect).then(unwrapExit)
+
+// -----------------------------------------------------------------------------
+// Tool execution contexts (docs/runtime.md#tools)
+// -----------------------------------------------------------------------------
+
+/** What a shell adapter offers (noetic's `ShellAdapter`). */
+export interface ShellAdapter {
+  exec(
+    command: string,
+    options?: { readonly cwd?: string; readonly timeout?: number; readonly env?: Record<string, string> }
+  ): Promise<{ readonly stdout: string; readonly stderr: string; readonly exitCode: number }>
+}
+
+/** Per-layer state a tool reads and writes (noetic's `ToolContext`). */
+export interface ToolLayerState {
+  get<T>(layerId: string): T | undefined
+  set<T>(layerId: string, state: T): void
+}
+
+/**
+ * What a tool's `execute` gets as its second argument (noetic's `ToolExecutionContext`):
+ * `ctx` (the step's context), `harness`, `fs`, `shell`, `context` (layer state),
+ * `assembledView` (the item log) and `lastStepMeta`. It is also the step's context
+ * itself (`toolCtx.items`, `toolCtx.run(step, input)`), as this library's tools had it.
+ */
+export class ToolExecutionContext extends StepContext {
+  /** The context of the step running the tool. */
+  readonly ctx: StepContext
+  /** @internal */
+  constructor(
+    step: Step.StepContext,
+    services: Context.Context<never>,
+    signal: AbortSignal
+  ) {
+    super(step, services, signal)
+    this.ctx = new StepContext(step, services, signal)
+  }
+  /** The harness's filesystem adapter (`environment.fs`). */
+  get fs(): FsAdapter {
+    const fs = (this.harness as { readonly fs?: FsAdapter | undefined }).fs
+    if (fs === undefined) throw missingEnvironment("fs", "createLocalFsAdapter()")
+    return fs
+  }
+  /** The harness's shell adapter (`environment.shell`). */
+  get shell(): ShellAdapter {
+    const shell = (this.harness as { readonly shell?: ShellAdapter | undefined }).shell
+    if (shell === undefined) throw missingEnvironment("shell", "an adapter with exec(command)")
+    return shell
+  }
+  /** Layer state by layer id. */
+  get context(): ToolLayerState {
+    return {
+      get: <T>(layerId: string) => this.layerState<T>(layerId),
+      set: <T>(layerId: string, state: T) => {
+        this.updateLayer<T>(layerId, () => state).catch(() => {})
+      }
+    }
+  }
+  /** The item log as the model was shown it. */
+  get assembledView(): ReadonlyArray<unknown> {
+    return this.items
+  }
+  /** What the last `callModel` on this context produced, or null. */
+  get lastStepMeta(): StepMeta | null {
+    return lastStepMeta(Bridge.context.of(this.ctx)) ?? null
+  }
+}
+
+const missingEnvironment = (what: "fs" | "shell", example: string) =>
+  new NoeticConfigError({
+    code: "MISSING_ENVIRONMENT_ADAPTER",
+    message: `a tool used toolCtx.${what}, and this harness was built without environment.${what}`,
+    hint: `Pass environment: { ${what}: ${example} } to the AgentHarness.`
+  })

@@ -61,6 +61,48 @@ export class NoeticError extends Error {
   }
 }
 
+/** noetic's message for a payload (its `formatMessage`). */
+const formatPayload = (error: NoeticErrorPayload): string => {
+  const e = error as Record<string, any>
+  switch (error.kind) {
+    case "step_failed":
+      return `Step '${e.stepId}' failed: ${e.cause?.message ?? String(e.cause)}`
+    case "model_refused":
+      return `Model refused at step '${e.stepId}': ${e.refusal}`
+    case "model_parse_error":
+      return `Model parse error at step '${e.stepId}': failed to parse output`
+    case "model_rate_limit":
+      return `Model rate limited at step '${e.stepId}'${e.retryAfter ? ` (retry after ${e.retryAfter}ms)` : ""}`
+    case "cancelled":
+      return `Cancelled${e.reason ? `: ${e.reason}` : ""}`
+    case "item_schema_mismatch":
+      return e.itemType
+        ? `Item type '${e.itemType}' did not match any registered item extension schema.`
+        : `Item did not match any registered ${e.category} extension schema.`
+    case "handle_evicted":
+      return `Subprocess handle '${e.handleId}' evicted (step '${e.stepId}'): adapter returned null for ${e.gracePeriod}ms`
+    default:
+      return typeof e.message === "string" ? e.message : `NoeticError: ${error.kind}`
+  }
+}
+
+/**
+ * noetic's `NoeticErrorImpl`, with its constructor: `new NoeticErrorImpl({ kind:
+ * 'model_rate_limit', stepId, retryAfter })`. A `NoeticError` whose code is the kind
+ * in capitals.
+ */
+export class NoeticErrorImpl extends NoeticError {
+  constructor(error: NoeticErrorPayload) {
+    const cause = (error as { readonly cause?: unknown }).cause
+    super({
+      code: error.kind.toUpperCase(),
+      message: formatPayload(error),
+      ...(cause === undefined ? {} : { cause }),
+      noeticError: error
+    })
+  }
+}
+
 /** Whether `u` is a run-time `NoeticError`: an Error carrying a `noeticError { kind }` (noetic's check). */
 export const isNoeticError = (u: unknown): u is NoeticError => {
   if (u instanceof NoeticError) return true

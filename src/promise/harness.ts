@@ -50,7 +50,10 @@ import { logWarning } from "../internal/diagnostics.ts"
 import { type AppendPipelineResult, type ContextLayer, toEngineLayer } from "./layers.ts"
 import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
 import { type AnyStep, asStep, subprocessOf } from "./builders.ts"
-import { modelLayer } from "./models.ts"
+import { modelLayer, modelRuntimeLayer, namedTools } from "./models.ts"
+import type { FsAdapter } from "./ipc.ts"
+import type { ShellAdapter } from "./modelTools.ts"
+import { refuseUnsupportedHarnessOptions } from "./providers.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
 import type {
   AgentHarnessOptions,
@@ -113,6 +116,10 @@ export class AgentHarness<I = any, O = any> {
   readonly agentGraph: AnyStep<I, O> | undefined
   /** The harness's default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapter
+  /** The filesystem adapter tools get as `toolCtx.fs` (`environment.fs`). */
+  readonly fs: FsAdapter | undefined
+  /** The shell adapter tools get as `toolCtx.shell` (`environment.shell`). */
+  readonly shell: ShellAdapter | undefined
   readonly #runtime: ManagedRuntime.ManagedRuntime<Engine | FacadeHarness, StorageError>
   /** Where layer `init` hooks keep their storage. */
   readonly #layerStorage: StorageAdapter
@@ -136,6 +143,11 @@ export class AgentHarness<I = any, O = any> {
   constructor(options: AgentHarnessOptions<I, O>) {
     this.name = options.name
     this.params = options.params
+    refuseUnsupportedHarnessOptions(options)
+    this.fs = options.environment?.fs
+    this.shell = options.environment?.shell
+    // The model side (docs/runtime.md): a provider, and the harness's tool pool.
+    const runtimeModel = modelRuntimeLayer(options)
     const agentGraph = options.agentGraph === undefined ? undefined : asStep(options.agentGraph)
     this.agentGraph = agentGraph
     const storage = options.environment?.storage
@@ -197,7 +209,7 @@ export class AgentHarness<I = any, O = any> {
       : Layer.succeed(SubprocessAdapterTag, toEngineSubprocessShape(subprocessOption, "environment.subprocess"))
 
     const tools = Object.fromEntries(
-      Object.entries(options.tools ?? {}).map(([name, tool]) => [
+      Object.entries(namedTools(options.tools)).map(([name, tool]) => [
         name,
         ((input, ctx) =>
           Effect.flatMap(Effect.context<never>(), (services) =>
@@ -225,9 +237,12 @@ export class AgentHarness<I = any, O = any> {
           }
         })
       }))
-    ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), self)))
+    ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), runtimeModel, self)))
     this.#runtime = ManagedRuntime.make(
-      Layer.mergeAll(engine, modelLayer(options.model), self) as Layer.Layer<Engine | FacadeHarness, StorageError>
+      Layer.mergeAll(engine, modelLayer(options.model), runtimeModel, self) as Layer.Layer<
+        Engine | FacadeHarness,
+        StorageError
+      >
     )
     const runtime = this.#runtime
     // The host's adapter itself, as in noetic (its own methods, called as it wrote them).

@@ -8,6 +8,7 @@ export {
   isNoeticError,
   NoeticConfigError,
   NoeticError,
+  NoeticErrorImpl,
   type NoeticErrorPayload
 } from "./errors.ts"
 export {
@@ -79,6 +80,16 @@ export {
 } from "./builders.ts"
 export { callModel, type CallModelOptions, type PlainModel } from "./models.ts"
 export { invokeTool, type InvokeToolOptions, type Tool } from "./tools.ts"
+export {
+  type GeneratorToolConfig,
+  type ShellAdapter,
+  tool,
+  type ToolConfig,
+  ToolExecutionContext,
+  type ToolLayerState,
+  toolWithGenerator
+} from "./modelTools.ts"
+export type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
 export { type DetachedHandle, DetachedStatus } from "./handles.ts"
 export type {
   AgentHarnessOptions,
@@ -161,6 +172,8 @@ export type {
 } from "../harness/Step.ts"
 export type { LocalSubprocessAdapterOptions as EngineLocalSubprocessAdapterOptions } from "../layers/LocalSubprocessAdapter.ts"
 export type { GenerateRequest } from "../layers/ScriptedModel.ts"
+export type { StepMeta } from "../harness/ToolLoop.ts"
+export type { ModelDelta, RoundUsage, RunEvent, ToolSpec } from "../services/ModelProvider.ts"
 export type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 export type { ClientFrame, ServerFrame } from "../schema/IpcFrame.ts"
 export type { HandleStatus } from "../services/SubprocessAdapter.ts"

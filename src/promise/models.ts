@@ -12,6 +12,11 @@ import * as Step from "../harness/Step.ts"
 import type * as ScriptedModel from "../layers/ScriptedModel.ts"
 import type { StepContext } from "./context.ts"
 import { type AnyStep, build, engineStepOptions, facadeContext, type StepBuildOptions } from "./builders.ts"
+import { type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
+import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
+import { NoeticConfigError } from "./errors.ts"
+import { toModelTool } from "./modelTools.ts"
+import type { Tool } from "./tools.ts"
 
 /** Options of `callModel` (noetic's `CallModelOpts`). */
 export interface CallModelOptions<I = unknown, O = string> extends StepBuildOptions {
@@ -26,6 +31,39 @@ export interface CallModelOptions<I = unknown, O = string> extends StepBuildOpti
   readonly params?: Step.ModelParams
   /** This library's prompt builder, instead of instructions + history + input. */
   readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
+}
+
+/** noetic's `callModel` options this library does not run: refused when the step is built. */
+const UNSUPPORTED_CALL_MODEL_OPTIONS = ["outputJsonSchema", "emit", "projection"] as const
+
+const convertedTools = new WeakMap<object, ModelTool>()
+
+/** A facade tool as the engine's, converted once. */
+const modelToolOf = (given: Tool): ModelTool => {
+  if (typeof given !== "object" || given === null) return toModelTool(given)
+  let converted = convertedTools.get(given)
+  if (converted === undefined) {
+    converted = toModelTool(given)
+    convertedTools.set(given, converted)
+  }
+  return converted
+}
+
+/** The tools of a `callModel` (or a harness) as the engine's: a list, or `(ctx) => list`. */
+export const engineTools = (tools: unknown): unknown => {
+  if (Array.isArray(tools)) return tools.map(modelToolOf)
+  if (typeof tools === "function") {
+    return (ctx: Step.StepContext) => {
+      const picked = (tools as (ctx: StepContext) => unknown)(facadeContext(ctx))
+      return Array.isArray(picked) ? picked.map(modelToolOf) : picked
+    }
+  }
+  if (tools === undefined) return undefined
+  throw new NoeticConfigError({
+    code: "INVALID_TOOLS",
+    message: "callModel's tools must be an array of tools, or (ctx) => tools",
+    hint: "Pass tools: [tool({ name, description, input, execute })]."
+  })
 }
 
 const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<T> | undefined =>
@@ -50,6 +88,15 @@ export function callModel(
   options?: StepBuildOptions & Partial<Omit<CallModelOptions<any>, "id" | "output">>
 ): AnyStep {
   const opts: Partial<CallModelOptions<any, any>> = typeof idOrOptions === "string" ? { ...options, id: idOrOptions } : idOrOptions
+  for (const option of UNSUPPORTED_CALL_MODEL_OPTIONS) {
+    if ((opts as Record<string, unknown>)[option] !== undefined) {
+      throw new NoeticConfigError({
+        code: "UNSUPPORTED_OPTION",
+        message: `callModel '${opts.id}' has '${option}', which noetic-effect does not run`,
+        hint: `Remove '${option}': this library refuses an option it would otherwise ignore (docs/runtime.md#not-supported).`
+      })
+    }
+  }
   const model = lazyOf(opts.model)
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
@@ -57,7 +104,7 @@ export function callModel(
     ...(model === undefined ? {} : { model }),
     ...(instructions === undefined ? {} : { instructions }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
-    ...(opts.tools === undefined ? {} : { tools: opts.tools }),
+    ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
   }
   return build(() =>
@@ -124,4 +171,31 @@ export const modelLayer = (model: PlainModel | Layer.Layer<LanguageModel.Languag
       )
     )
   }))
+}
+
+/**
+ * The model side of a harness's runtime: its `ModelProvider` (`callModelDefaults`,
+ * `_testCallModel`) and its tool pool (`tools: Tool[]`) as `ModelTools`.
+ */
+export const modelRuntimeLayer = (options: {
+  readonly tools?: unknown
+  readonly callModelDefaults?: LlmProviderConfig | undefined
+  readonly _testCallModel?: ModelProviderOptions["_testCallModel"]
+}): Layer.Layer<never> => {
+  const provider = providerLayer(options)
+  const tools = Array.isArray(options.tools)
+    ? Layer.succeed(ModelTools, engineTools(options.tools) as ReadonlyArray<ModelTool>)
+    : Layer.empty
+  return Layer.mergeAll(provider ?? Layer.empty, tools) as Layer.Layer<never>
+}
+
+/** A harness's tools by name, for `invokeTool(id, name)`: noetic's `Tool[]` or this library's `{ name: fn }`. */
+export const namedTools = (
+  tools: unknown
+): Readonly<Record<string, (input: unknown, ctx: StepContext) => unknown>> => {
+  if (tools === undefined) return {}
+  if (!Array.isArray(tools)) return tools as Record<string, (input: unknown, ctx: StepContext) => unknown>
+  return Object.fromEntries(
+    (tools as ReadonlyArray<Tool>).map((t) => [t.name ?? "", (input: unknown, ctx: StepContext) => t.execute(input, ctx)])
+  )
 }

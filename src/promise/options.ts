@@ -15,6 +15,10 @@ import type { ContextLayer } from "./layers.ts"
 import type { AgentContext, StepContext } from "./context.ts"
 import type { AnyStep } from "./builders.ts"
 import type { PlainModel } from "./models.ts"
+import type { FsAdapter } from "./ipc.ts"
+import type { ShellAdapter } from "./modelTools.ts"
+import type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
+import type { Tool } from "./tools.ts"
 
 /** A harness tool as a plain function, called by `invokeTool(id, name)`. */
 export type HarnessTool = (input: unknown, ctx: StepContext) => unknown
@@ -53,13 +57,24 @@ export interface AgentHarnessOptions<I = any, O = any> {
   readonly params?: unknown
   /** A `{ generate(request) }` object, or any `effect/ai` LanguageModel layer. */
   readonly model?: PlainModel | Layer.Layer<LanguageModel.LanguageModel>
-  /** Tools `invokeTool(id, name)` calls by name. */
-  readonly tools?: Readonly<Record<string, HarnessTool>>
+  /**
+   * noetic's harness tool pool (`Tool[]`): what a `callModel` without `tools` may call,
+   * and what `invokeTool(id, name)` calls by name. Or this library's `{ name: fn }`.
+   */
+  readonly tools?: ReadonlyArray<Tool> | Readonly<Record<string, HarnessTool>>
+  /** The model provider (docs/runtime.md#providers): `{ provider: 'openrouter', apiKey?, baseUrl? }`. */
+  readonly callModelDefaults?: LlmProviderConfig
+  /** noetic's testing seam: answers every model call with an `LLMResponse` (docs/runtime.md#testing). */
+  readonly _testCallModel?: (request: CallModelRequest) => Promise<LLMResponse>
   /** The context layers of every context; defaults to scratchpad, instructions and history. */
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers` (this library's earlier name). */
   readonly context?: ReadonlyArray<ContextLayer>
   readonly environment?: {
+    /** The filesystem adapter tools get as `toolCtx.fs` (and `harness.fs`). */
+    readonly fs?: FsAdapter
+    /** The shell adapter tools get as `toolCtx.shell` (and `harness.shell`). */
+    readonly shell?: ShellAdapter
     readonly subprocess?: SubprocessAdapter
     readonly storage?: StorageEnvironment
   }

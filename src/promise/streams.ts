@@ -9,8 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
-import { type HttpServeError, ServedUrl } from "../http/HttpServe.ts"
-import * as StreamServer from "../http/StreamServer.ts"
+import type { HttpServeError } from "../http/HttpServe.ts"
 import { StorageAdapter as StorageAdapterService } from "../services/StorageAdapter.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -61,6 +60,8 @@ export const createStreamServer = async (config: StreamServerConfig): Promise<St
       hint: "use createSqliteStorage, createFileStorage, createInMemoryStorage or createPostgresStorage"
     })
   }
+  // Loaded when a server is made: importing the facade loads no HTTP or socket stack.
+  const [{ ServedUrl }, StreamServer] = await Promise.all([import("../http/HttpServe.ts"), import("../http/StreamServer.ts")])
   const scope = Effect.runSync(Scope.make())
   const server = StreamServer.layerWithService({
     host: config.host,
@@ -76,7 +77,7 @@ export const createStreamServer = async (config: StreamServerConfig): Promise<St
     if (failure !== undefined && failure._tag === "Fail") throw configError(failure.error)
     return runForFacade(Effect.failCause(exit.cause))
   }
-  const served = exit.value.mapUnsafe.get(ServedUrl.key) as ServedUrl["Service"]
+  const served = exit.value.mapUnsafe.get(ServedUrl.key) as typeof ServedUrl.Service
   let closing: Promise<void> | undefined
   return {
     url: served.url,

@@ -31,7 +31,7 @@ interface SchemaIssue {
  * does; a tool without one gets `args` as they are. Rejects with `step_failed` for
  * `stepId`, "Tool input validation failed: ..." naming each issue.
  */
-const validToolInput = async (schema: unknown, args: unknown, stepId: string): Promise<any> => {
+export const validToolInput = async (schema: unknown, args: unknown, stepId: string): Promise<any> => {
   // A schema may be a function object (Effect's are).
   if ((typeof schema !== "object" && typeof schema !== "function") || schema === null) return args
   const zod = schema as { readonly safeParse?: unknown }

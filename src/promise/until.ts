@@ -43,6 +43,15 @@ export const until = {
   /** Stops once `ms` milliseconds have passed since the loop started. */
   maxDuration: (ms: number): Until => (snapshot) =>
     stopIf(snapshot.elapsed >= ms, `Reached max duration (${ms}ms)`),
+  /**
+   * Stops when the last model response had no tool calls (noetic's): reads the
+   * snapshot's `lastStepMeta`, which a `callModel` in the loop sets (docs/runtime.md#the-tool-loop).
+   */
+  noToolCalls: (): Until => (snapshot) => {
+    if (snapshot.stepCount < 1) return { stop: false }
+    const calls = snapshot.lastStepMeta?.toolCalls
+    return stopIf(calls === undefined || calls.length === 0, "No tool calls in last response")
+  },
   /** Never stops: the loop ends by `maxIterations` or cancellation. */
   never: (): Until => () => ({ stop: false }),
   /** Stops when `fn` passes the last output; its feedback goes to the next iteration's verdict. */

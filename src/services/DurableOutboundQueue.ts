@@ -944,15 +944,23 @@ export const makeWith = Effect.fnUntraced(function*(
     for (let i = indexFrom(from); i < index.length && index[i]!.first <= to; i++) records.push(index[i]!)
     for (let start = 0; start < records.length; start += READ_RECORDS) {
       const chunk = records.slice(start, start + READ_RECORDS)
+      // The decoded records this chunk uses are taken before the read: the cache is small,
+      // and decoding the chunk's other records (or another read meanwhile) pushes entries
+      // out of it, while a record found there is not read from storage.
+      const held = new Map<string, DecodedRecord>()
+      for (const record of chunk) {
+        const decoded = decodedRecords.get(record.key)
+        if (decoded !== undefined) held.set(record.key, decoded)
+      }
       const { unreadable, values } = yield* readValues(
-        chunk.filter((record) => !decodedRecords.has(record.key)).map((record) => record.key)
+        chunk.filter((record) => !held.has(record.key)).map((record) => record.key)
       )
       for (const record of chunk) {
         const damage = (message: string, key = record.key, through = record.last): RangeDamage => ({
           error: corrupt("frameRange", key, message),
           through: Math.min(through, to)
         })
-        let decodedRecord = decodedRecords.get(record.key)
+        let decodedRecord = held.get(record.key)
         if (decodedRecord === undefined) {
           const failed = unreadable.get(record.key)
           // The storage found the record damaged (its own `Corrupt`, naming the key).

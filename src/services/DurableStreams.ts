@@ -164,7 +164,7 @@ export interface StreamSignals {
 export interface DurableStreamsOptions {
   /** Cross-process wake-ups (Postgres LISTEN/NOTIFY); without it, live reads also poll. */
   readonly signals?: StreamSignals | undefined
-  /** How often a waiting live read re-checks storage by itself (default 1 s; 5 s with signals). */
+  /** How often a waiting live read re-checks storage by itself (default 1 s; 30 s with signals, which wake it at once). */
   readonly pollMillis?: number | undefined
   /** The most data one read returns (default 1 MiB); the rest is the next read's. */
   readonly maxReadBytes?: number | undefined

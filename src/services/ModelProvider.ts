@@ -94,6 +94,7 @@ export type RunEvent =
     }
     | { readonly type: "item"; readonly item: Item }
     | { readonly type: "tool_call_started"; readonly callId: string; readonly name: string; readonly arguments: string }
+    | { readonly type: "tool_call_progress"; readonly callId: string; readonly name: string; readonly event: unknown }
     | {
       readonly type: "tool_call_completed"
       readonly callId: string
@@ -191,6 +192,20 @@ export class ModelRequestFailed extends Schema.TaggedError<ModelRequestFailed>("
     return `model ${this.model} (${this.provider}) request failed${
       this.status === undefined ? "" : ` (HTTP ${this.status})`
     }: ${this.detail}`
+  }
+}
+
+/**
+ * A `callModel` with tools ran on a harness without a `ModelProvider`: its `LanguageModel`
+ * answers text only, and the tools would be ignored (docs/runtime.md#providers).
+ */
+export class NoModelProvider extends Schema.TaggedError<NoModelProvider>("noetic-effect/NoModelProvider")(
+  "NoModelProvider",
+  { stepId: Schema.String }
+) {
+  override get message(): string {
+    return `callModel '${this.stepId}' has tools, and this harness has no model provider to run them: ` +
+      "build it with callModelDefaults: { provider: 'openrouter', ... } (or _testCallModel in tests)"
   }
 }
 

@@ -5,6 +5,9 @@
  * vitest.conformance.config.ts, and runs with `npm run test:conformance`.
  */
 import { runConformanceTests } from "@durable-streams/server-conformance-tests"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -21,20 +24,30 @@ import {
 declare const beforeAll: (fn: () => Promise<void>, timeout?: number) => void
 declare const afterAll: (fn: () => Promise<void>, timeout?: number) => void
 declare const describe: (name: string, fn: () => void) => void
+declare const it: { readonly skip: (name: string, fn: () => void) => void }
 
 /** How long the server's long-polls wait; the suite is told the same. */
 const LONG_POLL_MS = 3_000
+
+const dropTable = (url: string, table: string) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`)
+    }).pipe(Effect.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(url) }))))
+  )
 
 export const conformance = (storage: "memory" | "file" | "sqlite" | "postgres") => {
   const config = { baseUrl: "", longPollTimeoutMs: LONG_POLL_MS }
   const pgUrl = process.env["NOETIC_PG_URL"]
   if (storage === "postgres" && pgUrl === undefined) {
-    describe(`conformance on postgres: SKIPPED (NOETIC_PG_URL is not set)`, () => {})
+    describe(`conformance on postgres`, () => it.skip("SKIPPED: NOETIC_PG_URL is not set", () => {}))
     return
   }
   let server: StreamServerHandle | undefined
   let close: () => Promise<void> = async () => {}
   beforeAll(async () => {
+    const table = `noetic_conformance_${process.pid}_${Date.now()}`
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), `noetic-conformance-${storage}-`))
     const adapter = storage === "memory"
       ? createInMemoryStorage()
@@ -42,13 +55,14 @@ export const conformance = (storage: "memory" | "file" | "sqlite" | "postgres") 
       ? createFileStorage({ root: dir })
       : storage === "sqlite"
       ? createSqliteStorage({ path: Path.join(dir, "streams.db") })
-      : createPostgresStorage({ url: pgUrl!, table: `conformance_${process.pid}_${Date.now()}` })
+      : createPostgresStorage({ url: pgUrl!, table })
     server = await createStreamServer({ storage: adapter, longPollMillis: LONG_POLL_MS })
     config.baseUrl = server.url
     close = async () => {
       await server?.close()
       await adapter.close()
       Fs.rmSync(dir, { recursive: true, force: true })
+      if (storage === "postgres") await dropTable(pgUrl!, table)
     }
   }, 60_000)
   afterAll(() => close(), 60_000)

@@ -66,7 +66,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   }
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
-  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 5_000)
+  const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
   const waiters = new Map<string, Set<() => void>>()
@@ -142,10 +142,15 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   const readChunk = (id: string, index: number) =>
     Effect.map(getValue(chunkKey(id, index)), (value) => Option.getOrUndefined(value) as ChunkRecord | undefined)
 
-  /** The head of a stream: the cached one moved on past every chunk that exists since. */
-  const currentHead = (record: PathRecord): Effect.Effect<Head, StreamError> =>
+  /**
+   * The head of a stream: the cached one moved on past every chunk that exists since.
+   * A writer may `trustCache`: its compare-and-set of the next chunk key fails anyway
+   * when another process wrote it, and then it looks again.
+   */
+  const currentHead = (record: PathRecord, trustCache = false): Effect.Effect<Head, StreamError> =>
     Effect.gen(function*() {
       let head = heads.get(record.id)
+      if (head !== undefined && trustCache) return head
       if (head === undefined) head = yield* discoverHead(record)
       for (;;) {
         const next = yield* readChunk(record.id, head.index)
@@ -394,8 +399,18 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
     Effect.gen(function*() {
       for (;;) {
         const record = yield* liveRecord(input.path)
-        const head = yield* currentHead(record)
-        const decision = yield* decide(record, head, input, producer, close)
+        const trusted = heads.has(record.id)
+        const head = yield* currentHead(record, true)
+        const decision = yield* decide(record, head, input, producer, close).pipe(
+          // A refusal on a cached head is checked against storage first: another process may have moved it.
+          Effect.catch((error) =>
+            trusted
+              ? Effect.flatMap(currentHead(record), (fresh) =>
+                fresh.index === head.index ? Effect.fail(error) : Effect.succeed({ _tag: "Retry" } as const))
+              : Effect.fail(error)
+          )
+        )
+        if (decision._tag === "Retry") continue
         if (decision._tag === "Done") {
           yield* touch(input.path, record)
           return decision.result

@@ -1,0 +1,334 @@
+/**
+ * The model side of the runtime through the Promise facade (docs/runtime.md), against
+ * a local server speaking OpenRouter's wire format: noetic's runtime.mdx Quick Example
+ * (a loop over a callModel with a search tool until noToolCalls), the item log sent
+ * and appended in noetic's shapes, model ids and params reaching the provider, errors
+ * and rate limits, the `_testCallModel` seam, generator tools, refused options.
+ */
+import { afterEach, describe, expect, it } from "vitest"
+import {
+  any,
+  callModel,
+  type LLMResponse,
+  loop,
+  NoeticErrorImpl,
+  tool,
+  toolWithGenerator,
+  until
+} from "../../src/promise/index.ts"
+import { harness } from "../promise/harnesses.ts"
+import { type FakeOpenRouter, objectSchema, type Reply, startFakeOpenRouter } from "./fakeOpenRouter.ts"
+
+const servers: Array<FakeOpenRouter> = []
+const serve = async (answer: ReadonlyArray<Reply> | ((body: any, n: number) => Reply | undefined)) => {
+  const server = await startFakeOpenRouter(answer)
+  servers.push(server)
+  return server
+}
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()))
+})
+
+const rejection = (promise: Promise<unknown>): Promise<any> =>
+  promise.then(() => expect.fail("expected a rejection"), (error) => error)
+
+const searchCalls: Array<unknown> = []
+const searchTool = {
+  name: "search",
+  description: "Search the web for information",
+  input: objectSchema({ query: "string" }),
+  execute: async (args: { query: string }) => {
+    searchCalls.push(args)
+    return { result: `Results for: ${args.query}` }
+  }
+}
+
+describe("the model runtime against an OpenRouter-compatible server", () => {
+  it("runs runtime.mdx's Quick Example: a loop over callModel with a search tool until noToolCalls", async () => {
+    searchCalls.length = 0
+    const server = await serve([
+      { toolCalls: [{ id: "call_1", name: "search", arguments: "{\"query\":\"AI news\"}" }], usage: { prompt: 20, completion: 4, cost: 0.001 } },
+      { text: "Found: Results for: AI news", reasoning: "the tool answered" },
+      { text: "Nothing more to add." }
+    ])
+    const agent = loop({
+      id: "researcher-loop",
+      steps: [callModel({
+        id: "researcher-llm",
+        model: "openai/gpt-4o",
+        instructions: "You are a research assistant.",
+        tools: [searchTool],
+        params: { temperature: 0.2, maxTokens: 300 }
+      })],
+      until: any(until.noToolCalls(), until.maxSteps(10))
+    })
+    const h = harness({
+      name: "researcher",
+      agentGraph: agent,
+      params: {},
+      callModelDefaults: { provider: "openrouter", apiKey: "sk-test", baseUrl: server.baseUrl }
+    })
+    const ctx = h.createContext()
+    const output = await h.run(agent, "Find recent AI news", ctx)
+
+    // Iteration 1 made two rounds (a tool call, then text); it had tool calls, so iteration 2 ran.
+    expect(output).toBe("Nothing more to add.")
+    expect(server.requests).toHaveLength(3)
+    expect(searchCalls).toEqual([{ query: "AI news" }])
+    const [first, second] = server.requests
+    expect(first!.authorization).toBe("Bearer sk-test")
+    expect(first!.body).toMatchObject({
+      model: "openai/gpt-4o",
+      stream: true,
+      temperature: 0.2,
+      max_tokens: 300,
+      messages: [
+        { role: "system", content: "You are a research assistant." },
+        { role: "user", content: "Find recent AI news" }
+      ],
+      tools: [{
+        type: "function",
+        function: {
+          name: "search",
+          description: "Search the web for information",
+          parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] }
+        }
+      }]
+    })
+    // The second round is sent the item log: the tool call and its output.
+    expect(second!.body.messages.slice(1)).toEqual([
+      { role: "user", content: "Find recent AI news" },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "search", arguments: "{\"query\":\"AI news\"}" } }] },
+      { role: "tool", tool_call_id: "call_1", content: JSON.stringify({ result: "Results for: AI news" }) }
+    ])
+    // The log holds noetic's items: content parts and status.
+    const items = ctx.itemLog.items as ReadonlyArray<any>
+    expect(items.map((item) => item.type)).toEqual([
+      "message",
+      "function_call",
+      "function_call_output",
+      "reasoning",
+      "message",
+      "message",
+      "message"
+    ])
+    expect(items[0]).toMatchObject({ role: "user", status: "completed", content: [{ type: "input_text", text: "Find recent AI news" }] })
+    expect(items[1]).toMatchObject({ type: "function_call", callId: "call_1", name: "search", status: "completed" })
+    expect(items[2]).toMatchObject({ type: "function_call_output", callId: "call_1", status: "completed", output: "{\"result\":\"Results for: AI news\"}" })
+    expect(items[4]).toMatchObject({
+      role: "assistant",
+      status: "completed",
+      content: [{ type: "output_text", text: "Found: Results for: AI news" }]
+    })
+    // noetic's loop feeds the output on as the next input, appended as a user message.
+    expect(items[5]).toMatchObject({ role: "user", content: [{ type: "input_text", text: "Found: Results for: AI news" }] })
+  })
+
+  it("reads the key from OPENROUTER_API_KEY, and answers a whole JSON completion too", async () => {
+    const server = await serve([{ text: "hi", json: true }])
+    const saved = process.env.OPENROUTER_API_KEY
+    process.env.OPENROUTER_API_KEY = "sk-from-env"
+    try {
+      const step = callModel({ id: "ask", model: "m/x" })
+      const h = harness({ name: "env", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", baseUrl: server.baseUrl } })
+      expect((await h.execute("hello")).output).toBe("hi")
+      expect(server.requests[0]!.authorization).toBe("Bearer sk-from-env")
+    } finally {
+      if (saved === undefined) delete process.env.OPENROUTER_API_KEY
+      else process.env.OPENROUTER_API_KEY = saved
+    }
+  })
+
+  it("rejects a 429 with kind model_rate_limit and its retry-after, a refusal with model_refused", async () => {
+    const server = await serve([
+      { status: 429, retryAfter: "2", errorBody: "{\"error\":{\"message\":\"slow down\"}}" },
+      { refusal: "I can't help with that." },
+      { status: 500 }
+    ])
+    const step = callModel({ id: "ask", model: "m/x" })
+    const h = harness({ name: "errors", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    const limited = await rejection(h.execute("one"))
+    expect(limited).toBeInstanceOf(Error)
+    expect(limited.noeticError).toMatchObject({ kind: "model_rate_limit", stepId: "ask", retryAfter: 2000 })
+    const refused = await rejection(h.execute("two"))
+    expect(refused.noeticError).toMatchObject({ kind: "model_refused", stepId: "ask", refusal: "I can't help with that." })
+    const failed = await rejection(h.execute("three"))
+    expect(failed.noeticError).toMatchObject({ kind: "step_failed", stepId: "ask" })
+    expect(failed.message).toContain("HTTP 500")
+  })
+
+  it("rejects output its schema refuses with model_parse_error", async () => {
+    const server = await serve([{ text: "{\"score\":\"high\"}" }])
+    const step = callModel({ id: "grade", model: "m/x", output: objectSchema({ score: "number" }) as any })
+    const h = harness({ name: "parse", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    const error = await rejection(h.execute("essay"))
+    expect(error.noeticError).toMatchObject({ kind: "model_parse_error", stepId: "grade", raw: "{\"score\":\"high\"}" })
+  })
+
+  it("answers a tool call to an unknown tool, or with malformed arguments, with an error output and goes on", async () => {
+    const server = await serve([
+      { toolCalls: [{ id: "c1", name: "nope", arguments: "{}" }, { id: "c2", name: "search", arguments: "{not json" }] },
+      { text: "done" }
+    ])
+    const step = callModel({ id: "ask", model: "m/x", tools: [searchTool] })
+    const h = harness({ name: "bad-calls", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
+    expect((await h.execute("go")).output).toBe("done")
+    const tools = server.requests[1]!.body.messages.filter((m: any) => m.role === "tool")
+    expect(tools[0].content).toMatch(/^Error: unknown tool "nope"/)
+    expect(tools[1].content).toBe("Error: malformed JSON in tool arguments: {not json")
+  })
+
+  it("gives a tool noetic's ToolExecutionContext, and uses the harness's tools when the step names none", async () => {
+    const server = await serve([{ toolCalls: [{ id: "c1", name: "where", arguments: "{}" }] }, { text: "ok" }])
+    const seen: Array<unknown> = []
+    const where = tool({
+      name: "where",
+      description: "Tells where it runs",
+      input: objectSchema({}),
+      output: undefined,
+      execute: async (_args, toolCtx) => {
+        seen.push(toolCtx.ctx.id, toolCtx.ctx.threadId, await toolCtx.fs.readFileText("/x"), toolCtx.lastStepMeta)
+        return "here"
+      }
+    })
+    const fs = { readFileText: async (path: string) => `contents of ${path}` } as any
+    const step = callModel({ id: "ask", model: "m/x" })
+    const h = harness({
+      name: "tool-ctx",
+      agentGraph: step,
+      params: {},
+      tools: [where],
+      environment: { fs },
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    const { executionId } = await h.execute("go", { threadId: "t-1" })
+    expect(seen).toEqual([executionId, "t-1", "contents of /x", null])
+    expect(server.requests[0]!.body.tools.map((t: any) => t.function.name)).toEqual(["where"])
+  })
+
+  it("runs a toolWithGenerator tool: its yields are progress, its return value the result", async () => {
+    const server = await serve([{ toolCalls: [{ id: "c1", name: "count", arguments: "{\"to\":3}" }] }, { text: "counted" }])
+    const count = toolWithGenerator({
+      name: "count",
+      description: "Counts",
+      input: objectSchema({ to: "number" }),
+      async *execute(args: { to: number }) {
+        for (let i = 1; i <= args.to; i++) yield { progress: i }
+        return { counted: args.to }
+      }
+    })
+    const h = harness({
+      name: "gen",
+      agentGraph: callModel({ id: "ask", model: "m/x", tools: [count] }),
+      params: {},
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    expect((await h.execute("go")).output).toBe("counted")
+    expect(server.requests[1]!.body.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "c1", content: "{\"counted\":3}" })
+  })
+})
+
+describe("noetic's testing seam, _testCallModel", () => {
+  const textOnly = (text: string): LLMResponse => ({
+    items: [{ id: `msg-${text}`, type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] }],
+    usage: { inputTokens: 10, outputTokens: 5 }
+  })
+
+  it("answers each call from the script; tool traffic in an answer is appended, not run", async () => {
+    const asked: Array<any> = []
+    const script: Array<LLMResponse> = [
+      {
+        items: [
+          { id: "fc-1", type: "function_call", status: "completed", callId: "call_1", name: "search", arguments: "{\"query\":\"q\"}" },
+          { id: "fco-1", type: "function_call_output", status: "completed", callId: "call_1", output: "found" },
+          ...textOnly("first").items
+        ],
+        usage: { inputTokens: 50, outputTokens: 20 },
+        cost: 0.5
+      },
+      textOnly("second")
+    ]
+    searchCalls.length = 0
+    const agent = loop({
+      id: "l",
+      steps: [callModel({ id: "llm", model: "m", tools: [searchTool] })],
+      until: until.noToolCalls()
+    })
+    const h = harness({
+      name: "scripted",
+      agentGraph: agent,
+      params: {},
+      _testCallModel: async (request) => {
+        asked.push(request)
+        const next = script.shift()
+        if (next === undefined) throw new Error("Mock callModel exhausted")
+        return next
+      }
+    })
+    const ctx = h.createContext()
+    expect(await h.run(agent, "go", ctx)).toBe("second")
+    expect(searchCalls).toEqual([])
+    expect(asked.map((r) => r.model)).toEqual(["m", "m"])
+    expect(asked[0].items).toMatchObject([{ type: "message", role: "user" }])
+    expect(asked[0].tools.map((t: any) => t.name)).toEqual(["search"])
+    expect(asked[0].signal).toBeInstanceOf(AbortSignal)
+    expect((ctx.itemLog.items as ReadonlyArray<any>).map((i) => i.id)).toContain("fco-1")
+  })
+
+  it("passes a NoeticErrorImpl the seam throws through as it is", async () => {
+    const h = harness({
+      name: "seam-error",
+      agentGraph: callModel({ id: "llm", model: "m" }),
+      params: {},
+      _testCallModel: async () => {
+        throw new NoeticErrorImpl({ kind: "model_rate_limit", stepId: "llm", retryAfter: 5 })
+      }
+    })
+    const error = await rejection(h.execute("go"))
+    expect(error).toBeInstanceOf(NoeticErrorImpl)
+    expect(error.message).toBe("Model rate limited at step 'llm' (retry after 5ms)")
+  })
+})
+
+describe("options noetic documents and this library does not run", () => {
+  const codeOf = (f: () => unknown): string | undefined => {
+    try {
+      f()
+    } catch (error) {
+      return (error as { code?: string }).code
+    }
+    return undefined
+  }
+
+  it("a callModel with tools on a harness with only a LanguageModel fails rather than ignore them", async () => {
+    const h = harness({
+      name: "no-provider",
+      agentGraph: callModel({ id: "llm", model: "m", tools: [searchTool] }),
+      params: {},
+      model: { generate: async () => ({ text: "hi" }) }
+    })
+    const error = await rejection(h.execute("go"))
+    expect(error.code).toBe("NO_MODEL_PROVIDER")
+    expect(error.message).toContain("callModelDefaults")
+  })
+
+  it("are refused by name with UNSUPPORTED_OPTION", () => {
+    const refused = (f: () => unknown, name: string) => {
+      let error: any
+      try {
+        f()
+      } catch (thrown) {
+        error = thrown
+      }
+      expect(error?.code).toBe("UNSUPPORTED_OPTION")
+      expect(error?.message).toContain(name)
+    }
+    refused(() => harness({ name: "h", params: {}, hooks: {} } as any), "hooks")
+    refused(() => harness({ name: "h", params: {}, traceExporter: {} } as any), "traceExporter")
+    refused(() => harness({ name: "h", params: {}, callModelDefaults: { apiKey: "k" } }), "noetic")
+    refused(() => harness({ name: "h", params: {}, callModelDefaults: { provider: "openrouter", cache: true } as any }), "cache")
+    refused(() => callModel({ id: "c", model: "m", emit: false } as any), "emit")
+    refused(() => tool({ name: "t", description: "", execute: async () => 1, needsApproval: true } as any), "needsApproval")
+    expect(codeOf(() => tool({ name: "", description: "", execute: async () => 1 }))).toBe("EMPTY_TOOL_NAME")
+  })
+})
