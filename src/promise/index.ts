@@ -52,7 +52,31 @@ export {
   type OnItemAppendResult,
   type RerenderRequest,
   type ScopedStorage,
-  scratchpad
+  scratchpad,
+  Slot,
+  context,
+  layerData,
+  layerFunction,
+  observations,
+  temporal,
+  steering,
+  filesystem,
+  plan,
+  taskState,
+  toolCalls,
+  type BudgetConfig,
+  type ContextConfig,
+  type ContextData,
+  type ExecutionOutcome,
+  type InferContext,
+  type InferContextShape,
+  type LayerDataDecl,
+  type LayerFunctionDecl,
+  type LayerProvides,
+  type LayerTimeouts,
+  type RecallResult,
+  type ScratchpadState,
+  type SteeringDecision
 } from "./layers.ts"
 export { AgentContext, type CwdState, type ItemLog, StepContext } from "./context.ts"
 export {
