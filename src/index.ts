@@ -115,6 +115,9 @@ export * as IpcServer from "./layers/IpcServer.ts"
 /** A reconnecting IPC client that resumes from its acked watermark. */
 export * as IpcClient from "./layers/IpcClient.ts"
 
+/** The local web inspector: every execution, step, child and queue, live, as an `HttpRouter` layer (docs/inspector.md). */
+export * as Inspector from "./inspector/Inspector.ts"
+
 // The shapes and failures the namespaces above define, by name, so declaration files
 // built against this package can refer to them.
 export type { CheckpointStoreShape } from "./services/CheckpointStore.ts"
@@ -137,3 +140,15 @@ export type { SubprocessAdapter as SubprocessAdapterService } from "./services/S
 export { ExecutionLeaseHeld, ExecutionLeaseLost, ExecutionLeaseUnsupported } from "./services/ExecutionLease.ts"
 export type { ExecutionLeaseShape } from "./services/ExecutionLease.ts"
 export type { Fence } from "./services/StorageAdapter.ts"
+
+/** Durable streams (the Durable Streams protocol's semantics) over any `StorageAdapter`. */
+export * as DurableStreams from "./services/DurableStreams.ts"
+
+/** Serving an `HttpRouter` app on Node: host/port, optional bearer token, body limit, graceful shutdown. */
+export * as HttpServe from "./http/HttpServe.ts"
+
+/** The Durable Streams HTTP routes: `layerRouter` mounts them into a host's router. */
+export * as StreamRoutes from "./http/StreamRoutes.ts"
+
+/** A Durable Streams server: `layer` serves the routes; `makePostgresSignals` wakes servers on one Postgres. */
+export * as StreamServer from "./http/StreamServer.ts"

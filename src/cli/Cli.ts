@@ -30,8 +30,10 @@ import { StorageAdapter, type StorageAdapterShape } from "../services/StorageAda
 import * as Children from "./Children.ts"
 import * as Executions from "./Executions.ts"
 import * as Queues from "./Queues.ts"
+import * as ReadModel from "./ReadModel.ts"
 import * as Render from "./Render.ts"
 import * as Serve from "./Serve.ts"
+import * as Inspector from "../inspector/Inspector.ts"
 import { CliFailure, type CliStorages, firstLine, openStorages } from "./Storages.ts"
 
 /** The version the CLI reports. */
@@ -92,24 +94,8 @@ const notConfirmed = new CliFailure({ message: "not confirmed; nothing was chang
 
 const executionId = Argument.String("execution-id").pipe(Argument.withDescription("The execution id"))
 
-/** The children recorded in the subprocess storage, with their liveness. */
-const childRows = (storages: CliStorages, now: number, progress: Render.Progress) =>
-  Option.match(storages.subprocess, {
-    onNone: () => Effect.succeed<ReadonlyArray<Children.ChildRow>>([]),
-    onSome: (storage) => Children.listChildren(storage, progress, now)
-  })
-
 const executionRows = (storages: CliStorages, now: number, only?: string) =>
-  Option.match(storages.checkpoints, {
-    onNone: () => Effect.succeed<ReadonlyArray<Executions.ExecutionRow>>([]),
-    onSome: (storage) =>
-      Render.withProgress((progress) =>
-        Effect.gen(function*() {
-          const rows = yield* Executions.listExecutions(storage, progress, now, only)
-          return Executions.withLiveChildren(rows, yield* childRows(storages, now, progress))
-        })
-      )
-  })
+  Render.withProgress((progress) => ReadModel.executionRows(storages, now, progress, only))
 
 const statusFlag = Flag.Literals("status", Executions.EXECUTION_STATUSES as ReadonlyArray<Executions.ExecutionStatus>).pipe(
   Flag.withDescription("Only executions with this status"),
@@ -232,16 +218,14 @@ const executionsShow = Command.make(
   ({ executionId, json, output }) =>
     withStorages((storages) =>
       Effect.gen(function*() {
-        const storage = required(storages.checkpoints)
-        const unknown = new CliFailure({ message: `unknown execution ${executionId} under ${storages.source}` })
-        if (storage === undefined || !(yield* Executions.isRecorded(storage, executionId))) return yield* unknown
         const now = yield* Clock.currentTimeMillis
-        const [row] = yield* executionRows(storages, now, executionId)
-        const head = yield* Executions.loadHead(storage, executionId)
-        const { outputs, view } = yield* Render.withProgress((progress) => {
-          progress.update("reading the ledger")
-          return Executions.readLedger(storage, executionId)
-        })
+        const detail = yield* Render.withProgress((progress) => ReadModel.executionDetail(storages, executionId, now, progress))
+        if (Option.isNone(detail)) {
+          return yield* new CliFailure({ message: `unknown execution ${executionId} under ${storages.source}` })
+        }
+        const { children: spawned, ledger: view, outputs, snapshot, snapshotProblem } = detail.value
+        if (snapshotProblem !== null) return yield* Effect.fail(snapshotProblem.error)
+        const row = detail.value.row ?? undefined
 
         if (Option.isSome(output)) {
           const path = output.value
@@ -273,23 +257,6 @@ const executionsShow = Command.make(
           return yield* Console.log(recorded.undefined ? "undefined" : Render.jsonText(recorded.value))
         }
 
-        const snapshot = Option.match(head, {
-          onNone: () => null,
-          onSome: (h) => ({
-            capturedAt: h.capturedAt,
-            threadId: h.threadId ?? null,
-            resourceId: h.resourceId ?? null,
-            items: Executions.itemCount(h),
-            cwd: h.cwd,
-            layers: Object.keys(h.layers),
-            frontier: h.frontier.map((entry, i) => ({ path: row?.frontier[i] ?? entry.stepId, stepId: entry.stepId })),
-            askUser: h.askUser.map((prompt) => ({ id: prompt.id, createdAt: new Date(prompt.createdAt).toISOString() }))
-          })
-        })
-        // The detached children this execution spawned, as their manifests record them.
-        const spawned = (yield* childRows(storages, now, { update: () => {} })).filter((child) =>
-          child.parentExecutionId === executionId
-        )
         if (json) return yield* Render.printJson({ execution: row ?? null, snapshot, ledger: view, children: spawned })
 
         const counts = { live: 0, superseded: 0, discarded: 0, tombstone: 0, corrupt: 0 }
@@ -604,16 +571,7 @@ const queuesList = Command.make("list", { json }, ({ json }) =>
   withStorages((storages) =>
     Render.withProgress((progress) =>
       Effect.gen(function*() {
-        const rows: Array<Queues.QueueRow> = []
-        for (const [name, storage] of Queues.queueStorages(storages)) {
-          progress.update(`listing queues (${name})`)
-          const ids = yield* Queues.listQueueIds(storage)
-          for (const [i, id] of ids.entries()) {
-            progress.update(`reading queues (${name})`, i, ids.length)
-            const { frames: _, ...row } = yield* Queues.inspectQueue(storage, name, id)
-            rows.push(row)
-          }
-        }
+        const rows = yield* ReadModel.queueRows(storages, progress)
         if (json) return yield* Render.printJson({ source: storages.source, queues: rows })
         if (rows.length === 0) return yield* Render.say`no durable queues under ${storages.source}`
         yield* Console.log(Render.table(
@@ -642,14 +600,9 @@ const queuesShow = Command.make(
   ({ frames, json, queueId }) =>
     withStorages((storages) =>
       Effect.gen(function*() {
-        let found: Queues.QueueDetail | undefined
-        for (const [name, storage] of Queues.queueStorages(storages)) {
-          if (yield* Queues.hasQueue(storage, queueId)) {
-            found = yield* Queues.inspectQueue(storage, name, queueId)
-            break
-          }
-        }
-        if (found === undefined) return yield* new CliFailure({ message: `unknown queue ${queueId} under ${storages.source}` })
+        const queue = yield* ReadModel.findQueue(storages, queueId)
+        if (Option.isNone(queue)) return yield* new CliFailure({ message: `unknown queue ${queueId} under ${storages.source}` })
+        const found = queue.value
         const { frames: pending, ...summary } = found
         if (json) return yield* Render.printJson(frames ? found : summary)
         yield* Render.lines(...[
@@ -676,6 +629,34 @@ const queues = Command.make("queues").pipe(
   Command.withDescription("Durable outbound (IPC) queues: list, show"),
   Command.withSubcommands([queuesList, queuesShow])
 )
+
+// -----------------------------------------------------------------------------
+// inspect (docs/inspector.md)
+// -----------------------------------------------------------------------------
+
+const inspect = Command.make(
+  "inspect",
+  {
+    port: Flag.Int("port").pipe(
+      Flag.withDescription(`Port on 127.0.0.1 (default ${Inspector.DEFAULT_PORT}; 0 picks a free one)`),
+      Flag.withDefault(Inspector.DEFAULT_PORT)
+    ),
+    readOnly: Flag.Boolean("read-only").pipe(
+      Flag.withDescription("Refuse the actions (clear an execution, stop a child)"),
+      Flag.withDefault(false)
+    )
+  },
+  ({ port, readOnly }) =>
+    withStorages((storages) =>
+      Effect.gen(function*() {
+        const served = yield* Inspector.serve({ storages, port, readOnly }).pipe(
+          Effect.mapError((error) => new CliFailure({ message: error.message }))
+        )
+        yield* Console.log(`inspector at ${served.url}`)
+        return yield* Effect.never
+      })
+    )
+).pipe(Command.withDescription("Serve the web inspector on 127.0.0.1 until interrupted: executions, children and queues, live"))
 
 // -----------------------------------------------------------------------------
 // paths
@@ -751,7 +732,7 @@ const serve = Command.make("serve", Serve.flags, (flags) => Effect.flatMap(noeti
   .pipe(Command.withDescription("Serve Durable Streams over HTTP on the home's SQLite database or on --pg"))
 
 /** The whole command tree. */
-export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, paths, importNoetic, serve]))
+export const command = noetic.pipe(Command.withSubcommands([executions, children, queues, inspect, paths, importNoetic, serve]))
 
 /** Runs the CLI on arguments (without the node and script paths); fails as the command did. */
 export const run = Command.runWith(command, { version: VERSION })

@@ -140,7 +140,16 @@ const pathOf = (entry: { readonly stepId: string; readonly state?: unknown }): s
 
 const isRootPath = (path: string) => /^\/[^/[]+$/.test(path)
 
-/** Reads `keys` in batches, reporting progress. */
+/** What a bulk read holds for a record the storage could not decode (a damaged row or file). */
+export class DamagedRecord {
+  constructor(readonly key: string, readonly message: string) {}
+}
+
+/**
+ * Reads `keys` in batches, reporting progress. A batch that fails on a damaged record
+ * is read key by key, and each damaged record is held as a {@link DamagedRecord}, so
+ * one bad row does not hide the rest.
+ */
 const readBatched = (
   storage: StorageAdapterShape,
   keys: ReadonlyArray<string>,
@@ -151,7 +160,19 @@ const readBatched = (
     const found = new Map<string, unknown>()
     for (let start = 0; start < keys.length; start += BATCH) {
       progress.update(label, start, keys.length)
-      const batch = yield* getMany(storage, keys.slice(start, start + BATCH))
+      const slice = keys.slice(start, start + BATCH)
+      const batch = yield* getMany(storage, slice).pipe(
+        Effect.catchIf((error) => error.reason._tag === "Corrupt", () =>
+          Effect.map(
+            Effect.forEach(slice, (key) =>
+              storage.get(key).pipe(
+                Effect.map((value) => Option.map(value, (v): readonly [string, unknown] => [key, v])),
+                Effect.catchIf((error) => error.reason._tag === "Corrupt", (error) =>
+                  Effect.succeed(Option.some([key, new DamagedRecord(key, error.message)] as const)))
+              ), { concurrency: 16 }),
+            (pairs) => new Map(pairs.flatMap((pair) => Option.isSome(pair) ? [pair.value] : []))
+          ))
+      )
       for (const [key, value] of batch) found.set(key, value)
     }
     return found
@@ -188,6 +209,43 @@ export const listExecutions = (
     // storage lists by reading its whole directory.
     progress.update("listing ledgers")
     const keys = yield* storage.list(only !== undefined ? ledgerPrefix(only) : "execution:")
+    return sortRows(yield* rowsFor(storage, ids, keys, progress, now))
+  })
+
+/** Newest checkpoint first, then by id; executions without a snapshot last. */
+export const sortRows = (rows: ReadonlyArray<ExecutionRow>): Array<ExecutionRow> =>
+  [...rows].sort((a, b) =>
+    a.lastCheckpoint === b.lastCheckpoint
+      ? (a.executionId < b.executionId ? -1 : 1)
+      : a.lastCheckpoint === null
+      ? 1
+      : b.lastCheckpoint === null
+      ? -1
+      : a.lastCheckpoint < b.lastCheckpoint
+      ? 1
+      : -1
+  )
+
+/**
+ * What the sorted key listing `keys` (every `execution:` key, or one execution's
+ * ledger keys) says of `executionId`: its ledger seqs, ascending. The inspector
+ * compares these between listings to re-read only executions whose ledger moved.
+ */
+export const ledgerSeqsOf = (keys: ReadonlyArray<string>, executionId: string): ReadonlyArray<number> =>
+  ledgerSeqsIn(keys, executionId)
+
+/**
+ * The rows of `ids`, in their order, read from their snapshots, leases and newest
+ * ledger records; `keys` is a sorted listing holding their ledger keys.
+ */
+export const rowsFor = (
+  storage: StorageAdapterShape,
+  ids: ReadonlyArray<string>,
+  keys: ReadonlyArray<string>,
+  progress: Progress,
+  now: number
+): Effect.Effect<Array<ExecutionRow>, StorageError> =>
+  Effect.gen(function*() {
     const seqs = new Map(ids.map((id) => [id, ledgerSeqsIn(keys, id)]))
     const heads = yield* readBatched(storage, ids.map(snapshotKey), progress, "reading snapshots")
     const leases = yield* readBatched(storage, ids.map(leaseKey), progress, "reading leases")
@@ -218,7 +276,11 @@ export const listExecutions = (
         })
         continue
       }
-      const head = yield* Effect.exit(decodeStoredSnapshot(id, stored))
+      const head = yield* Effect.exit(
+        stored instanceof DamagedRecord
+          ? Effect.fail({ message: `record ${stored.key} is damaged: ${stored.message}` })
+          : decodeStoredSnapshot(id, stored)
+      )
       if (Exit.isFailure(head)) {
         const error = head.cause.reasons.find((reason) => reason._tag === "Fail")
         rows.push({
@@ -250,17 +312,7 @@ export const listExecutions = (
         pendingAskUser: head.value.askUser.length
       })
     }
-    return rows.sort((a, b) =>
-      a.lastCheckpoint === b.lastCheckpoint
-        ? (a.executionId < b.executionId ? -1 : 1)
-        : a.lastCheckpoint === null
-        ? 1
-        : b.lastCheckpoint === null
-        ? -1
-        : a.lastCheckpoint < b.lastCheckpoint
-        ? 1
-        : -1
-    )
+    return rows
   })
 
 /** One ledger record as `executions show` prints it. */

@@ -76,7 +76,8 @@ export class LoopMaxIterations extends Schema.TaggedError<LoopMaxIterations>("no
   { stepId: Schema.String, maxIterations: Schema.Number }
 ) {
   override get message(): string {
-    return `loop ${this.stepId} exceeded its maximum of ${this.maxIterations} iterations`
+    // noetic's wording (its loop throws step_failed with this cause).
+    return `Loop exceeded maximum iterations (${this.maxIterations})`
   }
 }
 

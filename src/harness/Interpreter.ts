@@ -681,6 +681,8 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       let current = input
       let lastOutput: { readonly value: unknown } | undefined
       let stepCount = 0
+      // Tokens and cost of the model calls made in the loop (docs/runtime.md#the-tool-loop).
+      const spent = { input: 0, output: 0, cost: 0, meta: ToolLoop.lastStepMeta(frame.ctx) }
       for (let iteration = 1;; iteration++) {
         if (frame.ctx.aborted) {
           return yield* new StepCancelled(cancelledFields(frame.ctx))
@@ -709,12 +711,19 @@ export const make = (deps: InterpreterDeps): Interpreter => {
         lastOutput = { value: output }
         history.push(output)
         if (history.length > step.maxHistorySize) history.splice(0, history.length - step.maxHistorySize)
+        const meta = ToolLoop.lastStepMeta(frame.ctx)
+        if (meta !== undefined && meta !== spent.meta) {
+          spent.meta = meta
+          spent.input += meta.usage?.inputTokens ?? 0
+          spent.output += meta.usage?.outputTokens ?? 0
+          spent.cost += meta.cost ?? 0
+        }
         const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
         const snapshot: Snapshot = {
           stepCount,
-          tokens: { input: 0, output: 0, total: 0 },
+          tokens: { input: spent.input, output: spent.output, total: spent.input + spent.output },
           elapsed: now - startedAt,
-          cost: 0,
+          cost: spent.cost,
           lastOutput: output,
           lastText: textOf(output),
           history: [...history],

@@ -83,8 +83,15 @@ const isTurnRecord = (u: unknown): u is ModelTurnRecord =>
 
 const metas = new WeakMap<AgentContext, StepMeta>()
 
-/** The meta of the last `callModel` that settled on `ctx`. */
-export const lastStepMeta = (ctx: AgentContext): StepMeta | undefined => metas.get(ctx)
+/** The meta of the last `callModel` that settled on `ctx` (or on the context a step's view of it is made from). */
+export const lastStepMeta = (ctx: AgentContext): StepMeta | undefined => {
+  // A step's context is a view whose prototype is the context itself.
+  for (let at: object | null = ctx; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+    const meta = metas.get(at as AgentContext)
+    if (meta !== undefined) return meta
+  }
+  return undefined
+}
 
 /** A `callModel` dispatch's settled value: its meta noted on `ctx`, its output returned. */
 export const settle = (ctx: AgentContext, value: unknown): unknown => {

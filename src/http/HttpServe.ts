@@ -199,7 +199,9 @@ export const layer = <A, E, R>(
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* settingsOf(options)
-    const server = Http.createServer({ requestTimeout: 0 })
+    // Idle keep-alive connections stay open a minute: a client then closes them first,
+    // and never sends a request on a socket the server is closing at that moment.
+    const server = Http.createServer({ requestTimeout: 0, keepAliveTimeout: 60_000 })
     const serverLayer = NodeHttpServer.layer(() => server, {
       host: settings.host,
       port: settings.port,

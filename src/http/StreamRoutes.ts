@@ -129,7 +129,11 @@ const queryOf = (url: URL) =>
 
 const encoder = new TextEncoder()
 
-/** One SSE event: `event:` then each line as `data:<line>` (no space: the protocol's examples), then `id:`. */
+/**
+ * One SSE event: `event:` then each line as `data:<line>`, then `id:`. Not
+ * `effect/encoding`'s `Sse.encoder`: it writes `id:` first and `data: ` with a space,
+ * and the official conformance suite reads `event: ...` followed directly by `data:{`.
+ */
 const sseEvent = (event: string, data: string, id: string | undefined): string => {
   let out = `event: ${event}\n`
   for (const line of data.split(/\r\n|\r|\n/)) out += `data:${line}\n`

@@ -28,7 +28,7 @@ import { fsPromises, sha256Hex } from "../internal/builtins.ts"
 import { decodeKey, encodeKey, encodeKeyPrefix, isLongName, longNameKeyPrefix } from "../internal/fileKey.ts"
 import { type Log, LOG_DIR_PREFIX, logAt, LogProblem } from "../internal/fileLog.ts"
 import { errorCode, isProcessAlive } from "../internal/processes.ts"
-import { appendOnlyLog } from "../services/DurableOutboundQueue.ts"
+import { appendOnlyLog } from "../schema/DurableQueueRecord.ts"
 import {
   decodeJson,
   encodeExpected,
@@ -56,7 +56,7 @@ export interface FileStorageOptions {
    * the key's log (a prefix of the key), or undefined for an ordinary key. Only for
    * keys that are written once and then deleted, like the durable queue's batch
    * records: a log's disk space is given back only once every record in a segment
-   * is deleted. Default: `DurableOutboundQueue.appendOnlyLog` (one log per queue).
+   * is deleted. Default: `appendOnlyLog` of `schema/DurableQueueRecord.ts` (one log per queue).
    */
   readonly appendOnlyLog?: ((key: string) => string | undefined) | undefined
 }

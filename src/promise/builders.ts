@@ -217,7 +217,7 @@ export function runCode(
   const execute = noAttempts && typeof opts.execute === "function"
     ? () => Promise.reject(new Error("No attempts executed"))
     : opts.execute
-  return build(() =>
+  const built = build(() =>
     Step.runCode({
       ...engineStepOptions(opts),
       id: opts.id,
@@ -227,6 +227,8 @@ export function runCode(
       ...(retry === undefined ? {} : { retry }),
       ...engineEffects(opts)
     }), opts.subprocess)
+  // noetic's step is plain data: `runCode(...).execute` is the function it was given.
+  return Object.defineProperty(built, "execute", { value: opts.execute, enumerable: true })
 }
 
 /** Options of `conditional` (noetic's): `route` picks the next step, or `null` to pass the input through. */
@@ -454,3 +456,10 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
       ...(opts.timeout === undefined ? {} : { timeout: opts.timeout })
     }), opts.subprocess)
 }
+
+/**
+ * noetic's `execute(step, input, ctx)`: runs `step` on `ctx` through its harness, below
+ * the calling step when `ctx` is a running step's context (`ctx.harness.run(step, input, ctx)`).
+ */
+export const execute = <I, O>(step: AnyStep<I, O>, input: I, ctx: AgentContext): Promise<O> =>
+  ctx.harness.run(step, input, ctx)

@@ -84,6 +84,7 @@ export {
   conditional,
   type ConditionalOptions,
   type EffectsOptions,
+  execute,
   inParallel,
   type InParallelOptions,
   loop,
@@ -114,6 +115,14 @@ export {
   toolWithGenerator
 } from "./modelTools.ts"
 export type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
+export {
+  defaultItemSchemaRegistry,
+  type ItemExtensionSchema,
+  type ItemLike,
+  ItemSchema,
+  type ItemSchemaExtensions,
+  ItemSchemaRegistry
+} from "./itemSchemas.ts"
 export { type DetachedHandle, DetachedStatus } from "./handles.ts"
 export type {
   AgentHarnessOptions,

@@ -21,6 +21,7 @@ import {
   type ToolSpec
 } from "../services/ModelProvider.ts"
 import { NoeticConfigError } from "./errors.ts"
+import { defaultItemSchemaRegistry } from "./itemSchemas.ts"
 
 /** noetic's `LlmProviderConfig`, the fields this library runs. */
 export interface LlmProviderConfig {
@@ -102,12 +103,18 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
             // What the seam throws (a NoeticError of a model kind, say) is what the step fails with.
             catch: (thrown) => thrown as ModelError
           }),
-          (response) => ({
-            items: Array.isArray(response?.items) ? response.items : [],
-            usage: response?.usage ?? { inputTokens: 0, outputTokens: 0 },
-            ...(typeof response?.cost === "number" ? { cost: response.cost } : {})
+          (response) => response
+        ).pipe(Effect.flatMap((response) =>
+          // As noetic does, the answer's items are checked: an item of a type no schema knows rejects item_schema_mismatch.
+          Effect.try({
+            try: () => ({
+              items: defaultItemSchemaRegistry.parseMany(Array.isArray(response?.items) ? response.items : []),
+              usage: response?.usage ?? { inputTokens: 0, outputTokens: 0 },
+              ...(typeof response?.cost === "number" ? { cost: response.cost } : {})
+            }),
+            catch: (thrown) => thrown as ModelError
           })
-        )
+        ))
     })
   }
   const config = options.callModelDefaults

@@ -38,7 +38,7 @@ const stopIf = (stop: boolean, reason: string): Verdict => (stop ? { stop, reaso
 export const until = {
   /** Stops after `n` successful iterations. */
   maxSteps: (n: number): Until => (snapshot) => stopIf(snapshot.stepCount >= n, `Reached max steps (${n})`),
-  /** Stops when the accumulated cost reaches `usd` (this library reports a cost of 0). */
+  /** Stops when the cost of the loop's model calls reaches `usd` (the provider's reported cost). */
   maxCost: (usd: number): Until => (snapshot) => stopIf(snapshot.cost >= usd, `Reached max cost ($${usd})`),
   /** Stops once `ms` milliseconds have passed since the loop started. */
   maxDuration: (ms: number): Until => (snapshot) =>

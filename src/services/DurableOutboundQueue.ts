@@ -39,12 +39,22 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
-import { Corrupt, StorageError } from "../Errors.ts"
-import { getMany, JsonText, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
-import { logWarning } from "../internal/diagnostics.ts"
+import { StorageError } from "../Errors.ts"
+import {
+  batchKey,
+  decodeBatch,
+  decodeFrameRecord,
+  jsonRecordText,
+  keyPrefix,
+  metaKey
+} from "../schema/DurableQueueRecord.ts"
+import { FrameCache } from "../internal/durableQueue/frameCache.ts"
+import { type BatchRecordPlan, type PendingBatch, planRecords } from "../internal/durableQueue/records.ts"
+import { type DecodedRecord, readValues } from "../internal/durableQueue/reads.ts"
+import { corrupt, DELETE_CONCURRENCY, firstRecordFrom, type IndexEntry, recover } from "../internal/durableQueue/recovery.ts"
+import { JsonText, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 /** One stored frame and its sequence number. */
 export interface QueueEntry {
@@ -210,57 +220,12 @@ export interface DurableOutboundQueueOptions {
   readonly batchFrames?: number | undefined
 }
 
-/** The key prefix every key of the queue `socketId` starts with. */
-export const keyPrefix = (socketId: string): string => `durableOutboundQueue:${encodeURIComponent(socketId)}:`
+/** The queue's stored layout (see `schema/DurableQueueRecord.ts`). */
+export { appendOnlyLog, batchKey, frameKey, keyPrefix, metaKey } from "../schema/DurableQueueRecord.ts"
 
-/** The key of the queue's meta record. */
-export const metaKey = (socketId: string): string => `${keyPrefix(socketId)}meta`
-
-const pad = (seq: number) => String(seq).padStart(SEQ_DIGITS, "0")
-
-/** The key of the batch record holding the frames `first..last`. */
-export const batchKey = (socketId: string, first: number, last: number): string =>
-  `${keyPrefix(socketId)}batch:${pad(first)}-${pad(last)}`
-
-const BATCH_KEY = /^durableOutboundQueue:[^:]*:batch:\d{16}-\d{16}$/
-
-/**
- * The append-only log a key belongs to, for a storage that keeps such keys in a log
- * rather than one record each: a batch record is written once and deleted once, so
- * the batch records of one queue form one log, named by the queue's key prefix.
- * Undefined for every other key (the meta record is rewritten in place).
- */
-export const appendOnlyLog = (key: string): string | undefined =>
-  BATCH_KEY.test(key) ? key.slice(0, key.indexOf(":batch:") + 1) : undefined
-
-/**
- * The text of a version 3 record: `{"version":3,"first":..,"frames":[<frame JSON>,..],"prev":..}`,
- * built by one `join`, so it is one flat string. Built as a template around the joined
- * frames, it would be a string of pieces, and a storage writing it (UTF-8 into a file
- * or a SQLite parameter) would first copy it whole into a flat one.
- */
-const jsonRecordText = (record: Pick<BatchRecordPlan, "first" | "frames" | "prev">): string => {
-  const parts = record.frames.slice()
-  const last = parts.length - 1
-  parts[0] = `{"version":3,"first":${record.first},"frames":[${parts[0]}`
-  parts[last] = `${parts[last]}],"prev":${JSON.stringify(record.prev)}}`
-  return parts.join(",")
-}
-
-/** The key of a legacy one-frame record (the layout before batch records). */
-export const frameKey = (socketId: string, seq: number): string => `${keyPrefix(socketId)}frame:${pad(seq)}`
-
-const SEQ_DIGITS = 16
 const DEFAULT_WINDOW_FRAMES = 65_536
 const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
 const DEFAULT_BATCH_FRAMES = 4096
-/**
- * The most UTF-16 code units of frames one batch record holds (a longer frame gets a
- * record of its own): the record's JSON then stays under V8's large-object size
- * (128 KiB), whose allocation costs several times the same text in smaller strings.
- * A batch larger than this is written as several records in one group.
- */
-const RECORD_CHARS = 96 * 1024
 /** The most frames one write of the writer takes, in batches (whole batches, at least one). */
 const GROUP_BATCHES = 2
 /**
@@ -270,156 +235,12 @@ const GROUP_BATCHES = 2
 const STREAM_FRAMES = 64
 /** How many seqs one high-water mark write reserves ahead, at least. */
 const RESERVE_SEQS = 65_536
-const DELETE_CONCURRENCY = 64
 /** How many decoded batch records a queue keeps for the next read. */
 const DECODED_RECORDS = 4
 /** How many batch records one multi-key read fetches. */
 const READ_RECORDS = 64
 
-/** The persisted meta record; version 1 (no high-water mark) is read as `high = acked`. */
-const Meta = Schema.Union([
-  Schema.Struct({ version: Schema.Literal(1), acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }),
-  Schema.Struct({
-    version: Schema.Literal(2),
-    acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
-    high: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
-  })
-])
-
-/** A batch record: its frames, and the range of the batch written before it (none for the first). */
-const BatchRecord = Schema.Struct({
-  version: Schema.Literal(2),
-  first: Schema.Int,
-  frames: Schema.Array(Schema.String),
-  prev: Schema.NullOr(Schema.Tuple([Schema.Int, Schema.Int]))
-})
-
-/**
- * A batch record whose frames are JSON values (written from frames offered as `json`):
- * each frame's text is the value's `JSON.stringify`.
- */
-const JsonBatchRecord = Schema.Struct({
-  version: Schema.Literal(3),
-  first: Schema.Int,
-  frames: Schema.Array(Schema.Unknown),
-  prev: Schema.NullOr(Schema.Tuple([Schema.Int, Schema.Int]))
-})
-
-/** A legacy one-frame record. */
-const FrameRecord = Schema.Struct({ version: Schema.Literal(1), frame: Schema.String })
-
-const decodeMeta = Schema.decodeUnknownEffect(Meta)
-const decodeBatchSchema = Schema.decodeUnknownEffect(Schema.Union([BatchRecord, JsonBatchRecord]))
-
-const isInt = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
-
-/** A batch record as read: its first seq, its frames' texts, and the range of the record before it. */
-interface DecodedBatch {
-  readonly first: number
-  readonly frames: ReadonlyArray<string>
-  readonly prev: readonly [number, number] | null
-}
-
-/** The texts of a version 3 record's frames. */
-const frameTexts = (frames: ReadonlyArray<unknown>): Array<string> => frames.map((frame) => JSON.stringify(frame))
-
-/**
- * A batch record checked by hand: a replay reads thousands of frames per record, and a
- * schema walk over each of them costs more than reading the file. What fails the check
- * goes through the schema, which says why.
- */
-const decodeBatch = (value: unknown): Effect.Effect<DecodedBatch, Schema.SchemaError> => {
-  if (typeof value === "object" && value !== null) {
-    const record = value as { readonly version?: unknown; readonly first?: unknown; readonly frames?: unknown; readonly prev?: unknown }
-    const { first, frames, prev } = record
-    if (
-      isInt(first) && Array.isArray(frames) &&
-      (prev === null || (Array.isArray(prev) && prev.length === 2 && isInt(prev[0]) && isInt(prev[1])))
-    ) {
-      const before = prev as readonly [number, number] | null
-      if (record.version === 3) return Effect.succeed({ first, frames: frameTexts(frames), prev: before })
-      if (record.version === 2 && frames.every((frame) => typeof frame === "string")) {
-        return Effect.succeed({ first, frames, prev: before })
-      }
-    }
-  }
-  return Effect.map(decodeBatchSchema(value), (record) => ({
-    first: record.first,
-    frames: record.version === 3 ? frameTexts(record.frames) : record.frames,
-    prev: record.prev
-  }))
-}
-const decodeFrameRecord = Schema.decodeUnknownEffect(FrameRecord)
-
-const corrupt = (operation: string, key: string, message: string) =>
-  new StorageError({ operation, reason: new Corrupt({ key, message }) })
-
-/** One stored record, as the in-memory index knows it. */
-interface IndexEntry {
-  readonly first: number
-  readonly last: number
-  readonly key: string
-  readonly legacy: boolean
-  /** The frames' size, for the window (0 for records found on open). */
-  readonly bytes: number
-}
-
-/** A record read and checked: its frames and the range of the record written before it. */
-interface DecodedRecord {
-  readonly frames: ReadonlyArray<string>
-  readonly prev: readonly [number, number] | null
-}
-
-/** One record of a batch about to be written. */
-interface BatchRecordPlan {
-  readonly first: number
-  readonly last: number
-  readonly key: string
-  readonly frames: ReadonlyArray<string>
-  readonly bytes: number
-  readonly prev: readonly [number, number] | null
-  /** Every frame was offered as `json`. */
-  readonly json: boolean
-}
-
-/** The frames of one written batch, kept for live delivery. */
-interface CacheSegment {
-  readonly first: number
-  readonly frames: ReadonlyArray<string>
-}
-
-/** Frames numbered and waiting for the writer. */
-interface PendingBatch {
-  readonly first: number
-  readonly frames: Array<string>
-  bytes: number
-  /** Every frame was offered as `json`. */
-  json: boolean
-  readonly done: Deferred.Deferred<void, StorageError>
-}
-
 const isSeq = (n: number) => Number.isSafeInteger(n) && n >= 0
-
-/**
- * What the queues of this process committed, per storage and socket: a queue opened
- * again on the same storage (another instance, the first never closed) finds a tail
- * record missing when its records end below it.
- */
-const processHeads = new WeakMap<StorageAdapterShape, Map<string, { committed: number }>>()
-
-const sharedHeadOf = (storage: StorageAdapterShape, socketId: string): { committed: number } => {
-  let heads = processHeads.get(storage)
-  if (heads === undefined) {
-    heads = new Map()
-    processHeads.set(storage, heads)
-  }
-  let head = heads.get(socketId)
-  if (head === undefined) {
-    head = { committed: 0 }
-    heads.set(socketId, head)
-  }
-  return head
-}
 
 /** Opens the queue `socketId` on `storage`, repairing what a crash left behind. */
 export const makeWith = Effect.fnUntraced(function*(
@@ -435,75 +256,17 @@ export const makeWith = Effect.fnUntraced(function*(
   const meta = metaKey(socketId)
   const prefix = keyPrefix(socketId)
   const batchPrefix = `${prefix}batch:`
-  const framePrefix = `${prefix}frame:`
 
-  const storedMeta = yield* storage.get(meta)
-  let acked = 0
-  let high = 0
-  if (Option.isSome(storedMeta)) {
-    const decoded = yield* decodeMeta(storedMeta.value).pipe(
-      Effect.mapError((error) => corrupt("open", meta, `not a queue meta record: ${error.message}`))
-    )
-    acked = decoded.acked
-    high = decoded.version === 2 ? Math.max(decoded.high, decoded.acked) : decoded.acked
-  }
-
-  // The index: every record above the watermark, by seq. Keys name their range, so
-  // opening lists keys and reads no record.
-  const found: Array<IndexEntry> = []
-  for (const key of yield* storage.list(batchPrefix)) {
-    const match = /^(\d{16})-(\d{16})$/.exec(key.slice(batchPrefix.length))
-    if (match === null) continue
-    const first = Number(match[1])
-    const last = Number(match[2])
-    if (first >= 1 && last >= first) found.push({ first, last, key, legacy: false, bytes: 0 })
-  }
-  for (const key of yield* storage.list(framePrefix)) {
-    const seq = Number(key.slice(framePrefix.length))
-    if (Number.isSafeInteger(seq) && seq > 0) found.push({ first: seq, last: seq, key, legacy: true, bytes: 0 })
-  }
-  found.sort((a, b) => a.first - b.first)
-  // Only a queue storage knows nothing of starts after `startAfter`.
-  if (Option.isNone(storedMeta) && found.length === 0) {
-    acked = Math.max(0, Math.floor(options.startAfter ?? 0))
-    high = acked
-  }
-  // Records wholly at or below the watermark are an interrupted compaction's leftovers.
-  const debris = found.filter((entry) => entry.last <= acked)
-  const index: Array<IndexEntry> = found.filter((entry) => entry.last > acked)
-  yield* Effect.forEach(debris, (entry) => storage.delete(entry.key), { concurrency: DELETE_CONCURRENCY, discard: true })
-
-  const recordsHead = index.length === 0 ? 0 : index[index.length - 1]!.last
-  // Numbering goes on at the head + 1 while the stored records are intact: a frame
-  // reaches a client only once its record is durable, so no seq above the last record
-  // was seen. Past the reserved high-water mark (a seq once issued is never issued
-  // again, whatever record is lost) only when the tail is found damaged or missing:
-  // its record unreadable, or below what a queue of this process committed on this
-  // storage (`processHeads`).
-  const shared = sharedHeadOf(storage, socketId)
-  const tail = index.length === 0 ? undefined : index[index.length - 1]!
-  const tailDamaged = tail === undefined ? false : yield* storage.get(tail.key).pipe(
-    Effect.flatMap((value) =>
-      Option.isNone(value)
-        ? Effect.succeed(true)
-        : Effect.map(Effect.result(tail.legacy ? Effect.asVoid(decodeFrameRecord(value.value)) : Effect.asVoid(decodeBatch(value.value))), (r) => r._tag === "Failure")
-    ),
-    Effect.catchIf((error) => error.reason._tag === "Corrupt", () => Effect.succeed(true))
-  )
-  const tailMissing = shared.committed > Math.max(acked, recordsHead)
-  if (tailDamaged || tailMissing) {
-    yield* logWarning(
-      `DurableOutboundQueue ${socketId}: the last record ${tailDamaged ? `${tail!.key} cannot be read` : "is missing"}; ` +
-        `numbering goes on above the reserved high-water mark (${Math.max(high, shared.committed)}), so no seq is issued twice`
-    )
-  }
+  const opened = yield* recover(storage, socketId, options.startAfter)
+  let acked = opened.acked
+  let high = opened.high
+  const index: Array<IndexEntry> = opened.index
+  const shared = opened.shared
   // Numbering goes on above everything that may have been issued.
-  let committed = tailDamaged || tailMissing
-    ? Math.max(acked, high, recordsHead, shared.committed)
-    : Math.max(acked, recordsHead)
+  let committed = opened.committed
   // The highest seq a written frame holds: after a crash the numbering goes on above the
   // reserved mark, but no frame holds the seqs in between.
-  let lastFrame = Math.max(acked, recordsHead)
+  let lastFrame = opened.lastFrame
   let assigned = committed
   let closed = false
   // The last record written (or found), which the next batch names as its predecessor.
@@ -511,32 +274,8 @@ export const makeWith = Effect.fnUntraced(function*(
     ? null
     : [index[index.length - 1]!.first, index[index.length - 1]!.last]
 
-  // Committed frames above the watermark, one segment per written batch, oldest first;
-  // holds the stored seqs of [cacheLow, committed] (a segment's frames below cacheLow
-  // are no longer served). Whole batches, not a map entry per frame: a stream commits
-  // and evicts hundreds of thousands of frames a second.
-  const cache: Array<CacheSegment> = []
-  let cacheLow = committed + 1
-  /** The frames of every segment, served or not. */
-  let segmentFrames = 0
-  /** How many frames the cache serves: only the oldest segment may start below cacheLow. */
-  const cachedCount = () => (cache.length === 0 ? 0 : segmentFrames - Math.max(0, cacheLow - cache[0]!.first))
-  /** Serves nothing below `low` any more; drops the segments wholly below it. */
-  const evictBelow = (low: number) => {
-    if (low > cacheLow) cacheLow = low
-    while (cache.length > 0 && cache[0]!.first + cache[0]!.frames.length <= cacheLow) segmentFrames -= cache.shift()!.frames.length
-  }
-  /** The position of the first segment that ends at or after `seq`. */
-  const segmentFrom = (seq: number) => {
-    let low = 0
-    let highIndex = cache.length
-    while (low < highIndex) {
-      const mid = (low + highIndex) >> 1
-      if (cache[mid]!.first + cache[mid]!.frames.length - 1 < seq) low = mid + 1
-      else highIndex = mid
-    }
-    return low
-  }
+  // Committed frames above the watermark, for live delivery (see `internal/durableQueue/frameCache.ts`).
+  const cache = new FrameCache(cachedFrames, committed)
   let headSignal = Deferred.makeUnsafe<void>()
   let ackSignal = Deferred.makeUnsafe<void>()
   // Woken whenever the window shrinks (an ack, a failed batch).
@@ -576,77 +315,6 @@ export const makeWith = Effect.fnUntraced(function*(
       return Effect.as(write, record)
     }))
 
-  const remember = (first: number, frames: ReadonlyArray<string>) => {
-    if (cachedFrames === 0) {
-      // Nothing is cached: the whole range up to the new head is read from storage.
-      cacheLow = first + frames.length
-      return
-    }
-    if (cache.length === 0) cacheLow = first
-    cache.push({ first, frames })
-    segmentFrames += frames.length
-    const excess = cachedCount() - cachedFrames
-    if (excess > 0) {
-      // The oldest frames go, whole segments at a time, then the excess of the oldest left.
-      let dropped = 0
-      while (cache.length > 1) {
-        const oldest = cache[0]!
-        const held = oldest.first + oldest.frames.length - Math.max(oldest.first, cacheLow)
-        if (dropped + held > excess) break
-        dropped += held
-        segmentFrames -= cache.shift()!.frames.length
-        cacheLow = cache[0]!.first
-      }
-      evictBelow(Math.max(cacheLow, cache[0]!.first) + (excess - dropped))
-    }
-  }
-
-  /**
-   * The records of a group of consecutive batches: their frames in runs of at most
-   * `batchFrames` frames and `RECORD_CHARS` code units (a longer frame gets a record of
-   * its own), each record naming the one before it (the first names the last record
-   * written).
-   */
-  const recordsOf = (group: ReadonlyArray<PendingBatch>): Array<BatchRecordPlan> => {
-    const records: Array<BatchRecordPlan> = []
-    let prev = previous
-    // The record being cut: whole slices of batches, its first seq, its size so far.
-    let parts: Array<ReadonlyArray<string>> = []
-    let count = 0
-    let first = group[0]!.first
-    let chars = 0
-    let json = true
-    const cut = () => {
-      const last = first + count - 1
-      const frames = parts.length === 1 ? parts[0]! : parts.flat()
-      records.push({ first, last, key: `${batchPrefix}${pad(first)}-${pad(last)}`, frames, bytes: chars, prev, json })
-      prev = [first, last]
-      first = last + 1
-      parts = []
-      count = 0
-      chars = 0
-      json = true
-    }
-    for (const batch of group) {
-      const frames = batch.frames
-      let start = 0
-      for (let i = 0; i < frames.length; i++) {
-        const size = frames[i]!.length
-        if (count > 0 && (count >= batchFrames || chars + size > RECORD_CHARS)) {
-          if (i > start) parts.push(frames.slice(start, i))
-          start = i
-          cut()
-        }
-        count++
-        chars += size
-        json = json && batch.json
-      }
-      if (frames.length > start) parts.push(start === 0 ? frames : frames.slice(start))
-    }
-    cut()
-    return records
-  }
-
   /**
    * Writes a group of consecutive batches: every record together (one group commit
    * where the storage has one), beside a new high-water mark when the group goes past
@@ -656,7 +324,7 @@ export const makeWith = Effect.fnUntraced(function*(
   const writeGroup = (group: ReadonlyArray<PendingBatch>): Effect.Effect<void, StorageError> => {
     const lastBatch = group[group.length - 1]!
     const last = lastBatch.first + lastBatch.frames.length - 1
-    const records = recordsOf(group)
+    const records = planRecords(group, previous, batchPrefix, batchFrames)
     // Frames that are JSON go in as JSON values where the storage takes JSON text: no
     // escaping each into a string, and a shorter record to checksum, write and sync.
     const writeRecord = (record: BatchRecordPlan) =>
@@ -700,7 +368,7 @@ export const makeWith = Effect.fnUntraced(function*(
             }
             previous = [records[records.length - 1]!.first, last]
             lastFrame = last
-            for (const batch of group) remember(batch.first, batch.frames)
+            for (const batch of group) cache.remember(batch.first, batch.frames)
           } else {
             // A burnt group leaves the window at once: nothing will ever ack it.
             for (const batch of group) {
@@ -710,8 +378,7 @@ export const makeWith = Effect.fnUntraced(function*(
             const room = roomSignal
             roomSignal = Deferred.makeUnsafe<void>()
             wake(room)
-            if (cachedFrames > 0 && cache.length === 0) cacheLow = last + 1
-            else if (cachedFrames === 0) cacheLow = last + 1
+            cache.burnt(last)
           }
           committed = last
           if (last > shared.committed) shared.committed = last
@@ -885,17 +552,7 @@ export const makeWith = Effect.fnUntraced(function*(
 
   const append = (frame: string) => Effect.map(appendAll([frame]), (seqs) => seqs[0]!)
 
-  /** The index position of the first record whose range ends at or after `seq`. */
-  const indexFrom = (seq: number) => {
-    let low = 0
-    let highIndex = index.length
-    while (low < highIndex) {
-      const mid = (low + highIndex) >> 1
-      if (index[mid]!.last < seq) low = mid + 1
-      else highIndex = mid
-    }
-    return low
-  }
+  const indexFrom = (seq: number) => firstRecordFrom(index, seq)
 
   // The last few records read, decoded: records are written once, and a replay reads a
   // large record page by page, which would otherwise parse it once per page.
@@ -909,33 +566,6 @@ export const makeWith = Effect.fnUntraced(function*(
       entries.push({ seq, frame: frames[seq - first]! })
     }
   }
-
-  /**
-   * The stored values of `keys` in one `getMany`; when the storage fails it `Corrupt`
-   * (one damaged record fails the whole read on file storage), each key is read on its
-   * own, so the records around the damaged one are still read, and the damaged ones
-   * are named with their storage's error.
-   */
-  const readValues = (keys: ReadonlyArray<string>) =>
-    getMany(storage, keys).pipe(
-      Effect.map((values) => ({ values, unreadable: new Map<string, StorageError>() })),
-      Effect.catchIf(
-        (error) => error.reason._tag === "Corrupt",
-        () =>
-          Effect.gen(function*() {
-            const values = new Map<string, unknown>()
-            const unreadable = new Map<string, StorageError>()
-            for (const key of keys) {
-              const read = yield* Effect.result(storage.get(key))
-              if (read._tag === "Failure") {
-                if (read.failure.reason._tag !== "Corrupt") return yield* Effect.fail(read.failure)
-                unreadable.set(key, read.failure)
-              } else if (Option.isSome(read.success)) values.set(key, read.success.value)
-            }
-            return { values: values as ReadonlyMap<string, unknown>, unreadable }
-          })
-      )
-    )
 
   /** Reads the stored frames of `[from, to]`, stopping at the first unreadable record. */
   const readStored = Effect.fnUntraced(function*(from: number, to: number) {
@@ -953,6 +583,7 @@ export const makeWith = Effect.fnUntraced(function*(
         if (decoded !== undefined) held.set(record.key, decoded)
       }
       const { unreadable, values } = yield* readValues(
+        storage,
         chunk.filter((record) => !held.has(record.key)).map((record) => record.key)
       )
       for (const record of chunk) {
@@ -1019,24 +650,11 @@ export const makeWith = Effect.fnUntraced(function*(
         const limit = rangeOptions?.limit ?? Infinity
         const to = limit === Infinity ? committed : Math.min(committed, from + limit - 1)
         if (from > to) return Effect.succeed({ entries: [], through: Math.max(to, fromSeq - 1), damage: undefined })
-        const fromCache = (start: number): Array<QueueEntry> => {
-          const entries: Array<QueueEntry> = []
-          const low = Math.max(start, cacheLow)
-          for (let i = segmentFrom(low); i < cache.length; i++) {
-            const segment = cache[i]!
-            const end = Math.min(to, segment.first + segment.frames.length - 1)
-            for (let seq = Math.max(low, segment.first); seq <= end; seq++) {
-              entries.push({ seq, frame: segment.frames[seq - segment.first]! })
-            }
-            if (end >= to) break
-          }
-          return entries
-        }
-        if (from >= cacheLow) return Effect.succeed({ entries: fromCache(from), through: to, damage: undefined })
+        if (from >= cache.low) return Effect.succeed({ entries: cache.read(from, to), through: to, damage: undefined })
         // Read the cache's part now: the stored read yields, and a commit meanwhile
         // may evict frames from the cache (they stay in storage, but not in this read).
-        const low = cacheLow
-        const cached = fromCache(Math.max(low, from))
+        const low = cache.low
+        const cached = cache.read(Math.max(low, from), to)
         return Effect.map(readStored(from, Math.min(to, low - 1)), (stored) =>
           stored.damage !== undefined
             ? { entries: stored.entries, through: stored.damage.through, damage: stored.damage }
@@ -1066,7 +684,7 @@ export const makeWith = Effect.fnUntraced(function*(
         return writeMeta(target, high, gone).pipe(
           Effect.andThen(Effect.sync(() => {
             acked = target
-            evictBelow(target + 1)
+            cache.evictBelow(target + 1)
             if (gone.length > 0) {
               // Deleted with the watermark: nothing of them is left to compact.
               while (index.length > 0 && index[0]!.last <= target) index.shift()
@@ -1135,8 +753,7 @@ export const makeWith = Effect.fnUntraced(function*(
           : Effect.void
       ))),
       Effect.andThen(Effect.sync(() => {
-        cache.splice(0)
-        segmentFrames = 0
+        cache.clear()
       }))
     )
   })

@@ -18,7 +18,7 @@ import {
   SubprocessManifest,
   watermarkKey
 } from "../schema/SubprocessManifest.ts"
-import { keyPrefix as queueKeyPrefix } from "./DurableOutboundQueue.ts"
+import { keyPrefix as queueKeyPrefix } from "../schema/DurableQueueRecord.ts"
 import type { StorageAdapterShape } from "./StorageAdapter.ts"
 import { SubprocessErrorReason } from "./SubprocessAdapter.ts"
 

@@ -5,9 +5,6 @@
  * vitest.conformance.config.ts, and runs with `npm run test:conformance`.
  */
 import { runConformanceTests } from "@durable-streams/server-conformance-tests"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -29,13 +26,18 @@ declare const it: { readonly skip: (name: string, fn: () => void) => void }
 /** How long the server's long-polls wait; the suite is told the same. */
 const LONG_POLL_MS = 3_000
 
-const dropTable = (url: string, table: string) =>
-  Effect.runPromise(
+/** Drops the table a Postgres run used (the driver loads only for that run). */
+const dropTable = async (url: string, table: string) => {
+  const { PgClient } = await import("@effect/sql-pg")
+  const { Effect, Layer, Redacted } = await import("effect")
+  const { SqlClient } = await import("effect/sql")
+  await Effect.runPromise(
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`)
     }).pipe(Effect.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(url) }))))
   )
+}
 
 export const conformance = (storage: "memory" | "file" | "sqlite" | "postgres") => {
   const config = { baseUrl: "", longPollTimeoutMs: LONG_POLL_MS }

@@ -305,6 +305,8 @@ describe("noetic builders: loop", () => {
     })
     const error = await rejection(runStep(bounded, 1))
     expect(error.code).toBe("LOOP_MAX_ITERATIONS")
+    expect(error.message).toBe("Step 'bounded' failed: Loop exceeded maximum iterations (3)")
+    expect(error.noeticError).toMatchObject({ kind: "step_failed", stepId: "bounded" })
     // A fractional cap is accepted, as noetic accepts it: 2.5 allows two iterations.
     let runs = 0
     const fractional = loop({

@@ -9,9 +9,12 @@ import { afterEach, describe, expect, it } from "vitest"
 import {
   any,
   callModel,
+  execute,
+  ItemSchemaRegistry,
   type LLMResponse,
   loop,
   NoeticErrorImpl,
+  runCode,
   tool,
   toolWithGenerator,
   until
@@ -124,6 +127,34 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     expect(items[5]).toMatchObject({ role: "user", content: [{ type: "input_text", text: "Found: Results for: AI news" }] })
   })
 
+  it("gives a loop's snapshot the tokens and cost of its model calls, so until.maxCost stops it", async () => {
+    const server = await serve([
+      { toolCalls: [{ id: "c1", name: "search", arguments: "{\"query\":\"q\"}" }], usage: { prompt: 20, completion: 4, cost: 0.002 } },
+      { text: "answer", usage: { prompt: 30, completion: 6, cost: 0.003 } },
+      { text: "never asked" }
+    ])
+    const seen: Array<{ tokens: unknown; cost: number }> = []
+    const agent = loop({
+      id: "costly",
+      steps: [callModel({ id: "llm", model: "m/x", tools: [searchTool] })],
+      until: (snapshot) => {
+        seen.push({ tokens: snapshot.tokens, cost: snapshot.cost })
+        return until.maxCost(0.004)(snapshot)
+      }
+    })
+    const h = harness({
+      name: "cost",
+      agentGraph: agent,
+      params: {},
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    expect((await h.execute("go")).output).toBe("answer")
+    expect(seen).toHaveLength(1)
+    expect(seen[0]!.tokens).toEqual({ input: 50, output: 10, total: 60 })
+    expect(seen[0]!.cost).toBeCloseTo(0.005, 10)
+    expect(server.requests).toHaveLength(2)
+  })
+
   it("reads the key from OPENROUTER_API_KEY, and answers a whole JSON completion too", async () => {
     const server = await serve([{ text: "hi", json: true }])
     const saved = process.env.OPENROUTER_API_KEY
@@ -179,7 +210,11 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
   })
 
   it("gives a tool noetic's ToolExecutionContext, and uses the harness's tools when the step names none", async () => {
-    const server = await serve([{ toolCalls: [{ id: "c1", name: "where", arguments: "{}" }] }, { text: "ok" }])
+    const server = await serve([
+      { text: "first call" },
+      { toolCalls: [{ id: "c1", name: "where", arguments: "{}" }] },
+      { text: "ok" }
+    ])
     const seen: Array<unknown> = []
     const where = tool({
       name: "where",
@@ -187,12 +222,19 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       input: objectSchema({}),
       output: undefined,
       execute: async (_args, toolCtx) => {
-        seen.push(toolCtx.ctx.id, toolCtx.ctx.threadId, await toolCtx.fs.readFileText("/x"), toolCtx.lastStepMeta)
+        seen.push(toolCtx.ctx.id, toolCtx.ctx.threadId, await toolCtx.fs.readFileText("/x"), toolCtx.lastStepMeta?.responseItems.length)
         return "here"
       }
     })
     const fs = { readFileText: async (path: string) => `contents of ${path}` } as any
-    const step = callModel({ id: "ask", model: "m/x" })
+    // Two calls: the tool, run by the second, sees the first's meta as lastStepMeta.
+    const step = runCode({
+      id: "twice",
+      execute: async (input: string, ctx) => {
+        await ctx.run(callModel({ id: "first", model: "m/x", tools: [] }), input)
+        return ctx.run(callModel({ id: "ask", model: "m/x" }), input)
+      }
+    })
     const h = harness({
       name: "tool-ctx",
       agentGraph: step,
@@ -202,8 +244,10 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
     })
     const { executionId } = await h.execute("go", { threadId: "t-1" })
-    expect(seen).toEqual([executionId, "t-1", "contents of /x", null])
-    expect(server.requests[0]!.body.tools.map((t: any) => t.function.name)).toEqual(["where"])
+    expect(seen).toEqual([executionId, "t-1", "contents of /x", 1])
+    // `tools: []` offers none; no `tools` offers the harness's.
+    expect(server.requests[0]!.body.tools).toBeUndefined()
+    expect(server.requests[1]!.body.tools.map((t: any) => t.function.name)).toEqual(["where"])
   })
 
   it("runs a toolWithGenerator tool: its yields are progress, its return value the result", async () => {
@@ -287,6 +331,48 @@ describe("noetic's testing seam, _testCallModel", () => {
     const error = await rejection(h.execute("go"))
     expect(error).toBeInstanceOf(NoeticErrorImpl)
     expect(error.message).toBe("Model rate limited at step 'llm' (retry after 5ms)")
+  })
+})
+
+describe("item schemas and execute()", () => {
+  it("refuses a model answer item of a type no schema knows with item_schema_mismatch", async () => {
+    const h = harness({
+      name: "items",
+      agentGraph: callModel({ id: "llm", model: "m" }),
+      params: {},
+      _testCallModel: async () => ({ items: [{ id: "x1", type: "custom_widget", payload: 1 }], usage: { inputTokens: 1, outputTokens: 1 } })
+    })
+    const error = await rejection(h.execute("go"))
+    expect(error.noeticError).toEqual({ kind: "item_schema_mismatch", category: "items", itemType: "custom_widget" })
+    expect(error.message).toBe("Item type 'custom_widget' did not match any registered item extension schema.")
+  })
+
+  it("ItemSchemaRegistry accepts an extension type its schemas accept, and checks a category", () => {
+    const widget = {
+      "~standard": {
+        validate: (value: any) => value?.type === "custom_widget" && typeof value.payload === "number" ? { value } : { issues: [{ message: "no" }] }
+      }
+    }
+    const registry = new ItemSchemaRegistry().extend({ items: [widget] })
+    const item = { id: "x1", type: "custom_widget", payload: 1 }
+    expect(registry.parse(item)).toBe(item)
+    expect(() => registry.parse({ type: "custom_widget", payload: "one" })).toThrow(NoeticErrorImpl)
+    expect(() => new ItemSchemaRegistry().parse({ type: "" })).toThrow(/non-empty string "type"/)
+    const strict = new ItemSchemaRegistry({ toolResults: [widget] })
+    expect(() => strict.parseWithCategory({ type: "function_call_output", callId: "c", output: "" }, "toolResults")).toThrow(
+      expect.objectContaining({ noeticError: { kind: "item_schema_mismatch", category: "toolResults" } })
+    )
+  })
+
+  it("execute(step, input, ctx) runs a step on a context, and below a running step from its body", async () => {
+    const double = runCode({ id: "double", execute: async (n: number) => n * 2 })
+    const outer = runCode({ id: "outer", execute: async (n: number, ctx) => (await execute(double, n, ctx)) + 1 })
+    // noetic's steps are plain data: the function given is the step's `execute`.
+    expect((double as unknown as { execute: unknown }).execute).toBeTypeOf("function")
+    expect(await (double as unknown as { execute: (n: number) => Promise<number> }).execute(4)).toBe(8)
+    const h = harness({ name: "exec", params: {} })
+    const ctx = h.createContext()
+    expect(await execute(outer, 20, ctx)).toBe(41)
   })
 })
 

@@ -53,6 +53,7 @@ import {
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
 const MAX_CHUNKS_PER_READ = 512
+const MAX_CACHED_HEADS = 10_000
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
   Effect.fail(new StreamError({ reason, message, ...extra }))
@@ -69,6 +70,12 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
+  /** Keeps a head, the most recent last; the oldest is forgotten past MAX_CACHED_HEADS (it is only a hint). */
+  const rememberHead = (id: string, head: Head) => {
+    heads.delete(id)
+    heads.set(id, head)
+    if (heads.size > MAX_CACHED_HEADS) heads.delete(heads.keys().next().value!)
+  }
   const waiters = new Map<string, Set<() => void>>()
   const locks = new Map<string, { readonly lock: Semaphore.Semaphore; users: number }>()
 
@@ -157,7 +164,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         if (next === undefined) break
         head = headAfter(head.index, next)
       }
-      heads.set(record.id, head)
+      rememberHead(record.id, head)
       return head
     })
 
@@ -343,7 +350,11 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
           let set = waiters.get(record.id)
           if (set === undefined) waiters.set(record.id, set = new Set())
           set.add(resume)
-          return Effect.sync(() => waiters.get(record.id)?.delete(resume!))
+          return Effect.sync(() => {
+            const set = waiters.get(record.id)
+            set?.delete(resume!)
+            if (set?.size === 0) waiters.delete(record.id)
+          })
         })
         const current = yield* currentHead(record)
         if (current.index > position.index || current.closed) return true
@@ -417,7 +428,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         }
         if (yield* commit(record, head.index, decision.chunk)) {
           const after = headAfter(head.index, decision.chunk)
-          heads.set(record.id, after)
+          rememberHead(record.id, after)
           yield* announce(record.id)
           yield* touch(input.path, record)
           return {
@@ -644,7 +655,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         if (source !== undefined) yield* releaseSource(input.forkedFrom!, source.id)
         return yield* createLocked(input, parsed)
       }
-      heads.set(id, head)
+      rememberHead(id, head)
       return { ...infoOf(record, head), created: true }
     })
 
