@@ -215,10 +215,10 @@ export interface ContextStore {
   readonly pendingInit: Set<string>
   /** Layers whose init failed under `onInitError: 'disable'`: every later hook skips them. */
   readonly disabled: Set<string>
-  readonly layerStorage: StorageAdapterShape | undefined
+  layerStorage: StorageAdapterShape | undefined
   /** The state last written through to the layer storage, by layer id. */
   readonly persisted: Map<string, unknown>
-  readonly channels: ChannelHub | undefined
+  channels: ChannelHub | undefined
   /** Counters and marks noetic's context carries (docs/layers-and-channels.md#context-members). */
   readonly meter: ContextMeter
   aborted: boolean
@@ -410,6 +410,12 @@ export class AgentContext {
     if (this.store.disabled.has(layer.id)) return true
     const hasInit = layer.initEffect !== undefined || layer.lifecycle?.init !== undefined
     return hasInit && !this.store.layerState.has(layer.id)
+  }
+
+  /** @internal Gives a context built before its harness the harness's layer storage and channels (when it has none). */
+  adopt(from: { readonly layerStorage?: StorageAdapterShape | undefined; readonly channels?: ChannelHub | undefined }): void {
+    if (this.store.layerStorage === undefined) this.store.layerStorage = from.layerStorage
+    if (this.store.channels === undefined) this.store.channels = from.channels
   }
 
   /** Sets a layer's state (as a hook, `provides` function or `setLayerState` does); written through at the next persist. */

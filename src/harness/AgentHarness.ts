@@ -108,6 +108,8 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * default the checkpoint store's storage on a durable harness, else memory.
    */
   readonly layerStorage?: StorageAdapterShape
+  /** The channels of this harness's contexts; one is made when absent. */
+  readonly channels?: ChannelHub
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -327,7 +329,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const layerStorage: StorageAdapterShape = options.layerStorage ??
     (Option.isSome(store) ? store.value.storage : yield* makeMemoryStorage)
   // External channels' handle sends are stored (and so survive the host) only on a durable harness.
-  const channels = new ChannelHub(Option.isSome(store) ? layerStorage : undefined)
+  const channels = options.channels ?? new ChannelHub()
+  if (Option.isSome(store)) channels.attachStorage(layerStorage)
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   // Set when the harness's scope closes: an outcome a reconcile learns after that is not recorded.
@@ -581,6 +584,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           runCounters.set(ctx.store, counters)
         }
         const ledger = yield* runLedgerOf(ctx)
+        ctx.adopt({ layerStorage, channels })
         yield* ctx.ensureLayersInit()
         return yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
       }),
@@ -698,6 +702,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     cancel: (ctx, reason) =>
       Effect.suspend(() => {
         if (ctx.aborted) return Effect.void
+        ctx.adopt({ layerStorage, channels })
         // The live contexts under ctx, deepest first: each is torn down before its parent.
         const below = (c: AgentContext): boolean => c.parent !== undefined && (c.parent.store === ctx.store || below(c.parent))
         const tree = [...new Set([...live.values()].filter(below))].sort((a, b) => b.depth - a.depth)

@@ -19,7 +19,8 @@ import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { parseWith } from "./LayerLifecycle.ts"
+import type { AgentContext } from "./AgentContext.ts"
+import { message, parseWith } from "./LayerLifecycle.ts"
 
 /** A channel definition (noetic's `Channel`). */
 export interface Channel<T = unknown> {
@@ -147,11 +148,16 @@ export class ChannelHub {
   readonly #states = new Map<string, ChannelState>()
   readonly #closed = new Set<string>()
   readonly #subs = new Map<string, Set<Subscriber>>()
-  readonly #storage: StorageAdapterShape | undefined
+  #storage: StorageAdapterShape | undefined
   #seq = 0
 
   constructor(storage?: StorageAdapterShape) {
     this.#storage = storage
+  }
+
+  /** Backs external channels' handle sends with `storage` (a durable harness's); the first one given stays. */
+  attachStorage(storage: StorageAdapterShape): void {
+    this.#storage ??= storage
   }
 
   #state(def: Channel<any>): ChannelState {
@@ -411,3 +417,32 @@ const reasonOf = (waiter: Waiter): { reason?: string } => {
   const reason = waiter.abortReason?.()
   return reason === undefined ? {} : { reason }
 }
+
+/**
+ * A loop's inbox (noetic's `inbox` / `parkTimeout`), asked when `until` says stop:
+ * a message waiting (or arriving within `parkTimeout` ms) is appended to the log as
+ * a developer message and the loop goes on (true); none: the loop stops (false).
+ */
+export const inboxWakes = (
+  loop: { readonly inbox?: Channel<any> | undefined; readonly parkTimeout?: number | undefined },
+  ctx: AgentContext
+): Effect.Effect<boolean> =>
+  Effect.suspend(() => {
+    const hub = ctx.store.channels
+    if (loop.inbox === undefined || hub === undefined) return Effect.succeed(false)
+    const inbox = loop.inbox
+    const parkTimeout = loop.parkTimeout ?? 0
+    const got: Effect.Effect<Option.Option<unknown>> = parkTimeout > 0
+      ? Effect.match(hub.recv(inbox, { timeoutMs: parkTimeout, waiter: { aborted: () => ctx.aborted } }), {
+        onFailure: () => Option.none(),
+        onSuccess: Option.some
+      })
+      : Effect.map(hub.tryRecvStored(inbox), Option.fromNullishOr)
+    return Effect.flatMap(got, (value) =>
+      Option.isNone(value)
+        ? Effect.succeed(false)
+        : Effect.as(
+          ctx.append([message(typeof value.value === "string" ? value.value : JSON.stringify(value.value), "developer")]),
+          true
+        ))
+  })

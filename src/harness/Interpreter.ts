@@ -53,6 +53,7 @@ import {
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
+import { inboxWakes } from "./Channels.ts"
 import * as ToolLoop from "./ToolLoop.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
@@ -736,7 +737,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
           )
         )
-        if (verdict.stop) return output
+        if (verdict.stop && !(yield* inboxWakes(step, frame.ctx))) return output
         current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
       }
     })

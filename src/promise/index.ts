@@ -78,7 +78,9 @@ export {
   type ScratchpadState,
   type SteeringDecision
 } from "./layers.ts"
-export { AgentContext, type CwdState, type ItemLog, StepContext } from "./context.ts"
+export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type TokenUsage } from "./context.ts"
+export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"
+export type { RecallLayerOutput } from "./layerMethods.ts"
 export {
   type AnyStep,
   conditional,
