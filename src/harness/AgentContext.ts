@@ -11,7 +11,7 @@ import { randomId } from "../internal/randomId.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
-import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ChannelHub } from "./Channels.ts"
 import {
   type BudgetConfig,
@@ -373,10 +373,10 @@ export class AgentContext {
     const scopeKey = scopeKeyOf(scope, this)
     const storage = this.store.layerStorage
     const init = layer.lifecycle!.init!
-    const run = storage === undefined
-      ? Effect.succeed({ state: undefined })
-      : withHookTimeout(
-        Effect.suspend(() => init({ storage: scopedStorage(storage, layer.id, scopeKey), scopeKey, ctx: this })),
+    // A context without layer storage (made before any harness ran it) gives init an empty one.
+    const run = withHookTimeout(
+        Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
+          init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })),
         layer.id,
         "init",
         timeoutOf(layer.timeouts, "init")

@@ -49,6 +49,21 @@ import { toEngineSubprocessShape } from "./subprocessBridge.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { type AppendPipelineResult, type ContextLayer, toEngineLayer } from "./layers.ts"
 import { ChannelHub } from "../harness/Channels.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** A storage opened at its first use (the facade builds contexts before its engine). */
+const lazyStorage = (open: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapterShape => {
+  const cached = Effect.runSync(Effect.cached(open))
+  const via = <A, E>(f: (s: StorageAdapterShape) => Effect.Effect<A, E>) => Effect.flatMap(cached, f)
+  return {
+    get: (key) => via((s) => s.get(key)),
+    set: (key, value) => via((s) => s.set(key, value)),
+    delete: (key) => via((s) => s.delete(key)),
+    list: (prefix) => via((s) => s.list(prefix)),
+    getMany: (keys) => via((s) => s.getMany(keys)),
+    scan: (prefix) => via((s) => s.scan(prefix))
+  }
+}
 import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
 import * as LayerMethods from "./layerMethods.ts"
 import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
@@ -138,6 +153,8 @@ export class AgentHarness<I = any, O = any> {
   #closed = false
   /** The channels of this harness's contexts (the engine's too). */
   readonly #channels = new ChannelHub()
+  /** `storage.adapter` as the engine's layer storage (opened at its first use). */
+  #engineLayerStorage: StorageAdapterShape | undefined
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -227,9 +244,10 @@ export class AgentHarness<I = any, O = any> {
     const self = Layer.succeed(FacadeHarness, this as AgentHarness)
     const layerAdapter = storage?.adapter
     const channels = this.#channels
+    this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
     const engine = Layer.effect(
       Engine,
-      Effect.orDie(Effect.flatMap(layerAdapter === undefined ? Effect.succeed(undefined) : toEngineStorage(layerAdapter), (layerStorage) => EngineHarness.make({
+      Effect.orDie(Effect.flatMap(Effect.succeed(this.#engineLayerStorage), (layerStorage) => EngineHarness.make({
         ...(layerStorage === undefined ? {} : { layerStorage }),
         channels,
         name: options.name,
@@ -540,6 +558,7 @@ export class AgentHarness<I = any, O = any> {
       items: options.items,
       cwd: cwd === undefined ? null : { current: cwd },
       channels: this.#channels,
+      layerStorage: this.#engineLayerStorage,
       // The engine is built lazily (its storage may open asynchronously): a checkpoint
       // of this context goes through it when it comes.
       checkpoint: (ctx) =>
