@@ -3,7 +3,7 @@
  * `storeLayers`, `disposeLayers`, `beforeToolCall`, `afterModelCall`,
  * `projectHistory`, `previewRequestItems`, `getLayerState` / `setLayerState`): each
  * translates shapes and runs the engine's `LayerLifecycle`
- * (docs/layers-and-channels.md#harness-methods).
+ * (docs/layers-and-channels.md#hook-order).
  *
  * @since 0.2.0
  */
