@@ -337,8 +337,8 @@ export class ChannelHub {
           const parsed = yield* Effect.mapError(parseWith(def.schema, value), (cause) => new ChannelValueInvalid({ channel: def.name, cause }))
           if (hub.#storage !== undefined && def.external === true) {
             const key = `channels/${def.name}/${Date.now().toString().padStart(15, "0")}-${process.pid}-${String(hub.#seq++).padStart(8, "0")}`
+            // Stored only: a receiver (of this process or another) takes it from storage.
             yield* hub.#storage.set(key, { value: parsed, executionId })
-            yield* hub.#drainStored(hub.#state(def))
             return
           }
           const state = hub.#state(def)

@@ -245,6 +245,10 @@ export class AgentHarness<I = any, O = any> {
     const layerAdapter = storage?.adapter
     const channels = this.#channels
     this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
+    // A durable harness stores external channels' handle sends from its first call on.
+    if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
+      channels.attachStorage(this.#engineLayerStorage)
+    }
     const engine = Layer.effect(
       Engine,
       Effect.orDie(Effect.flatMap(Effect.succeed(this.#engineLayerStorage), (layerStorage) => EngineHarness.make({
