@@ -172,8 +172,10 @@ const languageModelTurn = (step: CallModel<any, any, any>, input: unknown, ctx: 
     // after a crash that returns the same answer is not doubled, and one that
     // returns another answer is a new turn in the log, as it is downstream.
     const responseId = metadata?.id ?? `${root.id}${ctx.path}:${(Hash.string(text) >>> 0).toString(16)}`
+    // A session turn has already put its text input in the log as a user message.
+    const inputLogged = typeof input === "string" && endsWithUserText(root.items, input)
     const turn: Array<Item> = [
-      { type: "message", role: "user", id: `${root.id}${ctx.path}:input`, content: input },
+      ...(inputLogged ? [] : [{ type: "message", role: "user", id: `${root.id}${ctx.path}:input`, content: input }]),
       { type: "message", role: "assistant", responseId, content: text }
     ]
     yield* root.append(turn)
