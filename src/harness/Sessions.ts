@@ -496,8 +496,9 @@ export const make = Effect.fnUntraced(function*(
       yield* validateDeliveryMode(enqueueOptions.deliveryMode, "deliveryMode")
       const threadId = enqueueOptions.threadId ?? DEFAULT_THREAD_ID
       const deliveryMode = enqueueOptions.deliveryMode ?? defaultMode
-      const executionId = enqueueOptions.executionId ?? (yield* randomUuid)
-      const messageId = enqueueOptions.messageId ?? `msg-${yield* randomUuid}`
+      // Not `??` around a `yield*`: the CommonJS build moves its right side into an arrow function.
+      const executionId = enqueueOptions.executionId !== undefined ? enqueueOptions.executionId : yield* randomUuid
+      const messageId = enqueueOptions.messageId !== undefined ? enqueueOptions.messageId : `msg-${yield* randomUuid}`
       const session = sessionOf(threadId)
       const interrupting = deliveryMode === "interrupt" && session.turn !== undefined
       const record: QueuedRecord = {

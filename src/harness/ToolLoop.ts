@@ -469,7 +469,9 @@ export const directCall = (
     const found = yield* Effect.serviceOption(ModelProvider)
     if (Option.isNone(found)) return yield* new NoModelProvider({ stepId: "harness.callModel" })
     const provider = found.value
-    const tools = request.tools ?? Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])
+    // Not `??` around a `yield*`: the CommonJS build moves its right side into an arrow function.
+    const pool = yield* Effect.serviceOption(ModelTools)
+    const tools = request.tools ?? Option.getOrElse(pool, () => [])
     const specs = tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }))
     const log: Array<ModelItem> = [...request.items]
     const items: Array<ModelItem> = []
