@@ -1,7 +1,7 @@
 /**
- * Imports follow the layers: schema -> services -> harness -> layers -> promise / cli
- * (testing sits beside promise), nothing imports from a layer above it, and no
- * modules import each other in a cycle.
+ * Imports follow the layers: client -> schema -> services -> harness -> layers -> http
+ * -> promise / cli (testing and inspector sit beside them), nothing imports from a
+ * layer above it, and no modules import each other in a cycle.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -11,39 +11,49 @@ const SRC = Path.resolve(import.meta.dirname, "../src")
 
 /**
  * The rank of each part of `src`: a module may import modules of its own rank or
- * below. `Errors.ts`/`IpcError.ts` sit with the schemas at the bottom; `internal/`
- * helpers with the services (they serve every layer above); `NoeticHome.ts` (default
- * storages on disk) with the layers; `index.ts` re-exports everything.
+ * below. `client/` (the browser client entry) is alone at the bottom: it imports
+ * nothing of the rest of `src` (no Node built-ins reach a browser through it).
+ * `Errors.ts`/`IpcError.ts` sit with the schemas; `internal/` helpers with the services
+ * (they serve every layer above); `NoeticHome.ts` (default storages on disk) with the
+ * layers; `http/` (the HTTP server and the Durable Streams routes) above the services
+ * and layers it serves, below the facade and the CLI that start it; `inspector/` (the
+ * web inspector, started by `noetic inspect`) beside the CLI whose read model it shows;
+ * `index.ts` re-exports everything.
  */
 const rankOf = (file: string): number => {
   const relative = Path.relative(SRC, file).split(Path.sep)
   const top = relative.length === 1 ? relative[0]! : `${relative[0]}/`
   switch (top) {
+    case "client/":
+      return 0
     case "Errors.ts":
     case "IpcError.ts":
     case "schema/":
-      return 0
+      return 1
     case "services/":
     case "internal/":
-      return 1
-    case "harness/":
       return 2
+    case "harness/":
+      return 3
     case "layers/":
     case "NoeticHome.ts":
     case "NoeticImport.ts":
-      return 3
+      return 4
+    case "http/":
+      return 5
     case "promise/":
     case "cli/":
+    case "inspector/":
     case "testing/":
-      return 4
+      return 6
     case "index.ts":
-      return 5
+      return 7
     default:
       throw new Error(`no layer assigned to src/${relative.join("/")}: add it to rankOf`)
   }
 }
 
-const LAYER_NAMES = ["schema", "services", "harness", "layers", "promise/cli/testing", "index"]
+const LAYER_NAMES = ["client", "schema", "services", "harness", "layers", "http", "promise/cli/inspector/testing", "index"]
 
 /** Every relative import (static, dynamic or type-only) of a source file's text, resolved. */
 const importsOf = (file: string, text: string): ReadonlyArray<string> => {

@@ -92,7 +92,7 @@ import {
   saveResult,
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
-import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
+import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "./localChildren.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
 /**
