@@ -18,7 +18,7 @@ import { lastStepMeta, type StepMeta } from "../harness/ToolLoop.ts"
 import { NoeticConfigError } from "./errors.ts"
 import type { FsAdapter } from "./ipc.ts"
 import type { ContextLayer } from "./layers.ts"
-import { type AnyStep, asStep } from "./builders.ts"
+import { type AnyStep, asStep } from "./plainSteps.ts"
 import type { AgentHarness } from "./harness.ts"
 
 // -----------------------------------------------------------------------------
