@@ -26,6 +26,7 @@ const examples: ReadonlyArray<readonly [name: string, what: string]> = [
   ["durable-ipc", "Durable IPC: server, client, a disconnect and a resume with no loss or duplicate"],
   ["out-of-process", "Run an Agent Out-of-Process: a per-call and a per-step local adapter"],
   ["survive-host-crash", "Survive a Host Crash: a background worker outlives the host and is reattached"],
+  ["browser-stream", "Agent streams: tokens in a browser (EventSource), resumed across a host restart"],
   ["demo", "Crash and resume: a five-step agent killed after three steps resumes in a new process"],
   ["effect-durable-agent", "Effect API: the durable agent from layers, with spans on the console"],
   ["effect-postgres-leases", "Effect API: two hosts on Postgres with execution leases (needs NOETIC_PG_URL)"]
@@ -33,13 +34,16 @@ const examples: ReadonlyArray<readonly [name: string, what: string]> = [
 
 const TIMEOUT_MS = 180_000
 
+const all = process.argv.includes("--all")
+
 const runOne = (name: string): Promise<boolean> =>
   new Promise((resolve) => {
     const file = Path.join(here, `${name}.ts`)
     const nodeOptions = [process.env.NODE_OPTIONS ?? "", "--conditions=noetic-effect-source"].join(" ").trim()
     const child = spawn(process.execPath, [...process.execArgv, file], {
       stdio: "inherit",
-      env: { ...process.env, NODE_OPTIONS: nodeOptions }
+      // Under --all an example that runs until stopped runs a short bounded version.
+      env: { ...process.env, NODE_OPTIONS: nodeOptions, ...(all ? { NOETIC_EXAMPLES_ALL: "1" } : {}) }
     })
     const timer = setTimeout(() => {
       console.error(`${name}: still running after ${TIMEOUT_MS / 1000} s, stopping it`)

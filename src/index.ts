@@ -57,6 +57,9 @@ export * as AgentContext from "./harness/AgentContext.ts"
 export * as Step from "./harness/Step.ts"
 export { callModel, conditional, inParallel, invokeTool, loop, Reconciled, runCode, spawn } from "./harness/Step.ts"
 
+/** Agent streams: a step's durable stream of its execution (`ctx.stream(name)`), exactly once. */
+export * as AgentStreams from "./harness/AgentStreams.ts"
+
 /** Runtime failures of the harness. */
 export * as HarnessError from "./harness/HarnessError.ts"
 

@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import {
@@ -40,6 +42,7 @@ import {
   type ToolOutcomeUnknown,
   UnknownAskUserPrompt
 } from "./HarnessError.ts"
+import * as AgentStreams from "./AgentStreams.ts"
 import * as Checkpointing from "./Checkpointing.ts"
 import * as Interpreter from "./Interpreter.ts"
 import {
@@ -393,6 +396,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     return Effect.tap(openLedger(ctx.id), (ledger) => Effect.sync(() => runLedgers.set(ctx.store, { from, ledger })))
   }
 
+  // Agent streams (docs/agent-streams.md) live in the checkpoint store's storage.
+  const streams = AgentStreams.make(Option.isSome(store) ? store.value.storage : undefined)
+
   const { dispatch } = Interpreter.make({
     harness: options.name,
     tools,
@@ -403,7 +409,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     subprocess,
     checkpointIfChanged,
     restore,
-    newContext
+    newContext,
+    streams
   })
 
   // ---------------------------------------------------------------------------
@@ -437,7 +444,16 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       // holds the root in flight with this input (its deeper frontier is only replaced
       // by the next checkpoint), so a resume costs its reads alone until the run moves.
       if (resumedAt === undefined || ctx.version !== resumedAt) yield* checkpoint(ctx)
-      const output = yield* dispatch(root, input, frame)
+      const output = yield* dispatch(root, input, frame).pipe(
+        // The execution's streams end with its outcome (an interrupted run has none yet).
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit)
+            ? streams.finish(ctx.id, { $end: "succeeded" })
+            : Cause.hasInterruptsOnly(exit.cause)
+            ? Effect.void
+            : streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) })
+        )
+      )
       // A finished run leaves a mark an operator can read (the CLI's `finished`): the
       // root's output in the ledger, or else a snapshot whose frontier no longer holds
       // the root. The lookup is in memory and writes nothing (the identity is the one
@@ -664,3 +680,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId))
   } satisfies AgentHarness<G>
 })
+
+/** What a stream's final event says of a failure: its message. */
+const failureText = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "string" ? error : String(error)

@@ -19,6 +19,7 @@ import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
+import type { AgentStreams } from "./AgentStreams.ts"
 import {
   describeAnswer,
   ForkPartial,
@@ -101,6 +102,8 @@ export interface InterpreterDeps {
     executionId: string,
     options?: ChildContextOptions
   ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch>
+  /** The harness's agent streams (docs/agent-streams.md). */
+  readonly streams: AgentStreams
   /** A fresh context with the harness's layers and checkpoint hook. */
   readonly newContext: (init: {
     readonly id: string
@@ -297,6 +300,10 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     const view = Object.create(frame.ctx) as AgentContext & { -readonly [K in keyof StepContext]: StepContext[K] }
     view.path = frame.path
     view.run = (step, input) => dispatch(step as AnyStep, input, frame) as any
+    // Chunk indexes count from 0 per attempt and name: an attempt that runs again rewrites
+    // the same indexes, which the stream takes as duplicates (docs/agent-streams.md).
+    const indexes = new Map<string, { next: number }>()
+    view.stream = (name) => deps.streams.open(frame.ctx.id, frame.path, name, indexes)
     // Prompt ids follow the path, so a step re-run after a restore joins its restored prompt.
     view.askUser = (input, askOptions = {}) =>
       frame.ctx.askUser(input, { id: askOptions.id ?? `${frame.ctx.id}${frame.path}/askUser#${asks++}` })

@@ -14,6 +14,7 @@
  *
  * @since 0.1.0
  */
+import type { AgentStreamError, StreamWriter } from "./AgentStreams.ts"
 import * as Effect from "effect/Effect"
 import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
@@ -40,6 +41,11 @@ export interface StepContext extends AgentContext {
   readonly path: string
   /** Runs a child step below this one; its output replays from the ledger when recorded. */
   readonly run: <I, O, E, R>(step: Step<I, O, E, R>, input: I) => Effect.Effect<O, E | EmptyStepId, R>
+  /**
+   * A writer on the durable stream `executions/<executionId>/<name>` (default `output`):
+   * each chunk exactly once across replay and re-run (docs/agent-streams.md).
+   */
+  readonly stream: (name?: string) => Effect.Effect<StreamWriter, AgentStreamError>
 }
 
 /** Where a step was defined, so a child process can load it (see the subprocess adapters). */

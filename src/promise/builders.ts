@@ -94,7 +94,8 @@ export const effectBody = <I, O>(
       catch: (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
     }))
 
-export const neverAborted = new AbortController().signal
+/** A signal that never aborts, for a facade context made outside a running body. */
+export const neverAborted: AbortSignal = new AbortController().signal
 
 /** A facade context for a function the engine calls outside a body (lazy options, loop hooks). */
 export const facadeContext = (ctx: Step.StepContext): StepContext => new StepContext(ctx, Context.empty(), neverAborted)
@@ -124,7 +125,9 @@ export interface EffectsOptions<I, O> {
 }
 
 /** The engine's form of an at-most-once option pair. */
-export const engineEffects = <I, O>(opts: EffectsOptions<I, O>) => {
+export const engineEffects = <I, O>(
+  opts: EffectsOptions<I, O>
+): { readonly effects?: Step.EffectsPolicy; readonly reconcile?: Step.Reconcile<I, O> } => {
   const reconcile = opts.reconcile
   return {
     ...(opts.effects === undefined ? {} : { effects: opts.effects }),

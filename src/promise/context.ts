@@ -10,7 +10,8 @@ import * as Option from "effect/Option"
 import { AgentContext as EngineContext, type Item } from "../harness/AgentContext.ts"
 import * as Step from "../harness/Step.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
-import { unwrapExit } from "./errors.ts"
+import { toFacadeError, unwrapExit } from "./errors.ts"
+import { AgentStreamError, DEFAULT_NAME, nameProblem, type StreamChunk } from "../harness/AgentStreams.ts"
 import * as Bridge from "./bridge.ts"
 import { type SubprocessAdapter } from "./subprocess.ts"
 import { logWarning } from "../internal/diagnostics.ts"
@@ -227,6 +228,17 @@ export const wrapContext = (engine: EngineContext, harness: AgentHarness | undef
 /** The facade harness a runtime serves, so step bodies can hand it out as `ctx.harness`. */
 export class FacadeHarness extends Context.Service<FacadeHarness, AgentHarness>()("noetic-effect/promise/FacadeHarness") {}
 
+/**
+ * A writer on one stream of an execution (`ctx.stream(name)`): `write` resolves when the
+ * chunk is durable, `close` ends this writer; the stream closes when the execution ends.
+ */
+export interface StreamWriter {
+  /** Resolves when the stream exists (it is created on first use); rejects as `write` would. */
+  readonly ready: Promise<void>
+  write(chunk: StreamChunk): Promise<void>
+  close(): Promise<void>
+}
+
 /** What step bodies see: their context plus `run` for child steps and their own `path`. */
 export class StepContext extends AgentContext {
   readonly #step: Step.StepContext
@@ -257,6 +269,28 @@ export class StepContext extends AgentContext {
       this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
       { signal: this.#signal }
     ).then(unwrapExit)
+  }
+
+  /**
+   * A writer on the durable stream `executions/<executionId>/<name>` (default `output`):
+   * `await write(chunk)` resolves when the chunk is durable; each chunk is stored once
+   * across replay and re-run. A bad name throws a NoeticError `AGENT_STREAM` here.
+   * See docs/agent-streams.md.
+   */
+  stream(name?: string): StreamWriter {
+    const problem = nameProblem(name ?? DEFAULT_NAME)
+    if (problem !== undefined) {
+      throw toFacadeError(
+        new AgentStreamError({ reason: "InvalidName", executionId: this.#step.id, name: name ?? "", detail: problem })
+      )
+    }
+    const opened = run(this.#step.stream(name))
+    opened.catch(() => {})
+    return {
+      ready: opened.then(() => undefined),
+      write: (chunk) => opened.then((writer) => run(writer.write(chunk))),
+      close: () => opened.then((writer) => run(writer.close()), () => {})
+    }
   }
 
   override askUser(input: unknown, options?: { readonly id?: string }): Promise<unknown> {

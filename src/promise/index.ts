@@ -54,7 +54,7 @@ export {
   type ScopedStorage,
   scratchpad
 } from "./layers.ts"
-export { AgentContext, type CwdState, type ItemLog, StepContext } from "./context.ts"
+export { AgentContext, type CwdState, type ItemLog, StepContext, type StreamWriter } from "./context.ts"
 export {
   type AnyStep,
   conditional,

@@ -25,7 +25,7 @@ import type {
   StreamError,
   StreamInfo
 } from "../internal/streams/types.ts"
-import { StorageAdapter } from "./StorageAdapter.ts"
+import { StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
 
 export {
   type AppendInput,
@@ -70,7 +70,38 @@ export class DurableStreams extends Context.Service<DurableStreams, {
  * @category constructors
  */
 export const make = (options: DurableStreamsOptions = {}) =>
-  Effect.flatMap(StorageAdapter, (storage) => Engine.make(storage, options))
+  Effect.flatMap(StorageAdapter, (storage) =>
+    options.signals === undefined ? forStorage(storage, options) : Engine.make(storage, options))
+
+type Service = typeof DurableStreams.Service
+const shared = new WeakMap<StorageAdapterShape, Map<string, Service>>()
+
+/**
+ * The service over `storage` without cross-process signals, one per storage object and
+ * settings in this process: a harness writing an agent's stream and a server reading it
+ * share it, so a live read wakes at the append instead of at its next poll
+ * (docs/agent-streams.md#how-it-works).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const forStorage = (
+  storage: StorageAdapterShape,
+  options: Omit<DurableStreamsOptions, "signals"> = {}
+): Effect.Effect<Service> =>
+  Effect.suspend(() => {
+    const key = `${options.pollMillis ?? ""}/${options.maxReadBytes ?? ""}`
+    let byOptions = shared.get(storage)
+    if (byOptions === undefined) shared.set(storage, byOptions = new Map())
+    const found = byOptions.get(key)
+    if (found !== undefined) return Effect.succeed(found)
+    // Without signals nothing is forked: the scope is never used.
+    return Effect.map(Effect.scoped(Engine.make(storage, { ...options, signals: undefined })), (made) => {
+      const service = DurableStreams.of(made)
+      byOptions.set(key, service)
+      return service
+    })
+  })
 
 /**
  * The service as a layer over the `StorageAdapter` it is given.

@@ -38,7 +38,7 @@ const newestMtime = (path: string): number => {
 
 /** Builds dist/ unless every entry point is there and newer than every input of the build. */
 const ensureBuild = () => {
-  const entries = ["index", "promise", "testing", "cli"].flatMap((name) =>
+  const entries = ["index", "promise", "testing", "client", "cli"].flatMap((name) =>
     [".js", ".cjs", ".d.ts", ".d.cts"].map((ext) => Path.join(repo, "dist", name + ext))
   )
   const built = entries.every((file) => Fs.existsSync(file))
