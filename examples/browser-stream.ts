@@ -91,7 +91,7 @@ const pageUrl = `http://127.0.0.1:${(site.address() as { port: number }).port}/`
 console.log(`open ${pageUrl}   (execution ${executionId}, its stream: ${streamUrl})`)
 // `resume` continues a recorded execution (null when there is none yet): a restarted
 // host picks up where the killed one was.
-const running = harness.resume(executionId).then((resumed) => resumed ?? harness.execute(null, { executionId }))
+const running = harness.resume(executionId).then((resumed) => resumed ?? harness.execute(null, { executionId }).then((receipt) => receipt.result()))
 
 if (quick) {
   // What the page does, in Node: read the stream live to its final event.

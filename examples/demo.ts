@@ -68,7 +68,7 @@ const host = async (mode: "run" | "resume", root: string) => {
   const storage = createHomeStorage("checkpoints", { home: root })
   const harness = buildHarness(root, storage)
   const result = mode === "run"
-    ? await harness.execute("reinforcement learning", { executionId: EXECUTION_ID })
+    ? await (await harness.execute("reinforcement learning", { executionId: EXECUTION_ID })).result()
     : await harness.resume(EXECUTION_ID)
   report({ event: "finished", output: result?.output ?? null })
   await harness.close()

@@ -55,8 +55,10 @@ const harness = new AgentHarness({
   }
 })
 
-// Any execute() turn lands a checkpoint.
+// Any execute() turn lands a checkpoint. execute() resolves once the input is queued;
+// getAgentResponse() resolves once the session has run it.
 await harness.execute("durable execution")
+await harness.getAgentResponse()
 const executions = await checkpointStore.list()
 assert.equal(executions.length, 1)
 const { executionId } = executions[0]!

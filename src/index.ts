@@ -50,6 +50,12 @@ export * as ExecutionLease from "./services/ExecutionLease.ts"
 /** The agent harness: execute, checkpoint, restore, resume, detached spawns. */
 export * as AgentHarness from "./harness/AgentHarness.ts"
 
+/** Sessions: per-thread queues of `execute` inputs run as turns, their event streams, durable queued messages. */
+export * as Sessions from "./harness/Sessions.ts"
+
+/** What a session turn offers its steps: events, the between-rounds inbox, usage. */
+export * as SessionTurn from "./harness/SessionTurn.ts"
+
 /** The live context of an execution: item log, layers, cwd, ask-user prompts. */
 export * as AgentContext from "./harness/AgentContext.ts"
 

@@ -10,6 +10,7 @@ import { Effect, Option } from "effect"
 import type { StorageError } from "../src/Errors.ts"
 import { type StorageAdapter, toEngineStorage } from "../src/promise/storage.ts"
 import { AgentHarness, createCheckpointStore, NoeticError, runCode } from "../src/promise/index.ts"
+import { runTurn } from "./promise/turns.ts"
 
 /** A storage of the facade that holds resources until `close()`. */
 type ClosableStorage = StorageAdapter & { close(): Promise<void> }
@@ -103,10 +104,10 @@ export const facadeStorageSuite = (name: string, freshPlace: () => Promise<Stora
       const a = hostOf("host-a", storages[0])
       const b = hostOf("host-b", storages[1])
       try {
-        const first = a.execute(1, { executionId: "leased" })
+        const first = runTurn(a, 1, { executionId: "leased" })
         first.catch(() => {})
         await Promise.race([running, first.then(() => undefined, () => undefined)])
-        const refused = await rejectionOf(b.execute(1, { executionId: "leased" }))
+        const refused = await rejectionOf(runTurn(b, 1, { executionId: "leased" }))
         open()
         assert.deepStrictEqual(await first, { executionId: "leased", output: 2 })
         assert.instanceOf(refused, NoeticError)

@@ -35,7 +35,8 @@ import {
   type SubprocessError,
   type SubprocessHandle
 } from "../services/SubprocessAdapter.ts"
-import { AgentContext, type ContextLayer, type ContextStore, defaultLayers, randomUuid } from "./AgentContext.ts"
+import { AgentContext, type ContextLayer, type ContextStore, defaultLayers, type Item, randomUuid } from "./AgentContext.ts"
+import type { StepHooks } from "./SessionTurn.ts"
 import {
   ReplayDiverged,
   ResumeInputUnavailable,
@@ -102,6 +103,8 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
    * `"strict"`: the step fails with `StepLedgerWriteFailed` and nothing downstream runs.
    */
   readonly stepLedgerDurability?: Interpreter.LedgerDurability
+  /** noetic's `AgentHooks`: `beforeStep` and `afterStep` around every step dispatch. */
+  readonly hooks?: StepHooks
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -135,6 +138,10 @@ export interface ExecuteOptions {
   readonly runByAdapter?: boolean
   /** `executionId` was just made by the caller: nothing can be recorded under it, so no restore is tried. */
   readonly newExecution?: boolean
+  /** The item log of a fresh context (a session turn's history and input); a restored context keeps its own. */
+  readonly items?: ReadonlyArray<Item>
+  /** Called with the run's context once it is built or restored, before its root step runs. */
+  readonly onContext?: (ctx: AgentContext) => void
 }
 
 /** What `execute` and `resume` return. */
@@ -159,6 +166,8 @@ export interface CreateContextOptions<Ctx = AgentContext> extends RestoreContext
   readonly threadId?: string
   readonly resourceId?: string
   readonly cwd?: string
+  /** The item log it starts with. */
+  readonly items?: ReadonlyArray<Item>
 }
 
 /** Options of `detachedSpawn`. */
@@ -189,6 +198,8 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
   readonly agentGraph: G
   /** Whether a checkpoint store is configured. */
   readonly durable: boolean
+  /** The checkpoint store, when the harness is durable (sessions keep their queues in its storage). */
+  readonly checkpointStore: Option.Option<CheckpointStoreShape>
   /** The default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapterShape
   /** Runs the root graph on a fresh context (or continues a recorded execution id). */
@@ -328,6 +339,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     readonly threadId?: string | undefined
     readonly resourceId?: string | undefined
     readonly cwd?: string | undefined
+    readonly items?: ReadonlyArray<Item> | undefined
     readonly snapshot?: CheckpointSnapshot
     readonly restore?: RestoreContextOptions | undefined
   }) =>
@@ -339,7 +351,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       state: init.restore?.state,
       layers: init.restore?.context ?? layers,
       layerState: init.snapshot?.layers,
-      items: init.snapshot?.itemLog.items,
+      items: init.snapshot !== undefined ? init.snapshot.itemLog.items : init.items,
       cwd: init.snapshot !== undefined ? init.snapshot.cwd : init.cwd === undefined ? null : { current: init.cwd },
       askUser: init.snapshot?.askUser,
       frontier: init.snapshot?.frontier,
@@ -364,6 +376,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           threadId,
           resourceId: createOptions.resourceId,
           cwd: createOptions.cwd,
+          items: createOptions.items,
           restore: createOptions
         })
     )
@@ -401,6 +414,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const { dispatch } = Interpreter.make({
     harness: options.name,
+    hooks: options.hooks,
     tools,
     onDivergence,
     ledgerDurability: options.stepLedgerDurability ?? "best-effort",
@@ -497,8 +511,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ...(executeOptions.resourceId === undefined ? {} : { resourceId: executeOptions.resourceId }),
             ...(executeOptions.cwd === undefined ? {} : { cwd: executeOptions.cwd }),
             ...(executeOptions.context === undefined ? {} : { context: executeOptions.context }),
+            ...(executeOptions.items === undefined ? {} : { items: executeOptions.items }),
             state: executeOptions.state
           })
+          executeOptions.onContext?.(ctx)
           return yield* runRoot(root, ctx, input, executeOptions.onRootDispatch, executeOptions.runByAdapter === true)
         }),
         "exclusive"
@@ -666,6 +682,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     params: options.params,
     agentGraph: options.agentGraph as G,
     durable: Option.isSome(store),
+    checkpointStore: store,
     subprocess,
     execute: execute as AgentHarness<G>["execute"],
     checkpoint,

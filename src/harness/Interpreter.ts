@@ -21,19 +21,8 @@ import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import type { AgentStreams } from "./AgentStreams.ts"
 import {
-  describeAnswer,
-  ForkPartial,
-  HarnessClosed,
-  InvalidMaxIterations,
-  LoopMaxIterations,
-  ReconcileAnswerInvalid,
-  ReplayDiverged,
-  SpawnTimeout,
-  StepCancelled,
-  StepLedgerWriteFailed,
-  ToolFailed,
-  ToolOutcomeUnknown,
-  UnknownTool
+  describeAnswer, ForkPartial, HarnessClosed, InvalidMaxIterations, LoopMaxIterations, ReconcileAnswerInvalid,
+  ReplayDiverged, SpawnTimeout, StepCancelled, StepLedgerWriteFailed, ToolFailed, ToolOutcomeUnknown, UnknownTool
 } from "./HarnessError.ts"
 import {
   type AnyStep,
@@ -53,6 +42,7 @@ import {
   type Verdict
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { observeStep, type StepHooks } from "./SessionTurn.ts"
 import * as ToolLoop from "./ToolLoop.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
@@ -82,6 +72,8 @@ type Interpreted = Effect.Effect<unknown, unknown, unknown>
 export interface InterpreterDeps {
   /** The harness's name, for log annotations. */
   readonly harness: string
+  /** noetic's `AgentHooks`, around every dispatch (docs/architecture.md#sessions). */
+  readonly hooks?: StepHooks | undefined
   readonly tools: Readonly<Record<string, ToolHandler>>
   readonly onDivergence: DivergencePolicy
   /** What a failed ledger write costs. */
@@ -362,7 +354,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
               Effect.ensuring(
                 Effect.suspend(() => {
                   onDispatch?.()
-                  return run(span)
+                  return observeStep(deps.hooks, step, ctx, run(span))
                 }),
                 settle
               ),

@@ -34,6 +34,7 @@ import {
 import type { AgentContext, Item } from "./AgentContext.ts"
 import { ModelOutputInvalid } from "./HarnessError.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
 import type { StepMeta } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
@@ -277,10 +278,14 @@ const toolLoop = (
       parameters: tool.parameters
     }))
     const base = { executionId: root.id, threadId: root.threadId, path: ctx.path }
+    // Published to RunEvents, and handed to the session turn the step runs in (docs/architecture.md#sessions).
     const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
-      publish({ ...base, ...body } as RunEvent)
+      Effect.suspend(() => {
+        const published = { ...base, ...body } as RunEvent
+        return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published)))
+      })
 
-    if (typeof input === "string" && input !== "") {
+    if (typeof input === "string" && input !== "" && !endsWithUserText(root.items, input)) {
       yield* root.append([{
         type: "message",
         id: `${root.id}${ctx.path}:input`,
@@ -298,6 +303,8 @@ const toolLoop = (
       if (round >= MAX_TOOL_ROUNDS) {
         return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
       }
+      // The session's between-rounds messages join the log before every round but the first.
+      if (round > 0) yield* SessionTurn.use((turn) => turn.betweenRounds(root, round))
       let replayed = true
       const roundStep = runCode({
         id: "model-round",

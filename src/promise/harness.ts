@@ -21,6 +21,7 @@ import {
   type Item
 } from "../harness/AgentContext.ts"
 import * as EngineHarness from "../harness/AgentHarness.ts"
+import * as EngineSessions from "../harness/Sessions.ts"
 import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
 import * as Step from "../harness/Step.ts"
 import { nodeCrypto } from "../internal/builtins.ts"
@@ -56,14 +57,25 @@ import type { FsAdapter } from "./ipc.ts"
 import type { ShellAdapter } from "./modelTools.ts"
 import { type LLMResponse, refuseUnsupportedHarnessOptions } from "./providers.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
+import type { StepHooks } from "../harness/SessionTurn.ts"
 import type {
+  AgentHooks,
   AgentHarnessOptions,
   CreateContextOptions,
   DetachedSpawnOptions,
   ExecuteOptions,
-  HarnessStatus,
   RestoreContextOptions
 } from "./options.ts"
+import {
+  type ExecuteReceipt,
+  type HarnessResponse,
+  type HarnessStatus,
+  iterable,
+  receipt,
+  type SessionScope,
+  type StreamEvent,
+  type StreamingItem
+} from "./sessions.ts"
 
 // -----------------------------------------------------------------------------
 // The harness
@@ -83,6 +95,9 @@ const engines = new WeakMap<
 >()
 
 class Engine extends Context.Service<Engine, EngineHarness.AgentHarness<any>>()("noetic-effect/promise/Engine") {}
+class SessionsService
+  extends Context.Service<SessionsService, EngineSessions.Sessions>()("noetic-effect/promise/Sessions")
+{}
 
 const engineService: Effect.Effect<EngineHarness.AgentHarness<any>, never, Engine> = Effect.gen(function*() {
   return yield* Engine
@@ -104,8 +119,29 @@ const engineRestoreOptions = (
 
 const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
 
-/** The thread `execute` runs a turn under when given none (noetic's default session). */
-const DEFAULT_THREAD_ID = "__default__"
+/** `params` through noetic's `paramsSchema`: zod's `parse`, else a Standard Schema (issues thrown as `PARAMS_INVALID`). */
+const validateParams = (schema: unknown, params: unknown): unknown => {
+  if (schema === undefined) return params
+  if (typeof schema === "object" && schema !== null && typeof (schema as { parse?: unknown }).parse === "function") {
+    return (schema as { parse: (value: unknown) => unknown }).parse(params)
+  }
+  const standard = typeof schema === "object" && schema !== null
+    ? (schema as { "~standard"?: { validate?: (value: unknown) => unknown } })["~standard"]
+    : undefined
+  if (standard === undefined || typeof standard.validate !== "function") {
+    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema has neither parse() nor a Standard Schema ~standard.validate", "Pass a zod schema or any Standard Schema.")
+  }
+  const result = standard.validate(params) as { value?: unknown; issues?: ReadonlyArray<{ message: string }> } | PromiseLike<unknown>
+  if (typeof (result as PromiseLike<unknown>).then === "function") {
+    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema validates asynchronously", "Use a schema that validates synchronously: params are checked in the constructor.")
+  }
+  const sync = result as { value?: unknown; issues?: ReadonlyArray<{ message: string }> }
+  if (sync.issues !== undefined) {
+    throw configError("PARAMS_INVALID", `params do not match paramsSchema: ${sync.issues.map((issue) => issue.message).join("; ")}`, "Fix the params given to the AgentHarness constructor.")
+  }
+  return sync.value
+}
+
 
 /**
  * An agent harness. Durable when `environment.storage.checkpointStore` is given;
@@ -121,7 +157,7 @@ export class AgentHarness<I = any, O = any> {
   readonly fs: FsAdapter | undefined
   /** The shell adapter tools get as `toolCtx.shell` (`environment.shell`). */
   readonly shell: ShellAdapter | undefined
-  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine | FacadeHarness, StorageError>
+  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine | SessionsService | FacadeHarness, StorageError>
   /** Where layer `init` hooks keep their storage. */
   readonly #layerStorage: StorageAdapter
   /** The layers of every context unless a call replaces them. */
@@ -130,8 +166,14 @@ export class AgentHarness<I = any, O = any> {
   readonly #ledgerStorage: StorageAdapter | undefined
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
-  /** The turns `execute` is running, by thread id (noetic's sessions, one per thread). */
-  readonly #turns = new Map<string, { readonly turnId: string; readonly startedAt: number; aborting: boolean }>()
+  /** noetic's `config`: the harness's name, its (validated) params, its hooks. */
+  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks }
+  /** The root working directory once `initialCwd` or `setRootCwd` set it. */
+  #rootCwd: { cwd: string; previousCwd?: string } | undefined
+  /** The engine's sessions, once the runtime has built them (the synchronous accessors read them). */
+  #sessions: EngineSessions.Sessions | undefined
+  /** Histories seeded before the sessions were built. */
+  readonly #seeds = new Map<string, ReadonlyArray<Item>>()
   /** Set by `close()`: a call it interrupts rejects with `HARNESS_CLOSED`. */
   #closed = false
 
@@ -143,8 +185,11 @@ export class AgentHarness<I = any, O = any> {
    */
   constructor(options: AgentHarnessOptions<I, O>) {
     this.name = options.name
-    this.params = options.params
     refuseUnsupportedHarnessOptions(options)
+    this.params = validateParams(options.paramsSchema, options.params)
+    this.config = { name: options.name, params: this.params, ...(options.hooks === undefined ? {} : { hooks: options.hooks }) }
+    if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
+    const hooks = options.hooks
     this.fs = options.environment?.fs
     this.shell = options.environment?.shell
     // The model side (docs/runtime.md): a provider, and the harness's tool pool.
@@ -226,7 +271,8 @@ export class AgentHarness<I = any, O = any> {
       Effect.orDie(EngineHarness.make({
         name: options.name,
         agentGraph: agentGraph as Step.AnyStep | undefined,
-        params: options.params,
+        params: this.params,
+        ...(hooks === undefined ? {} : { hooks: this.#engineHooks(hooks) }),
         tools,
         context: this.#layers,
         ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
@@ -239,9 +285,26 @@ export class AgentHarness<I = any, O = any> {
         })
       }))
     ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), runtimeModel, self)))
+    const defaultDeliveryMode = options.defaultDeliveryMode
+    const modeChecked = Effect.runSync(Effect.result(
+      EngineSessions.validateDeliveryMode(defaultDeliveryMode, "defaultDeliveryMode")
+    ))
+    if (Result.isFailure(modeChecked)) throw toFacadeError(modeChecked.failure)
+    const sessions = Layer.effect(
+      SessionsService,
+      Effect.gen({ self: this }, function*() {
+        const made = yield* Effect.orDie(EngineSessions.make(yield* Engine, {
+          ...(defaultDeliveryMode === undefined ? {} : { defaultDeliveryMode })
+        }))
+        for (const [threadId, items] of this.#seeds) made.seedHistory(threadId, items)
+        this.#seeds.clear()
+        this.#sessions = made
+        return made
+      })
+    ).pipe(Layer.provide(Layer.mergeAll(engine, modelLayer(options.model), runtimeModel, self)))
     this.#runtime = ManagedRuntime.make(
-      Layer.mergeAll(engine, modelLayer(options.model), runtimeModel, self) as Layer.Layer<
-        Engine | FacadeHarness,
+      Layer.mergeAll(engine, sessions, modelLayer(options.model), runtimeModel, self) as Layer.Layer<
+        Engine | SessionsService | FacadeHarness,
         StorageError
       >
     )
@@ -286,58 +349,158 @@ export class AgentHarness<I = any, O = any> {
     return extra === undefined ? base : [...(base ?? this.#layers), ...extra]
   }
 
-  /** Runs the root graph; resolves with `{ executionId, output }`. Rejects `NO_STEP_CONFIGURED` without a graph. */
-  execute(input: I, options: ExecuteOptions = {}): Promise<{ readonly executionId: string; readonly output: O }> {
-    const { context, contextLayers, deliveryMode: _deliveryMode, extraContextLayers, messageId: _messageId, ...rest } =
-      options
-    const base = this.#toEngineLayers(contextLayers ?? context)
-    const extra = this.#toEngineLayers(extraContextLayers)
-    const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
-    // The execution id is known before the run starts, so `abort` can reach its context.
-    const executionId = rest.executionId ?? nodeCrypto().randomUUID()
-    const engineOptions: EngineHarness.ExecuteOptions = {
-      ...rest,
-      executionId,
-      ...(rest.executionId === undefined ? { newExecution: true } : {}),
-      ...(layers === undefined ? {} : { context: layers })
+  /**
+   * The root working directory (noetic's `rootCwdState`): `initialCwd`, else the
+   * process's, and `previousCwd` once `setRootCwd` changed it. Every root context (and
+   * every turn) the harness creates after that starts there.
+   */
+  get rootCwdState(): { readonly cwd: string; readonly previousCwd?: string } {
+    return this.#rootCwd === undefined ? { cwd: process.cwd() } : { ...this.#rootCwd }
+  }
+
+  /** Moves the root working directory (noetic's `setRootCwd`, a TUI's `! cd`); the same directory is a no-op. */
+  setRootCwd(nextCwd: string): void {
+    const current = this.rootCwdState.cwd
+    if (nextCwd === current && this.#rootCwd !== undefined) return
+    this.#rootCwd = nextCwd === current ? { cwd: nextCwd } : { cwd: nextCwd, previousCwd: current }
+  }
+
+  #engineHooks(hooks: AgentHooks): StepHooks {
+    const before = hooks.beforeStep
+    const after = hooks.afterStep
+    const host = (call: () => Promise<void> | void) =>
+      Effect.tryPromise({ try: () => Promise.resolve().then(call), catch: (error) => error })
+    return {
+      ...(before === undefined ? {} : {
+        beforeStep: (step, ctx) => host(() => before.call(hooks, step, wrapContext(ctx, this)))
+      }),
+      ...(after === undefined ? {} : {
+        afterStep: (step, output, ctx) => host(() => after.call(hooks, step, output, wrapContext(ctx, this)))
+      })
     }
-    const thread = rest.threadId ?? DEFAULT_THREAD_ID
-    const turn = { turnId: executionId, startedAt: Date.now(), aborting: false }
-    this.#turns.set(thread, turn)
-    const done = () => {
-      if (this.#turns.get(thread) === turn) this.#turns.delete(thread)
-    }
-    return (this.#use((engine) => engine.execute(input, engineOptions)) as Promise<
-      { readonly executionId: string; readonly output: O }
-    >).finally(done)
+  }
+
+  #useSessions<A, E>(f: (sessions: EngineSessions.Sessions) => Effect.Effect<A, E, any>): Promise<A> {
+    return this.#runtime.runPromiseExit(
+      SessionsService.use(f) as Effect.Effect<A, E, SessionsService>
+    ).then((exit) => {
+      if (this.#closed && exit._tag === "Failure" && exit.cause.reasons.every((r) => r._tag === "Interrupt")) {
+        throw harnessClosed(this.name)
+      }
+      return unwrapExit(exit)
+    })
   }
 
   /**
-   * What the thread's turn is doing (noetic's `HarnessStatus`): `{ kind: 'idle' }`, or
-   * `{ kind: 'generating', startedAt, turnId }` while an `execute` on that thread runs
-   * (the turn id is its execution id), `{ kind: 'aborting', turnId }` once `abort` asked
-   * it to stop. Without a thread id, the turns `execute` ran without one.
+   * Queues `input` on the session of `options.threadId` (noetic's `execute`) and
+   * resolves once it is accepted, not when its turn finishes: on a durable harness once
+   * its record is stored. Turns run one after another per thread; `deliveryMode`
+   * (`'next-turn'`, `'between-rounds'`, `'interrupt'`) and `messageId` as noetic's. Resolves
+   * with an {@link ExecuteReceipt} (`result()` waits for the turn). Rejects
+   * `NO_STEP_CONFIGURED` without a graph, `DELIVERY_MODE_INVALID` for an unknown mode.
    */
-  getStatus(scope?: { readonly threadId?: string }): HarnessStatus {
-    const turn = this.#turns.get(scope?.threadId ?? DEFAULT_THREAD_ID)
-    if (turn === undefined) return { kind: "idle" }
-    return turn.aborting
-      ? { kind: "aborting", turnId: turn.turnId }
-      : { kind: "generating", startedAt: turn.startedAt, turnId: turn.turnId }
+  execute(input: I, options: ExecuteOptions = {}): Promise<ExecuteReceipt<O>> {
+    const { context, contextLayers, extraContextLayers, ...rest } = options
+    const base = this.#toEngineLayers(contextLayers ?? context)
+    const extra = this.#toEngineLayers(extraContextLayers)
+    const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
+    const rootCwd = this.#rootCwd?.cwd
+    const enqueueOptions: EngineSessions.EnqueueOptions = {
+      ...(rootCwd === undefined ? {} : { cwd: rootCwd }),
+      ...rest,
+      ...(layers === undefined ? {} : { context: layers })
+    }
+    return this.#useSessions((sessions) =>
+      Effect.map(sessions.enqueue(input, enqueueOptions), (enqueued) =>
+        receipt<O>(enqueued, this.name, () => this.#closed))
+    )
+  }
+
+  /**
+   * The session's response once it has run every queued message and is idle (noetic's
+   * `getAgentResponse`): `{ items, usage, cost?, text }`, plus the last turn's
+   * `executionId` and root `output`. Rejects with the error of a turn that failed.
+   */
+  getAgentResponse(scope?: SessionScope): Promise<HarnessResponse> {
+    return this.#useSessions((sessions) => sessions.response(scope?.threadId))
+  }
+
+  /** Every event of the session (noetic's `getFullStream`), across its turns, from its start. */
+  getFullStream(scope?: SessionScope): AsyncIterable<StreamEvent> {
+    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.events(scope?.threadId))))
+  }
+
+  /** The model's text deltas, across the session's turns (noetic's `getTextStream`). */
+  getTextStream(scope?: SessionScope): AsyncIterable<string> {
+    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.textStream(scope?.threadId))))
+  }
+
+  /** The model's reasoning deltas (noetic's `getReasoningStream`). */
+  getReasoningStream(scope?: SessionScope): AsyncIterable<string> {
+    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.reasoningStream(scope?.threadId))))
+  }
+
+  /** Cumulative item snapshots with `isComplete`, the whole session log (noetic's `getItemStream`). */
+  getItemStream(scope?: SessionScope): AsyncIterable<StreamingItem> {
+    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.itemStream(scope?.threadId))))
+  }
+
+  /** How many messages wait on the session; the running turn's is not counted (noetic's `getQueueSize`). */
+  getQueueSize(scope?: SessionScope): number {
+    return this.#sessions?.queueSize(scope?.threadId) ?? 0
+  }
+
+  /** Replaces the history the thread's next turn starts from (noetic's `seedSessionHistory`). */
+  seedSessionHistory(threadId: string, items: ReadonlyArray<Item>): void {
+    if (this.#sessions === undefined) this.#seeds.set(threadId, [...items])
+    else this.#sessions.seedHistory(threadId, items)
+  }
+
+  /**
+   * After a host restart: queues again every message a previous host of this harness
+   * (same name, same checkpoint store) accepted and did not finish, thread by thread in
+   * their order, each thread's history restored from its last turn. A turn that had
+   * started resumes (its completed steps replay). Resolves with what it queued; an empty
+   * list without a checkpoint store. `state` and `contextLayers` are the host wiring of
+   * those turns.
+   */
+  resumeSessions(options: { readonly state?: unknown; readonly contextLayers?: ReadonlyArray<ContextLayer> } = {}): Promise<
+    ReadonlyArray<{ readonly threadId: string; readonly messages: ReadonlyArray<ExecuteReceipt<O>> }>
+  > {
+    const layers = this.#toEngineLayers(options.contextLayers)
+    return this.#useSessions((sessions) =>
+      Effect.map(
+        sessions.resumeQueued({
+          ...(options.state === undefined ? {} : { state: options.state }),
+          ...(layers === undefined ? {} : { context: layers })
+        }),
+        (found) =>
+          found.threads.map((thread) => ({
+            threadId: thread.threadId,
+            messages: thread.messages.map((enqueued) => receipt<O>(enqueued, this.name, () => this.#closed))
+          }))
+      )
+    )
+  }
+
+  /**
+   * What the thread's session is doing (noetic's `HarnessStatus`): `{ kind: 'idle' }`,
+   * `{ kind: 'generating', startedAt, turnId }` while a turn runs (the turn id is its
+   * execution id), `{ kind: 'aborting', turnId }` once `abort` (or an interrupting
+   * message) asked it to stop.
+   */
+  getStatus(scope?: SessionScope): HarnessStatus {
+    return this.#sessions?.status(scope?.threadId) ?? { kind: "idle" }
   }
 
   /**
    * Stops the thread's running turn (noetic's `abort`): its context is aborted, so the
-   * run's next step boundary fails it with `cancelled` and its `execute` rejects. A
-   * thread with no running turn is left as it is.
+   * run's next step boundary fails it with `cancelled`; resolves once the turn has
+   * stopped. Queued messages stay and run next. A thread with no running turn is left as it is.
    */
-  async abort(scope?: { readonly threadId?: string; readonly reason?: string }): Promise<void> {
-    const turn = this.#turns.get(scope?.threadId ?? DEFAULT_THREAD_ID)
-    if (turn === undefined) return
-    turn.aborting = true
-    await this.#use((engine) =>
-      Effect.sync(() => Option.map(engine.liveContext(turn.turnId), (ctx) => ctx.abort(scope?.reason)))
-    )
+  async abort(scope?: SessionScope & { readonly reason?: string }): Promise<void> {
+    if (this.#sessions === undefined) return
+    await this.#useSessions((sessions) => sessions.abort(scope?.threadId, scope?.reason))
   }
 
   /**
@@ -423,7 +586,7 @@ export class AgentHarness<I = any, O = any> {
     const parent = (options.parent === undefined ? undefined : Bridge.context.of(options.parent))
     const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
     const extra = this.#toEngineLayers(options.extraContextLayers)
-    const cwd = options.cwdInit ?? parent?.cwd?.current ?? undefined
+    const cwd = options.cwdInit ?? parent?.cwd?.current ?? (parent === undefined ? this.#rootCwd?.cwd : undefined)
     const threadId = options.threadId ?? parent?.threadId ?? nodeCrypto().randomUUID()
     const resourceId = options.resourceId ?? parent?.resourceId
     const engine = new EngineContext({

@@ -37,6 +37,16 @@ export {
   resolveStepLedgerRetention,
   type StepLedgerRetention
 } from "./checkpoint.ts"
+export type {
+  DeliveryMode,
+  ExecuteReceipt,
+  FrameworkStreamEvent,
+  HarnessResponse,
+  SdkStreamEvent,
+  SessionScope,
+  StreamEvent,
+  StreamingItem
+} from "./sessions.ts"
 export {
   type AppendPipelineResult,
   type ContextLayer,

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import type { DeliveryMode } from "./sessions.ts"
 import * as Layer from "effect/Layer"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import { type Item } from "../harness/AgentContext.ts"
@@ -85,6 +86,24 @@ export interface AgentHarnessOptions<I = any, O = any> {
    * code `REPLAY_DIVERGED` naming the path.
    */
   readonly onDivergence?: "warn" | "fail"
+  /** The delivery mode of an `execute` given none: `'next-turn'` when absent. */
+  readonly defaultDeliveryMode?: DeliveryMode
+  /** noetic's `AgentHooks`: `beforeStep(step, ctx)` before every step dispatch, `afterStep(step, result, ctx)` after it completed. */
+  readonly hooks?: AgentHooks
+  /**
+   * Validates `params` at construction (noetic's `paramsSchema`): a schema with `parse`
+   * (zod) is called and its result becomes `config.params`; a Standard Schema is
+   * validated, its issues thrown as `PARAMS_INVALID`.
+   */
+  readonly paramsSchema?: unknown
+  /** The working directory of every root context the harness creates (noetic's `initialCwd`); see `setRootCwd`. */
+  readonly initialCwd?: string
+}
+
+/** noetic's `AgentHooks`. A hook that rejects fails the step. */
+export interface AgentHooks {
+  beforeStep?(step: { readonly id: string; readonly kind: string }, ctx: AgentContext): Promise<void> | void
+  afterStep?(step: { readonly id: string; readonly kind: string }, result: unknown, ctx: AgentContext): Promise<void> | void
 }
 
 /** Options of `restore`; snapshot-owned fields (items, threadId, resourceId, cwd) are not accepted. */
@@ -126,7 +145,7 @@ export interface ExecuteOptions
   /** Same as `contextLayers`. */
   readonly context?: ReadonlyArray<ContextLayer>
   readonly extraContextLayers?: ReadonlyArray<ContextLayer>
-  readonly deliveryMode?: string
+  readonly deliveryMode?: DeliveryMode
   readonly messageId?: string
 }
 
@@ -139,8 +158,4 @@ export interface DetachedSpawnOptions {
   readonly metadata?: Readonly<Record<string, unknown>>
 }
 
-/** A thread's turn, as `getStatus` reports it (noetic's `HarnessStatus`). */
-export type HarnessStatus =
-  | { readonly kind: "idle" }
-  | { readonly kind: "generating"; readonly startedAt: number; readonly turnId: string }
-  | { readonly kind: "aborting"; readonly turnId: string }
+export type { HarnessStatus } from "./sessions.ts"

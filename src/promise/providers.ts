@@ -152,8 +152,6 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 
 /** noetic's harness options this library does not run. */
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
-  ["hooks", "Before/after step hooks (AgentHooks) are not run; wrap steps in runCode instead."],
-  ["paramsSchema", "Validate params before building the harness."],
   ["itemSchemas", "Item schema extensions are not checked by this library."],
   ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."]
 ]

@@ -19,6 +19,7 @@ import {
   runCode
 } from "../../src/promise/index.ts"
 import { waitForRelease } from "../fixtures/subprocessSteps.ts"
+import { runTurn } from "./turns.ts"
 
 const harnesses: Array<AgentHarness> = []
 const track = <H extends AgentHarness>(harness: H): H => {
@@ -48,7 +49,7 @@ describe("Promise facade: AgentHarness", () => {
       agentGraph: runCode("root", async (n: number) => n * 2),
       params: {}
     }))
-    const { executionId, output } = await harness.execute(21)
+    const { executionId, output } = await runTurn(harness, 21)
     expect(output).toBe(42)
     expect(await harness.restore(executionId)).toBeNull()
     expect(await harness.resume(executionId)).toBeNull()
@@ -127,7 +128,7 @@ describe("Promise facade: AgentHarness", () => {
   it("an empty step id throws EMPTY_STEP_ID; execute without a graph rejects NO_STEP_CONFIGURED", async () => {
     expect(configError(() => runCode("", () => 1)).code).toBe("EMPTY_STEP_ID")
     const harness = track(new AgentHarness({ name: "no-graph", params: {} }))
-    await expect(harness.execute(undefined)).rejects.toMatchObject({ code: "NO_STEP_CONFIGURED" })
+    await expect(runTurn(harness, undefined)).rejects.toMatchObject({ code: "NO_STEP_CONFIGURED" })
   })
 
   it("a step body's throw rejects as noetic's step_failed NoeticError, each runCode wrapping the one below", async () => {
@@ -137,7 +138,7 @@ describe("Promise facade: AgentHarness", () => {
       params: {},
       agentGraph: runCode("root", async (_: void, ctx) => ctx.run(runCode("inner", () => { throw boom }), undefined))
     }))
-    const error = await harness.execute(undefined).then(() => undefined, (e: unknown) => e)
+    const error = await runTurn(harness, undefined).then(() => undefined, (e: unknown) => e)
     expect(isNoeticError(error)).toBe(true)
     const outer = error as NoeticError
     expect(outer.message).toBe("Step 'root' failed: Step 'inner' failed: out of range")
@@ -226,7 +227,7 @@ describe("Promise facade: AgentHarness", () => {
           throw value
         })
       }))
-      const error = await harness.execute(undefined).then(() => undefined, (e: unknown) => e)
+      const error = await runTurn(harness, undefined).then(() => undefined, (e: unknown) => e)
       expect(isNoeticError(error)).toBe(true)
       const payload = (error as NoeticError).noeticError as { kind: string; stepId: string; cause: Error }
       expect(payload).toMatchObject({ kind: "step_failed", stepId: "root" })
@@ -247,7 +248,7 @@ describe("Promise facade: AgentHarness", () => {
         storage: { checkpointStore: createCheckpointStore({ storage: createFileStorage({ root: Path.join(file, "sub") }) }) }
       }
     }))
-    const error = await harness.execute(undefined).then(() => undefined, (error: unknown) => error)
+    const error = await runTurn(harness, undefined).then(() => undefined, (error: unknown) => error)
     expect(error).toBeInstanceOf(NoeticError)
     expect((error as NoeticError).code).toBe("STORAGE_IO")
   })
@@ -283,7 +284,7 @@ describe("Promise facade: AgentHarness", () => {
           storage: { checkpointStore: createCheckpointStore({ storage: createFileStorage({ root: checkpointRoot }) }) }
         }
       }))
-    await expect(build().execute("rl", { executionId: "exec-1" })).rejects.toThrow("host died")
+    await expect(runTurn(build(), "rl", { executionId: "exec-1" })).rejects.toThrow("host died")
     crash = false
     const harness = build()
     const restored = await harness.restore("exec-1", { state: { queue: "host" } })
@@ -325,7 +326,7 @@ describe("Promise facade: AgentHarness", () => {
       },
       environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
     }))
-    const { executionId, output } = await harness.execute("hi")
+    const { executionId, output } = await runTurn(harness, "hi")
     expect(output).toEqual([{ responseId: "resp-1", text: "hello there" }])
     expect(prompts).toEqual([[{ role: "user", content: "hi" }]])
     const ctx = await harness.restore(executionId)
@@ -357,7 +358,7 @@ describe("Promise facade: AgentHarness", () => {
     const boot = () =>
       track(new AgentHarness({ name: "asker", agentGraph: agent, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } }))
     const first = boot()
-    void first.execute("x", { executionId: "ask-exec" }).catch(() => {})
+    void runTurn(first, "x", { executionId: "ask-exec" }).catch(() => {})
     let restored = await first.restore("ask-exec")
     while (restored === null || restored.pendingAskUser.length === 0) restored = await first.restore("ask-exec")
     const promptId = restored.pendingAskUser[0]!.id

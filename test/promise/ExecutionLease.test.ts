@@ -9,6 +9,7 @@ import {
   NoeticError,
   runCode
 } from "../../src/promise/index.ts"
+import { runTurn } from "./turns.ts"
 
 const harnesses: Array<AgentHarness> = []
 afterEach(async () => {
@@ -43,9 +44,9 @@ describe("Promise facade: execution leases", () => {
     }
     const a = hostOf("host-a")
     const b = hostOf("host-b")
-    const first = a.execute(1, { executionId: "shared" })
+    const first = runTurn(a, 1, { executionId: "shared" })
     await running
-    const refused = await b.execute(1, { executionId: "shared" }).then(() => undefined, (error: unknown) => error)
+    const refused = await runTurn(b, 1, { executionId: "shared" }).then(() => undefined, (error: unknown) => error)
     expect(refused).toBeInstanceOf(NoeticError)
     expect((refused as NoeticError).code).toBe("EXECUTION_LEASE_HELD")
     open()

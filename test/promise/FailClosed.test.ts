@@ -17,6 +17,7 @@ import {
   type StorageAdapter
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
+import { runTurn } from "./turns.ts"
 
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => undefined, (e: unknown) => e)
 
@@ -53,7 +54,7 @@ describe("facade: at-most-once reconcile answers", () => {
     const counts = { body: 0, reconcile: 0 }
     let answer: () => unknown = () => ({ receipt: "paid 5" })
     const first = payments(checkpointStore, counts, () => answer())
-    await expect(first.execute({ amount: 5 }, { executionId: "p1" })).rejects.toThrow("connection reset")
+    await expect(runTurn(first, { amount: 5 }, { executionId: "p1" })).rejects.toThrow("connection reset")
     await first.close()
     const second = payments(checkpointStore, counts, () => answer())
     const error = await rejection(second.resume("p1"))
@@ -78,7 +79,7 @@ describe("facade: at-most-once reconcile answers", () => {
     const first = payments(checkpointStore, counts, () => {
       throw new Error("provider unreachable")
     })
-    await expect(first.execute({ amount: 5 }, { executionId: "p2" })).rejects.toThrow("connection reset")
+    await expect(runTurn(first, { amount: 5 }, { executionId: "p2" })).rejects.toThrow("connection reset")
     await expect(first.resume("p2")).rejects.toThrow("provider unreachable")
     expect(counts).toEqual({ body: 1, reconcile: 1 })
     await first.close()
@@ -95,7 +96,7 @@ describe("facade: at-most-once reconcile answers", () => {
       asked()
       return released.then(() => Reconciled.completed("found payment of 5"))
     })
-    await expect(first.execute({ amount: 5 }, { executionId: "p3" })).rejects.toThrow("connection reset")
+    await expect(runTurn(first, { amount: 5 }, { executionId: "p3" })).rejects.toThrow("connection reset")
     const resuming = rejection(first.resume("p3"))
     await wasAsked
     await first.close()
@@ -155,7 +156,7 @@ describe("facade: ledger write failures", () => {
       agentGraph: graph(ran),
       environment: { storage: { adapter: fullLedger(), checkpointStore: createCheckpointStore({ storage: createInMemoryStorage() }) } }
     })
-    expect((await host.execute(undefined, { executionId: "f1" })).output).toBe(2)
+    expect((await runTurn(host, undefined, { executionId: "f1" })).output).toBe(2)
     expect(ran).toEqual(["a", "b"])
   })
 
@@ -172,7 +173,7 @@ describe("facade: ledger write failures", () => {
         }
       }
     })
-    const error = await rejection(host.execute(undefined, { executionId: "f2" }))
+    const error = await rejection(runTurn(host, undefined, { executionId: "f2" }))
     expect(isNoeticError(error)).toBe(true)
     expect((error as NoeticError).code).toBe("STEP_LEDGER_WRITE_FAILED")
     expect((error as NoeticError).message).toContain("f2")

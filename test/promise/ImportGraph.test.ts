@@ -18,6 +18,7 @@ const loadedBy = (module: string, code = "") =>
   new Promise<{ readonly urls: Array<string>; readonly builtins: Array<string> }>((resolve, reject) => {
     const script = `
 import { registerHooks } from "node:module"
+import { runTurn } from "./turns.ts"
 const urls = []
 registerHooks({ load(url, context, next) { urls.push(url); return next(url, context) } })
 const loaded = await import(${JSON.stringify(pathToFileURL(module).href)})
@@ -46,7 +47,7 @@ describe("the facade's import graph", () => {
     const { urls } = await loadedBy(
       Path.join(repo, "src/promise/index.ts"),
       `const harness = new loaded.AgentHarness({ name: "h", agentGraph: loaded.runCode("s", (x) => x) })
-await harness.execute(1)
+await runTurn(harness, 1)
 const dir = (await import("node:fs")).mkdtempSync((await import("node:path")).join((await import("node:os")).tmpdir(), "ng-"))
 const server = new loaded.AgentIpcServer({ fs: loaded.createLocalFsAdapter(), socketPath: dir + "/s.sock", taskId: "t", role: "r", runnerId: "1", threadId: "main", harness: {} })
 await server.listen()`

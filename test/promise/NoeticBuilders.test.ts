@@ -26,6 +26,7 @@ import {
   until
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
+import { runTurn } from "./turns.ts"
 
 
 const codeOf = (f: () => unknown): string => {
@@ -49,7 +50,7 @@ const rejection = async (promise: Promise<unknown>): Promise<NoeticError> => {
 
 /** Runs `step` on `input` as the graph of a fresh zero-config harness. */
 const runStep = <I, O>(step: AnyStep<I, O>, input: I): Promise<O> =>
-  harness({ name: "builders", params: {}, agentGraph: step }).execute(input).then((r) => r.output as O)
+  runTurn(harness({ name: "builders", params: {}, agentGraph: step }), input).then((r) => r.output as O)
 
 describe("noetic builders: runCode", () => {
   it("runCode({ id, execute }) runs execute with the input and a context", async () => {
@@ -145,7 +146,7 @@ describe("noetic builders: runCode", () => {
         agentGraph: agent,
         environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } }
       })
-    await expect(build().execute(undefined, { executionId: "r1" })).rejects.toThrow("host died")
+    await expect(runTurn(build(), undefined, { executionId: "r1" })).rejects.toThrow("host died")
     expect(flakyCalls).toBe(3)
     const ledgerKeys = (await storage.list("execution:r1:ledger:")).length
     expect(ledgerKeys).toBe(1)
@@ -175,7 +176,7 @@ describe("noetic builders: callModel", () => {
         }
       }
     })
-    const { output } = await h.execute("hello")
+    const { output } = await runTurn(h, "hello")
     // noetic's callModel resolves with the reply's text.
     expect(output).toBe("hi")
     expect(prompts).toEqual([[{ role: "system", content: "be brief (depth 0)" }, { role: "user", content: "hello" }]])
@@ -187,8 +188,8 @@ describe("noetic builders: callModel", () => {
     const model = { generate: async () => ({ text: replies.shift()! }) }
     const step = callModel({ id: "grade", model: "m", output: Verdict })
     const h = harness({ name: "structured", params: {}, agentGraph: step, model })
-    expect((await h.execute("essay")).output).toEqual({ score: 7 })
-    const error = await rejection(h.execute("essay"))
+    expect((await runTurn(h, "essay")).output).toEqual({ score: 7 })
+    const error = await rejection(runTurn(h, "essay"))
     expect(error.code).toBe("MODEL_OUTPUT_INVALID")
     expect(error.noeticError).toMatchObject({ kind: "model_parse_error", stepId: "grade", raw: '{"score": "high"}' })
   })

@@ -25,6 +25,7 @@ import {
   type StorageAdapter
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
+import { runTurn } from "./turns.ts"
 
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -76,7 +77,7 @@ describe("AgentHarness constructor (noetic's options)", () => {
       agentGraph: runCode({ id: "root", execute: async (n: number) => n + 1 }),
       environment: { storage: { adapter, checkpointStore: createCheckpointStore({ storage: checkpoints }) } }
     })
-    const { executionId } = await h.execute(1)
+    const { executionId } = await runTurn(h, 1)
     expect((await adapter.list(`execution:${executionId}:ledger:`)).length).toBe(1)
     expect(await checkpoints.list(`execution:${executionId}:ledger:`)).toEqual([])
     expect(await checkpoints.get(`execution:${executionId}:snapshot`)).not.toBeNull()
@@ -163,9 +164,9 @@ describe("AgentHarness constructor (noetic's options)", () => {
     const disposed = new AgentHarness({ name: "disposable", params: {}, agentGraph: runCode({ id: "r", execute: async () => 1 }) })
     {
       await using h = disposed
-      expect((await h.execute(undefined)).output).toBe(1)
+      expect((await runTurn(h, undefined)).output).toBe(1)
     }
-    await expect(disposed.execute(undefined)).rejects.toBeDefined()
+    await expect(runTurn(disposed, undefined)).rejects.toBeDefined()
   })
 })
 
@@ -180,9 +181,9 @@ describe("AgentHarness methods", () => {
       contextLayers: [base],
       agentGraph: runCode({ id: "layers", execute: async (_: void, ctx) => (ctx.layers ?? []).map((layer) => layer.id) })
     })
-    expect((await h.execute(undefined)).output).toEqual(["base"])
-    expect((await h.execute(undefined, { contextLayers: [other] })).output).toEqual(["other"])
-    expect((await h.execute(undefined, { extraContextLayers: [extra] })).output).toEqual(["base", "extra"])
+    expect((await runTurn(h, undefined)).output).toEqual(["base"])
+    expect((await runTurn(h, undefined, { contextLayers: [other] })).output).toEqual(["other"])
+    expect((await runTurn(h, undefined, { extraContextLayers: [extra] })).output).toEqual(["base", "extra"])
   })
 
   it("harness.checkpoint(ctx) saves a snapshot restore reads back; without a store it is a no-op", async () => {
@@ -204,7 +205,7 @@ describe("checkpoint stores", () => {
   it("createCheckpointStore(...).list() resolves [{ executionId }]", async () => {
     const store = createCheckpointStore({ storage: createInMemoryStorage() })
     const h = harness({ name: "lister", params: {}, agentGraph: runCode({ id: "r", execute: async () => 1 }), environment: { storage: { checkpointStore: store } } })
-    const { executionId } = await h.execute(undefined)
+    const { executionId } = await runTurn(h, undefined)
     expect(await store.list()).toEqual([{ executionId }])
   })
 
@@ -240,7 +241,7 @@ describe("checkpoint stores", () => {
     })
     const adapter = createInMemoryStorage()
     const h = harness({ name: "host-store", params: {}, agentGraph: agent, environment: { storage: { checkpointStore: store, adapter } } })
-    await expect(h.execute(undefined, { executionId: "hs" })).rejects.toThrow("crash")
+    await expect(runTurn(h, undefined, { executionId: "hs" })).rejects.toThrow("crash")
     expect(calls).toContain("save")
     expect(saved.get("hs")?.schemaVersion).toBe(2)
     crash = false
@@ -297,16 +298,17 @@ describe("harness.createContext (synchronous, noetic's members)", () => {
     expect(ctx.depth).toBe(0)
   })
 
-  it("execute's context has a UUID execution id and a random UUID thread id unless one is given", async () => {
+  it("execute's context has a UUID execution id and the default session's thread id unless one is given", async () => {
     const h = harness({
       name: "ids",
       params: {},
       agentGraph: runCode({ id: "who", execute: async (_: void, ctx) => ({ id: ctx.id, threadId: ctx.threadId }) })
     })
-    const { executionId, output } = await h.execute(undefined)
+    const { executionId, output } = await runTurn(h, undefined)
     expect(executionId).toMatch(UUID)
-    expect(output).toEqual({ id: executionId, threadId: expect.stringMatching(UUID) })
-    expect((await h.execute(undefined, { threadId: "t-7" })).output.threadId).toBe("t-7")
+    // As in noetic, a turn queued without a thread id runs on the default session's thread.
+    expect(output).toEqual({ id: executionId, threadId: "__default__" })
+    expect((await runTurn(h, undefined, { threadId: "t-7" })).output.threadId).toBe("t-7")
   })
 
   it("state is assignable; a child context has the parent, depth + 1, and the parent's thread and cwd", () => {
@@ -368,7 +370,7 @@ describe("harness.createContext (synchronous, noetic's members)", () => {
     })
     const build = () =>
       harness({ name: "compose", params: {}, agentGraph: agent, environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } } })
-    await expect(build().execute(10, { executionId: "c1" })).rejects.toThrow("crash")
+    await expect(runTurn(build(), 10, { executionId: "c1" })).rejects.toThrow("crash")
     crash = false
     expect((await build().resume("c1"))?.output).toBe(13)
     expect(inner).toBe(2)
@@ -592,7 +594,7 @@ describe("context layers (noetic's definitions)", () => {
       }
     })
     const run = harness({ name: "bare-run", params: {}, agentGraph: graph })
-    expect((await run.execute(undefined)).output).toEqual([undefined, { seen: true }])
+    expect((await runTurn(run, undefined)).output).toEqual([undefined, { seen: true }])
   })
 })
 
@@ -746,30 +748,39 @@ describe("noetic's cancel and createDetachedSignal", () => {
 })
 
 describe("noetic's getStatus and abort", () => {
-  it("a thread's turn reads generating while execute runs, aborting once abort asks, idle after; execute rejects cancelled", async () => {
+  it("a thread's turn reads generating while it runs, aborting once abort asks, idle once abort resolves; its result rejects cancelled", async () => {
     let started: () => void = () => {}
     const running = new Promise<void>((resolve) => (started = resolve))
+    let release: () => void = () => {}
+    const gate = new Promise<void>((resolve) => (release = resolve))
     const graph = runCode({
       id: "long",
       execute: async (_: string, ctx) => {
         started()
         // Steps until the context is aborted: the next one fails cancelled.
-        for (;;) await ctx.harness.run(runCode({ id: "tick", execute: () => new Promise((r) => setTimeout(r, 5)) }), undefined, ctx)
+        for (;;) await ctx.harness.run(runCode({ id: "tick", execute: () => gate }), undefined, ctx)
       }
     })
     const h = harness({ name: "turns", params: {}, agentGraph: graph })
     expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
-    const turn = h.execute("go", { threadId: "t-1" }).then(() => undefined, (e: unknown) => e)
+    const receipt = await h.execute("go", { threadId: "t-1" })
+    const turn = receipt.result().then(() => undefined, (e: unknown) => e)
     await running
     const status = h.getStatus({ threadId: "t-1" })
-    expect(status).toMatchObject({ kind: "generating", turnId: expect.any(String) })
+    expect(status).toEqual({ kind: "generating", startedAt: expect.any(Number), turnId: receipt.executionId })
     expect(h.getStatus()).toEqual({ kind: "idle" })
-    await h.abort({ threadId: "t-1", reason: "user stop" })
-    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "aborting", turnId: (status as { turnId: string }).turnId })
+    const aborted = h.abort({ threadId: "t-1", reason: "user stop" })
+    // The running tick waits on the gate: the turn cannot end before it opens.
+    for (let i = 0; i < 100 && h.getStatus({ threadId: "t-1" }).kind !== "aborting"; i++) {
+      await new Promise((r) => setTimeout(r, 1))
+    }
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "aborting", turnId: receipt.executionId })
+    release()
+    await aborted
+    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
     const error = await turn
     expect(isNoeticError(error)).toBe(true)
     expect((error as NoeticError).noeticError).toMatchObject({ kind: "cancelled", reason: "user stop" })
-    expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })
     // Nothing running: abort leaves the thread as it is.
     await h.abort({ threadId: "t-1" })
     expect(h.getStatus({ threadId: "t-1" })).toEqual({ kind: "idle" })

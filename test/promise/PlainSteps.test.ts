@@ -18,6 +18,7 @@ import {
   isNoeticError
 } from "../../src/promise/index.ts"
 import type { SubprocessAdapter, SubprocessRequest } from "../../src/promise/subprocess.ts"
+import { runTurn } from "./turns.ts"
 
 const closing: Array<AgentHarness<any, any>> = []
 afterEach(async () => {
@@ -36,7 +37,7 @@ describe("noetic steps written as plain objects", () => {
   it("run, execute (as the agent graph) and detachedSpawn take them", async () => {
     const echo = plain({ kind: "runCode", id: "echo", execute: async (input: string) => `echo:${input}` })
     const harness = make({ name: "plain", params: {}, agentGraph: echo })
-    expect((await harness.execute("a")).output).toBe("echo:a")
+    expect((await runTurn(harness, "a")).output).toBe("echo:a")
     expect(await harness.run(echo, "b", harness.createContext())).toBe("echo:b")
     expect(await harness.detachedSpawn(echo, "c", harness.createContext()).await()).toBe("echo:c")
   })
@@ -69,7 +70,7 @@ describe("noetic steps written as plain objects", () => {
     })
     const harness = make({ name: "composite", params: {}, agentGraph: graph })
     // 1 -> spawn 2 -> loop of three increments 5 -> (6 + 10) 16 -> 17
-    expect((await harness.execute(1)).output).toBe(17)
+    expect((await runTurn(harness, 1)).output).toBe(17)
   })
 
   it("a completed plain step replays from the ledger after a restart instead of running again", async () => {
@@ -88,10 +89,10 @@ describe("noetic steps written as plain objects", () => {
     })
     const environment = { storage: { adapter: storage, checkpointStore: createCheckpointStore({ storage }) } }
     const first = make({ name: "replay", params: {}, agentGraph: graph, environment })
-    await expect(first.execute(null, { executionId: "plain-1" })).rejects.toThrow("host died")
+    await expect(runTurn(first, null, { executionId: "plain-1" })).rejects.toThrow("host died")
     crash = false
     const second = make({ name: "replay", params: {}, agentGraph: graph, environment })
-    expect((await second.execute(null, { executionId: "plain-1" })).output).toBe(1)
+    expect((await runTurn(second, null, { executionId: "plain-1" })).output).toBe(1)
     expect(runs).toBe(1)
   })
 

@@ -13,6 +13,7 @@ import {
   runCode
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
+import { runTurn } from "./turns.ts"
 
 
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => undefined, (e: unknown) => e)
@@ -34,7 +35,7 @@ describe("facade: divergence policy", () => {
       }),
       environment: { storage: { checkpointStore } }
     })
-    await expect(first.execute(undefined, { executionId: "e1" })).rejects.toThrow("host died")
+    await expect(runTurn(first, undefined, { executionId: "e1" })).rejects.toThrow("host died")
     crash = false
     let loads = 0
     const renamed = runCode({
@@ -96,7 +97,7 @@ describe("facade: at-most-once steps", () => {
     const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
     const counts = { body: 0, reconcile: 0 }
     const fail = { inBody: true }
-    await expect(build(checkpointStore, counts, fail, true).execute({ amount: 5 }, { executionId: "p1" })).rejects
+    await expect(runTurn(build(checkpointStore, counts, fail, true), { amount: 5 }, { executionId: "p1" })).rejects
       .toThrow("connection reset")
     fail.inBody = false
     const resumed = await build(checkpointStore, counts, fail, true).resume("p1")
@@ -108,7 +109,7 @@ describe("facade: at-most-once steps", () => {
     const checkpointStore = createCheckpointStore({ storage: createInMemoryStorage() })
     const counts = { body: 0, reconcile: 0 }
     const fail = { inBody: true }
-    await expect(build(checkpointStore, counts, fail, false).execute({ amount: 5 }, { executionId: "p2" })).rejects
+    await expect(runTurn(build(checkpointStore, counts, fail, false), { amount: 5 }, { executionId: "p2" })).rejects
       .toThrow("connection reset")
     fail.inBody = false
     const error = await rejection(build(checkpointStore, counts, fail, false).resume("p2"))

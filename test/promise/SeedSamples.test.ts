@@ -27,6 +27,7 @@ import {
   reattachLiveChildren
 } from "../../src/promise/index.ts"
 import { agent, backgroundWorkerStep, researchAgent } from "../fixtures/seedSteps.ts"
+import { runTurn } from "./turns.ts"
 
 const realHome = process.env.HOME
 let home: string
@@ -65,7 +66,7 @@ describe("seed page samples", () => {
     closing.push(harness)
     try {
       // "Any execute() turn lands a checkpoint."
-      const { executionId } = await harness.execute("hello")
+      const { executionId } = await runTurn(harness, "hello")
       expect(Fs.existsSync(Path.join(home, ".noetic", "checkpoints"))).toBe(true)
       expect((await harness.restore(executionId))?.id).toBe(executionId)
     } finally {
@@ -95,7 +96,7 @@ describe("seed page samples", () => {
       params: {},
       environment: { storage: { checkpointStore } }
     })
-    const { executionId: recorded } = await first.execute("x")
+    const { executionId: recorded } = await runTurn(first, "x")
     await first.close()
 
     // --- Retention ---

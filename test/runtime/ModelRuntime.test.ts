@@ -20,6 +20,7 @@ import {
   until
 } from "../../src/promise/index.ts"
 import { harness } from "../promise/harnesses.ts"
+import { runTurn } from "../promise/turns.ts"
 import { type FakeOpenRouter, objectSchema, type Reply, startFakeOpenRouter } from "./fakeOpenRouter.ts"
 
 const servers: Array<FakeOpenRouter> = []
@@ -148,7 +149,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       params: {},
       callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
     })
-    expect((await h.execute("go")).output).toBe("answer")
+    expect((await runTurn(h, "go")).output).toBe("answer")
     expect(seen).toHaveLength(1)
     expect(seen[0]!.tokens).toEqual({ input: 50, output: 10, total: 60 })
     expect(seen[0]!.cost).toBeCloseTo(0.005, 10)
@@ -164,7 +165,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       tools: async () => [searchTool]
     })
     const h = harness({ name: "lazy", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
-    expect((await h.execute("go")).output).toBe("lazy")
+    expect((await runTurn(h, "go")).output).toBe("lazy")
     expect(server.requests[0]!.body).toMatchObject({
       model: "m/lazy",
       messages: [{ role: "system", content: "depth 0" }, { role: "user", content: "go" }],
@@ -179,7 +180,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     try {
       const step = callModel({ id: "ask", model: "m/x" })
       const h = harness({ name: "env", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", baseUrl: server.baseUrl } })
-      expect((await h.execute("hello")).output).toBe("hi")
+      expect((await runTurn(h, "hello")).output).toBe("hi")
       expect(server.requests[0]!.authorization).toBe("Bearer sk-from-env")
     } finally {
       if (saved === undefined) delete process.env.OPENROUTER_API_KEY
@@ -195,12 +196,12 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     ])
     const step = callModel({ id: "ask", model: "m/x" })
     const h = harness({ name: "errors", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
-    const limited = await rejection(h.execute("one"))
+    const limited = await rejection(runTurn(h, "one"))
     expect(limited).toBeInstanceOf(Error)
     expect(limited.noeticError).toMatchObject({ kind: "model_rate_limit", stepId: "ask", retryAfter: 2000 })
-    const refused = await rejection(h.execute("two"))
+    const refused = await rejection(runTurn(h, "two"))
     expect(refused.noeticError).toMatchObject({ kind: "model_refused", stepId: "ask", refusal: "I can't help with that." })
-    const failed = await rejection(h.execute("three"))
+    const failed = await rejection(runTurn(h, "three"))
     expect(failed.noeticError).toMatchObject({ kind: "step_failed", stepId: "ask" })
     expect(failed.message).toContain("HTTP 500")
   })
@@ -209,7 +210,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     const server = await serve([{ text: "{\"score\":\"high\"}" }])
     const step = callModel({ id: "grade", model: "m/x", output: objectSchema({ score: "number" }) as any })
     const h = harness({ name: "parse", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
-    const error = await rejection(h.execute("essay"))
+    const error = await rejection(runTurn(h, "essay"))
     expect(error.noeticError).toMatchObject({ kind: "model_parse_error", stepId: "grade", raw: "{\"score\":\"high\"}" })
   })
 
@@ -220,7 +221,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
     ])
     const step = callModel({ id: "ask", model: "m/x", tools: [searchTool] })
     const h = harness({ name: "bad-calls", agentGraph: step, params: {}, callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl } })
-    expect((await h.execute("go")).output).toBe("done")
+    expect((await runTurn(h, "go")).output).toBe("done")
     const tools = server.requests[1]!.body.messages.filter((m: any) => m.role === "tool")
     expect(tools[0].content).toMatch(/^Error: unknown tool "nope"/)
     expect(tools[1].content).toBe("Error: malformed JSON in tool arguments: {not json")
@@ -260,7 +261,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       environment: { fs },
       callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
     })
-    const { executionId } = await h.execute("go", { threadId: "t-1" })
+    const { executionId } = await runTurn(h, "go", { threadId: "t-1" })
     expect(seen).toEqual([executionId, "t-1", "contents of /x", 1])
     // `tools: []` offers none; no `tools` offers the harness's.
     expect(server.requests[0]!.body.tools).toBeUndefined()
@@ -284,7 +285,7 @@ describe("the model runtime against an OpenRouter-compatible server", () => {
       params: {},
       callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
     })
-    expect((await h.execute("go")).output).toBe("counted")
+    expect((await runTurn(h, "go")).output).toBe("counted")
     expect(server.requests[1]!.body.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "c1", content: "{\"counted\":3}" })
   })
 })
@@ -378,7 +379,7 @@ describe("noetic's testing seam, _testCallModel", () => {
         throw new NoeticErrorImpl({ kind: "model_rate_limit", stepId: "llm", retryAfter: 5 })
       }
     })
-    const error = await rejection(h.execute("go"))
+    const error = await rejection(runTurn(h, "go"))
     expect(error).toBeInstanceOf(NoeticErrorImpl)
     expect(error.message).toBe("Model rate limited at step 'llm' (retry after 5ms)")
   })
@@ -392,7 +393,7 @@ describe("item schemas and execute()", () => {
       params: {},
       _testCallModel: async () => ({ items: [{ id: "x1", type: "custom_widget", payload: 1 }], usage: { inputTokens: 1, outputTokens: 1 } })
     })
-    const error = await rejection(h.execute("go"))
+    const error = await rejection(runTurn(h, "go"))
     expect(error.noeticError).toEqual({ kind: "item_schema_mismatch", category: "items", itemType: "custom_widget" })
     expect(error.message).toBe("Item type 'custom_widget' did not match any registered item extension schema.")
   })
@@ -443,7 +444,7 @@ describe("options noetic documents and this library does not run", () => {
       params: {},
       model: { generate: async () => ({ text: "hi" }) }
     })
-    const error = await rejection(h.execute("go"))
+    const error = await rejection(runTurn(h, "go"))
     expect(error.code).toBe("NO_MODEL_PROVIDER")
     expect(error.message).toContain("callModelDefaults")
   })

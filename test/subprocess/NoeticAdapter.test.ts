@@ -27,6 +27,7 @@ import type {
 } from "../../src/promise/subprocess.ts"
 import { waitForRelease } from "../fixtures/subprocessSteps.ts"
 import { throwsTypeError } from "./fixtures/siblingSteps.mjs"
+import { runTurn } from "../promise/turns.ts"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterEach(async () => {
@@ -181,7 +182,7 @@ describe("a host-written SubprocessAdapter", () => {
     const graph = spawn("delegate", double, { subprocess: adapter })
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph })
     cleanups.push(() => harness.close())
-    const { output } = await harness.execute(5)
+    const { output } = await runTurn(harness, 5)
     expect(output).toBe(10)
     expect(requests).toEqual([expect.objectContaining({ kind: "step", stepId: "double", serializedInput: 5 })])
   })
@@ -192,7 +193,7 @@ describe("a host-written SubprocessAdapter", () => {
     const graph = runCode("root", async (n: number, ctx) => ctx.run(own, n))
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph })
     cleanups.push(() => harness.close())
-    expect((await harness.execute(1)).output).toBe(101)
+    expect((await runTurn(harness, 1)).output).toBe(101)
     expect(requests).toEqual([expect.objectContaining({ kind: "step", stepId: "own", serializedInput: 1 })])
     // A detached spawn of that step goes through its adapter once: it runs as that child's root.
     const handle = harness.detachedSpawn(own, 2, await harness.createContext())
@@ -209,7 +210,7 @@ describe("a host-written SubprocessAdapter", () => {
     })
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
     cleanups.push(() => harness.close())
-    expect((await harness.execute(4)).output).toBe(10)
+    expect((await runTurn(harness, 4)).output).toBe(10)
     // The root too, as in noetic; the spawn's child is a runCode dispatched inside the
     // spawn, so it goes through the default as well.
     expect(requests.map((request) => request.kind === "step" ? request.stepId : request.command)).toEqual([
@@ -229,7 +230,7 @@ describe("a host-written SubprocessAdapter", () => {
       environment: { subprocess: adapter }
     })
     cleanups.push(() => viaOwn.close())
-    expect((await viaOwn.execute(3)).output).toBe(-3)
+    expect((await runTurn(viaOwn, 3)).output).toBe(-3)
     expect(own.requests).toHaveLength(1)
     expect(requests).toHaveLength(5)
   })
@@ -239,7 +240,7 @@ describe("a host-written SubprocessAdapter", () => {
     const own = runCode("own", async (n: number) => n + 1, { subprocess: adapter })
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: own })
     cleanups.push(() => harness.close())
-    expect((await harness.execute(1)).output).toBe(2)
+    expect((await runTurn(harness, 1)).output).toBe(2)
     expect(await harness.run(own, 2, harness.createContext())).toBe(3)
     expect(requests.map((request) => request.kind === "step" && request.serializedInput)).toEqual([1, 2])
     // The adapter's own run of it (what _localExecutor does) is not sent back to it.
@@ -252,7 +253,7 @@ describe("a host-written SubprocessAdapter", () => {
     const graph = runCode("root", async (n: number, ctx) => ctx.run(boom, n))
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
     cleanups.push(() => harness.close())
-    await expect(harness.execute(1)).rejects.toThrow("the child broke")
+    await expect(runTurn(harness, 1)).rejects.toThrow("the child broke")
   })
 
   it("this library's adapters as the default leave nested steps in place (no child process, no manifest)", async () => {
@@ -266,7 +267,7 @@ describe("a host-written SubprocessAdapter", () => {
     const graph = runCode("root", async (n: number, ctx) => ctx.run(spawn("sub", inner), n))
     const harness = new AgentHarness({ name: "host", params: {}, agentGraph: graph, environment: { subprocess: adapter } })
     cleanups.push(() => harness.close())
-    expect((await harness.execute(5)).output).toBe(15)
+    expect((await runTurn(harness, 5)).output).toBe(15)
     expect(pid).toBe(process.pid)
     expect(await storage.list("")).toEqual([])
   })
