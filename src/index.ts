@@ -59,6 +59,15 @@ export * as SessionTurn from "./harness/SessionTurn.ts"
 /** The live context of an execution: item log, layers, cwd, ask-user prompts. */
 export * as AgentContext from "./harness/AgentContext.ts"
 
+/** noetic's context-layer lifecycle: recall, store, steering, spawn hooks, teardown, provides (docs/layers-and-channels.md). */
+export * as LayerLifecycle from "./harness/LayerLifecycle.ts"
+
+/** The shapes of layer hooks, scopes, budgets and timeouts. */
+export * as LayerHooks from "./harness/LayerHooks.ts"
+
+/** Typed channels: value, queue, topic; handles and streams for outside code (docs/layers-and-channels.md#channels). */
+export * as Channels from "./harness/Channels.ts"
+
 /** Step builders: runCode, callModel, invokeTool, conditional, inParallel, loop, spawn. */
 export * as Step from "./harness/Step.ts"
 export { callModel, conditional, inParallel, invokeTool, loop, Reconciled, runCode, spawn } from "./harness/Step.ts"

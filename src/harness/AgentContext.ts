@@ -11,6 +11,21 @@ import { randomId } from "../internal/randomId.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import type { ChannelHub } from "./Channels.ts"
+import {
+  type BudgetConfig,
+  type ContextScope,
+  durableStateKey,
+  LayerInitFailed,
+  type LayerHooks,
+  type LayerProvides,
+  type LayerTimeouts,
+  scopedStorage,
+  scopeKeyOf,
+  timeoutOf,
+  withHookTimeout
+} from "./LayerHooks.ts"
 
 /** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
 export interface Item {
@@ -54,6 +69,28 @@ export interface ContextLayer<S = unknown> {
   readonly slot?: number
   /** What the host gave (a noetic layer definition); `layerDefinitions` hands it back. */
   readonly definition?: unknown
+  /** A display name. */
+  readonly name?: string | undefined
+  /**
+   * Where the state is shared and kept (docs/layers-and-channels.md#durable-layer-state):
+   * a layer of scope `thread`, `resource` or `global` has its state written through to
+   * the layer storage at every change; `execution` (and none) lives in snapshots only.
+   */
+  readonly scope?: ContextScope | undefined
+  /** noetic's lifecycle hooks (docs/layers-and-channels.md#hook-order), as Effects. */
+  readonly lifecycle?: LayerHooks<S> | undefined
+  readonly budget?: BudgetConfig | undefined
+  readonly timeouts?: LayerTimeouts | undefined
+  /** `'disable'`: a failing `init` runs the execution without this layer; `'throw'` (default) stops it. */
+  readonly onInitError?: "throw" | "disable" | undefined
+  /** `'deny'`: a `beforeToolCall` that fails or times out denies the call (a gate fails closed). */
+  readonly onBeforeToolCallError?: "allow" | "deny" | undefined
+  /** `'eventual'`: recall is served from a cache refreshed after `store` produces new state. */
+  readonly recallMode?: "atomic" | "eventual" | undefined
+  /** The band of the assembled view: before history (`anchor`, `auto`) or after it (`live`). */
+  readonly placement?: "anchor" | "live" | "auto" | undefined
+  /** Values and functions exposed on `ctx.context[id]`. */
+  readonly provides?: LayerProvides<S> | undefined
 }
 
 /** When and how widely a layer's append hook asks for a re-render. */
@@ -107,6 +144,37 @@ export const history = (options: { readonly window?: number } = {}): ContextLaye
 /** The layers every context has unless the caller replaces them by id. */
 export const defaultLayers = (): ReadonlyArray<ContextLayer<any>> => [scratchpad, instructions(), history()]
 
+/** Token usage as noetic's context reports it. */
+export interface TokenUsage {
+  input: number
+  output: number
+  total: number
+  cached?: number
+}
+
+/** Counters and marks of one context (noetic's `stepCount`, `tokens`, `cost`, `complete()` ...). */
+export interface ContextMeter {
+  stepCount: number
+  readonly tokens: TokenUsage
+  cost: number
+  readonly startedAt: number
+  lastStepMeta: unknown
+  lastLayerUsage: unknown
+  completed: boolean
+  completionValue: unknown
+}
+
+const newMeter = (): ContextMeter => ({
+  stepCount: 0,
+  tokens: { input: 0, output: 0, total: 0 },
+  cost: 0,
+  startedAt: Date.now(),
+  lastStepMeta: null,
+  lastLayerUsage: undefined,
+  completed: false,
+  completionValue: undefined
+})
+
 /** What a context is built from. */
 export interface AgentContextOptions {
   readonly id: string
@@ -120,6 +188,10 @@ export interface AgentContextOptions {
   readonly cwd?: Cwd | null | undefined
   readonly askUser?: ReadonlyArray<AskUserPrompt> | undefined
   readonly frontier?: ReadonlyArray<FrontierEntry> | undefined
+  /** Where `init` storage and the write-through of non-execution layer state go (none: nowhere). */
+  readonly layerStorage?: StorageAdapterShape | undefined
+  /** The channels `send` / `recv` use (the harness's; a child shares its parent's). */
+  readonly channels?: ChannelHub | undefined
   /** Saves a snapshot of this context; the harness supplies it (a no-op without storage). */
   readonly checkpoint: (context: AgentContext) => Effect.Effect<void>
 }
@@ -141,6 +213,14 @@ export interface ContextStore {
   state: unknown
   /** Layers whose `initEffect` has not run yet. */
   readonly pendingInit: Set<string>
+  /** Layers whose init failed under `onInitError: 'disable'`: every later hook skips them. */
+  readonly disabled: Set<string>
+  layerStorage: StorageAdapterShape | undefined
+  /** The state last written through to the layer storage, by layer id. */
+  readonly persisted: Map<string, unknown>
+  channels: ChannelHub | undefined
+  /** Counters and marks noetic's context carries (docs/layers-and-channels.md#context-members). */
+  readonly meter: ContextMeter
   aborted: boolean
   abortReason: string | undefined
   /** Whether no step has entered since the restore: the snapshot's frontier still stands. */
@@ -198,13 +278,18 @@ export class AgentContext {
       aborted: false,
       abortReason: undefined,
       frontierRestored: this.restoredFrontier.length > 0,
-      version: 0
+      version: 0,
+      disabled: new Set(),
+      layerStorage: options.layerStorage ?? options.parent?.store.layerStorage,
+      persisted: new Map(),
+      channels: options.channels ?? options.parent?.store.channels,
+      meter: newMeter()
     }
     for (const layer of options.layers) {
       const restored = options.layerState
       // Restored state wins: init must not overwrite what the snapshot brought back.
       if (restored !== undefined && layer.id in restored) this.store.layerState.set(layer.id, restored[layer.id])
-      else if (layer.initEffect !== undefined) this.store.pendingInit.add(layer.id)
+      else if (layer.initEffect !== undefined || layer.lifecycle?.init !== undefined) this.store.pendingInit.add(layer.id)
       else this.store.layerState.set(layer.id, layer.init === undefined ? undefined : layer.init())
     }
 
@@ -263,15 +348,113 @@ export class AgentContext {
     return Effect.suspend(() => {
       if (this.store.pendingInit.size === 0) return Effect.void
       const pending = this.store.layers.filter((layer) => this.store.pendingInit.has(layer.id))
+      // Sequential, in array order, as noetic's initLayers.
       return Effect.forEach(pending, (layer) =>
-        Effect.flatMap(layer.initEffect!(this), (state) =>
-          Effect.sync(() => {
-            // Another caller may have got here first.
-            if (!this.store.pendingInit.delete(layer.id)) return
-            this.store.layerState.set(layer.id, state)
-            this.store.version++
-          })), { discard: true })
+        layer.initEffect !== undefined
+          ? Effect.flatMap(layer.initEffect(this), (state) =>
+            Effect.sync(() => {
+              // Another caller may have got here first.
+              if (!this.store.pendingInit.delete(layer.id)) return
+              this.store.layerState.set(layer.id, state)
+              this.store.version++
+            }))
+          : this.runHookInit(layer), { discard: true })
     })
+  }
+
+  /**
+   * Runs a layer's `hooks.init` under its timeout with storage namespaced to the
+   * layer and scope key. Its state becomes the baseline of the write-through (a
+   * rehydrated state is not written back). A failure or timeout stops the
+   * execution (`LayerInitFailed`, a defect) unless the layer says `onInitError: 'disable'`.
+   */
+  private runHookInit(layer: ContextLayer<any>): Effect.Effect<void> {
+    const scope = layer.scope ?? "execution"
+    const scopeKey = scopeKeyOf(scope, this)
+    const storage = this.store.layerStorage
+    const init = layer.lifecycle!.init!
+    // A context without layer storage (made before any harness ran it) gives init an empty one.
+    const run = withHookTimeout(
+        Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
+          init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })),
+        layer.id,
+        "init",
+        timeoutOf(layer.timeouts, "init")
+      )
+    return Effect.matchEffect(run, {
+      onSuccess: (result) =>
+        Effect.sync(() => {
+          if (!this.store.pendingInit.delete(layer.id)) return
+          const state = result?.state
+          this.store.layerState.set(layer.id, state)
+          this.store.persisted.set(layer.id, state)
+          this.store.version++
+        }),
+      onFailure: (cause) => {
+        if (!this.store.pendingInit.delete(layer.id)) return Effect.void
+        const reason = cause instanceof Error ? cause.message : String(cause)
+        if (layer.onInitError === "disable") {
+          this.store.disabled.add(layer.id)
+          return logWarning(`context layer '${layer.id}' init failed (${reason}); it runs disabled`)
+        }
+        return Effect.die(new LayerInitFailed({ layerId: layer.id, reason, cause }))
+      }
+    })
+  }
+
+  /**
+   * Whether a layer's hooks are skipped in this execution: its init failed under
+   * `onInitError: 'disable'`, or it has an init that has not given it state.
+   */
+  isLayerDisabled(layer: ContextLayer<any>): boolean {
+    if (this.store.disabled.has(layer.id)) return true
+    const hasInit = layer.initEffect !== undefined || layer.lifecycle?.init !== undefined
+    return hasInit && !this.store.layerState.has(layer.id)
+  }
+
+  /** @internal Gives a context built before its harness the harness's layer storage and channels (when it has none). */
+  adopt(from: { readonly layerStorage?: StorageAdapterShape | undefined; readonly channels?: ChannelHub | undefined }): void {
+    if (this.store.layerStorage === undefined) this.store.layerStorage = from.layerStorage
+    if (this.store.channels === undefined) this.store.channels = from.channels
+  }
+
+  /** Sets a layer's state (as a hook, `provides` function or `setLayerState` does); written through at the next persist. */
+  setLayerStateValue(layerId: string, state: unknown): void {
+    this.store.layerState.set(layerId, state)
+    this.store.version++
+  }
+
+  /**
+   * Writes the state of every `thread`, `resource` and `global` layer that changed
+   * since it was last written to the layer storage, at `layers/<id>/<scopeKey>/state`
+   * (state `undefined` deletes the key), and waits for the writes: once this
+   * succeeds a host crash loses none of it (docs/layers-and-channels.md#durable-layer-state).
+   * A failing write is warned of and retried at the next persist; it never fails the run.
+   */
+  persistLayerState(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const storage = this.store.layerStorage
+      if (storage === undefined) return Effect.void
+      const writes: Array<Effect.Effect<void>> = []
+      for (const layer of this.store.layers) {
+        const scope = layer.scope ?? "execution"
+        if (scope === "execution" || !this.store.layerState.has(layer.id)) continue
+        const state = this.store.layerState.get(layer.id)
+        if (this.store.persisted.has(layer.id) && this.store.persisted.get(layer.id) === state) continue
+        const key = durableStateKey(layer.id, scopeKeyOf(scope, this))
+        const write = state === undefined ? storage.delete(key) : storage.set(key, state)
+        writes.push(Effect.matchEffect(write, {
+          onSuccess: () => Effect.sync(() => void this.store.persisted.set(layer.id, state)),
+          onFailure: (error) => logWarning(`context layer '${layer.id}': writing its state to storage failed`, error)
+        }))
+      }
+      return writes.length === 0 ? Effect.void : Effect.all(writes, { concurrency: "unbounded", discard: true })
+    })
+  }
+
+  /** noetic's context counters: steps, tokens, cost, completion (docs/layers-and-channels.md#context-members). */
+  get meter(): ContextMeter {
+    return this.store.meter
   }
 
   /** The item log, oldest first. */
@@ -315,10 +498,13 @@ export class AgentContext {
 
   /** Replaces a layer's state. */
   updateLayer<S>(layerId: string, f: (state: S | undefined) => S): Effect.Effect<void> {
-    return Effect.sync(() => {
-      this.store.layerState.set(layerId, f(this.store.layerState.get(layerId) as S | undefined))
-      this.store.version++
-    })
+    return Effect.andThen(
+      Effect.sync(() => {
+        this.store.layerState.set(layerId, f(this.store.layerState.get(layerId) as S | undefined))
+        this.store.version++
+      }),
+      this.persistLayerState()
+    )
   }
 
   /** Changes the working directory, remembering the previous one. */
@@ -405,7 +591,7 @@ export class AgentContext {
 
   /** Saves a snapshot now; a no-op without a checkpoint store, and never fails. */
   checkpoint(): Effect.Effect<void> {
-    return this.store.checkpoint(this)
+    return Effect.andThen(this.persistLayerState(), this.store.checkpoint(this))
   }
 
   /**
@@ -464,6 +650,7 @@ export class AgentContext {
 
   /** @internal Marks a dispatch in flight (its path is the key). */
   enterStep(path: string, entry: FrontierEntry): void {
+    this.store.meter.stepCount++
     this.store.frontierRestored = false
     this.store.inFlight.set(path, entry)
   }

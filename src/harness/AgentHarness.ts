@@ -21,6 +21,7 @@ import {
 } from "../Errors.ts"
 import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
+import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
 import {
   type ExecutionLedger,
@@ -44,7 +45,9 @@ import {
   UnknownAskUserPrompt
 } from "./HarnessError.ts"
 import * as AgentStreams from "./AgentStreams.ts"
+import { ChannelHub } from "./Channels.ts"
 import * as Checkpointing from "./Checkpointing.ts"
+import * as LayerLifecycle from "./LayerLifecycle.ts"
 import * as Interpreter from "./Interpreter.ts"
 import {
   type HarnessLeaseOptions,
@@ -105,6 +108,14 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   readonly stepLedgerDurability?: Interpreter.LedgerDurability
   /** noetic's `AgentHooks`: `beforeStep` and `afterStep` around every step dispatch. */
   readonly hooks?: StepHooks
+  /**
+   * Where layer `init` storage and the write-through of `thread`, `resource` and
+   * `global` layer state go (docs/layers-and-channels.md#durable-layer-state): by
+   * default the checkpoint store's storage on a durable harness, else memory.
+   */
+  readonly layerStorage?: StorageAdapterShape
+  /** The channels of this harness's contexts; one is made when absent. */
+  readonly channels?: ChannelHub
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -263,6 +274,16 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
   ) => Effect.Effect<void, UnknownAskUserPrompt>
   /** The live context of an execution this harness is running (or of a running spawn step's child agent), if any. */
   readonly liveContext: (executionId: string) => Option.Option<AgentContext>
+  /** The channels of this harness's contexts (docs/layers-and-channels.md#channels). */
+  readonly channels: ChannelHub
+  /** Where layer init storage and durable layer state go (docs/layers-and-channels.md#durable-layer-state). */
+  readonly layerStorage: StorageAdapterShape
+  /**
+   * Cancels an execution (noetic's `harness.cancel`): aborts `ctx` and, deepest first,
+   * runs the layer teardown of each live context under it and then of `ctx`:
+   * `onComplete` with outcome `'aborted'`, then `dispose`. A second call does nothing.
+   */
+  readonly cancel: (ctx: AgentContext, reason?: string) => Effect.Effect<void>
 }
 
 type GraphInput<G> = G extends AnyStep ? StepInput<G> : never
@@ -319,6 +340,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     SubprocessAdapter
   ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
+  const layerStorage: StorageAdapterShape = options.layerStorage ??
+    (Option.isSome(store) ? store.value.storage : yield* makeMemoryStorage)
+  // External channels' handle sends are stored (and so survive the host) only on a durable harness.
+  const channels = options.channels ?? new ChannelHub()
+  if (Option.isSome(store)) channels.attachStorage(layerStorage)
   const tools = options.tools ?? {}
   const onDivergence: Interpreter.DivergencePolicy = options.onDivergence ?? "warn"
   // Set when the harness's scope closes: an outcome a reconcile learns after that is not recorded.
@@ -355,6 +381,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       cwd: init.snapshot !== undefined ? init.snapshot.cwd : init.cwd === undefined ? null : { current: init.cwd },
       askUser: init.snapshot?.askUser,
       frontier: init.snapshot?.frontier,
+      layerStorage,
+      channels,
       checkpoint
     })
 
@@ -477,9 +505,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           Effect.orElseSucceed(() => Option.none<unknown>())
         )
       )
+      // Layer state of thread / resource / global scope is written through before the turn ends.
+      yield* ctx.persistLayerState()
       if (ctx.version !== before || !rootRecorded) yield* checkpoint(ctx)
       return { executionId: ctx.id, output }
-    }).pipe(Effect.ensuring(Effect.sync(() => live.delete(ctx.id))))
+    }).pipe(Effect.ensuring(Effect.sync(() => {
+      live.delete(ctx.id)
+      // The root run is over: its channel handles close and its channel streams end.
+      if (ctx.parent === undefined) channels.closeExecution(ctx.id)
+    })))
 
   const requireGraph = Effect.suspend(() =>
     options.agentGraph === undefined
@@ -582,6 +616,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
           runCounters.set(ctx.store, counters)
         }
         const ledger = yield* runLedgerOf(ctx)
+        ctx.adopt({ layerStorage, channels })
         yield* ctx.ensureLayersInit()
         return yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
       }),
@@ -694,7 +729,23 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     detachedSpawn: detachedSpawn as unknown as AgentHarness<G>["detachedSpawn"],
     adopt,
     answerAskUser,
-    liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId))
+    liveContext: (executionId) => Option.fromUndefinedOr(live.get(executionId)),
+    channels,
+    layerStorage,
+    cancel: (ctx, reason) =>
+      Effect.suspend(() => {
+        if (ctx.aborted) return Effect.void
+        ctx.adopt({ layerStorage, channels })
+        // The live contexts under ctx, deepest first: each is torn down before its parent.
+        const below = (c: AgentContext): boolean => c.parent !== undefined && (c.parent.store === ctx.store || below(c.parent))
+        const tree = [...new Set([...live.values()].filter(below))].sort((a, b) => b.depth - a.depth)
+        ctx.abort(reason)
+        return Effect.forEach([...tree, ctx], (node) => LayerLifecycle.teardownLayers(node, "aborted"), {
+          discard: true
+        }).pipe(Effect.andThen(Effect.sync(() => {
+          if (ctx.parent === undefined) channels.closeExecution(ctx.id)
+        })))
+      })
   } satisfies AgentHarness<G>
 })
 

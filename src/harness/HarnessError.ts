@@ -129,6 +129,18 @@ export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("
   }
 }
 
+/** A context layer's `afterModelCall` denied a model reply (noetic's `steering_denied`). */
+export class SteeringDenied extends Schema.TaggedError<SteeringDenied>("noetic-effect/SteeringDenied")(
+  "SteeringDenied",
+  { stepId: Schema.String, guidance: Schema.String }
+) {
+  /** noetic's kind for a reply a layer denied. */
+  readonly noeticKind = "steering_denied"
+  override get message(): string {
+    return `a context layer denied the reply of step ${this.stepId}: ${this.guidance}`
+  }
+}
+
 /** A step's identity at a path: its id and kind. */
 const StepIdentity = Schema.Struct({ stepId: Schema.String, kind: Schema.String })
 

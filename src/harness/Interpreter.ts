@@ -43,6 +43,8 @@ import {
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { observeStep, type StepHooks } from "./SessionTurn.ts"
+import * as LayerLifecycle from "./LayerLifecycle.ts"
+import { inboxWakes } from "./Channels.ts"
 import * as ToolLoop from "./ToolLoop.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
@@ -734,7 +736,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
             Effect.succeed<Verdict>({ stop: true, reason: `Predicate error: ${String(Cause.squash(cause))}` })
           )
         )
-        if (verdict.stop) return output
+        if (verdict.stop && !(yield* inboxWakes(step, frame.ctx))) return output
         current = step.prepareNext === undefined ? output : step.prepareNext(output, verdict, ctx)
       }
     })
@@ -768,7 +770,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
           }))
         // Live while it runs, so the host can answer its ask-user prompts by its id.
         deps.live.set(child.id, child)
-        const run = dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() })
+        const run = LayerLifecycle.aroundSpawn(frame.ctx, child, Option.isNone(restored), dispatch(step.child, input, { ...frame, ctx: child, counters: new Map() }))
         // A spawn step dispatches its child through its adapter (noetic's `subprocess`).
         const adapter = adapterOf(step, frame)
         const dispatched = adapter === undefined

@@ -15,6 +15,7 @@
  * @since 0.1.0
  */
 import type { AgentStreamError, StreamWriter } from "./AgentStreams.ts"
+import type { Channel } from "./Channels.ts"
 import * as Effect from "effect/Effect"
 import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
@@ -278,6 +279,10 @@ export interface Loop<I, O, E, R> extends Step<I, O, E | LoopMaxIterations, R, "
   readonly maxHistorySize: number
   readonly prepareNext: ((output: O, verdict: Verdict, ctx: StepContext) => I) | undefined
   readonly onError: ((error: unknown, ctx: StepContext) => LoopErrorAction) | undefined
+  /** When `until` says stop, a message here is appended as a developer message and the loop goes on. */
+  readonly inbox?: Channel<any> | undefined
+  /** Milliseconds to wait on `inbox` before stopping (0, the default: only what is there). */
+  readonly parkTimeout?: number | undefined
 }
 
 /** Runs a child agent in a child context whose parent is the caller's. */
@@ -849,6 +854,9 @@ export interface LoopOptions<S extends AnyStep> extends StepOptions {
   readonly maxHistorySize?: number | undefined
   readonly prepareNext?: ((output: Output<S>, verdict: Verdict, ctx: StepContext) => Input<S>) | undefined
   readonly onError?: ((error: unknown, ctx: StepContext) => LoopErrorAction) | undefined
+  /** docs/layers-and-channels.md#loop-inbox */
+  readonly inbox?: Channel<any> | undefined
+  readonly parkTimeout?: number | undefined
   /**
    * A `maxIterations` below 1, NaN or Infinity fails the loop when it runs
    * (`InvalidMaxIterations`, as noetic does) instead of being refused when it is built.
@@ -919,7 +927,9 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     maxIterations,
     maxHistorySize: opts.maxHistorySize ?? 100,
     prepareNext: opts.prepareNext,
-    onError: opts.onError
+    onError: opts.onError,
+    inbox: opts.inbox,
+    parkTimeout: opts.parkTimeout
   }, opts, loop)
 }
 

@@ -32,7 +32,9 @@ import {
   type ToolSpec
 } from "../services/ModelProvider.ts"
 import type { AgentContext, Item } from "./AgentContext.ts"
-import { ModelOutputInvalid } from "./HarnessError.ts"
+import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
+import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
+import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
 import type { StepMeta } from "./StepMeta.ts"
@@ -164,8 +166,10 @@ const languageModelTurn = (step: CallModel<any, any, any>, input: unknown, ctx: 
     // after a crash that returns the same answer is not doubled, and one that
     // returns another answer is a new turn in the log, as it is downstream.
     const responseId = metadata?.id ?? `${root.id}${ctx.path}:${(Hash.string(text) >>> 0).toString(16)}`
+    // A session turn has already put its text input in the log as a user message.
+    const inputLogged = typeof input === "string" && endsWithUserText(root.items, input)
     const turn: Array<Item> = [
-      { type: "message", role: "user", id: `${root.id}${ctx.path}:input`, content: input },
+      ...(inputLogged ? [] : [{ type: "message", role: "user", id: `${root.id}${ctx.path}:input`, content: input }]),
       { type: "message", role: "assistant", responseId, content: text }
     ]
     yield* root.append(turn)
@@ -269,9 +273,18 @@ const toolLoop = (
     if (given !== undefined && !Array.isArray(given)) {
       return yield* Effect.die(new TypeError(`callModel(${JSON.stringify(step.id)}): tools must resolve to an array of tools`))
     }
-    const tools: ReadonlyArray<ModelTool> = Array.isArray(given)
+    const stepTools: ReadonlyArray<ModelTool> = Array.isArray(given)
       ? given as ReadonlyArray<ModelTool>
       : Option.getOrElse(yield* Effect.serviceOption(ModelTools), () => [])
+    // A layer's `provides` functions are tools named `layerId/fnName` (docs/layers-and-channels.md#provides).
+    const tools: ReadonlyArray<ModelTool> = [...stepTools, ...LayerLifecycle.layerTools(root).filter((t) =>
+      !stepTools.some((own) => own.name === t.name)
+    ).map((t): ModelTool => ({
+      name: t.name,
+      description: t.description,
+      parameters: jsonSchemaOf(t.input),
+      execute: (args) => t.execute(args)
+    }))]
     const specs: ReadonlyArray<ToolSpec> = tools.map((tool) => ({
       name: tool.name,
       description: tool.description,
@@ -310,18 +323,31 @@ const toolLoop = (
         id: "model-round",
         module: null,
         execute: () =>
-          Effect.suspend(() => {
+          Effect.gen(function*() {
             replayed = false
-            return Effect.andThen(
-              event({ type: "model_call_started", model, round }),
-              callProvider(provider, {
+            // Layer hooks of a model call (docs/layers-and-channels.md#hook-order): recall and
+            // projectHistory build the items sent; afterModelCall may deny the reply or guide a retry.
+            for (let retries = 0;; retries++) {
+              const view = yield* LayerLifecycle.assembleView(root, { query: typeof input === "string" ? input : "" })
+              yield* event({ type: "model_call_started", model, round })
+              const response = yield* callProvider(provider, {
                 model,
                 instructions,
-                items: [...root.items] as ReadonlyArray<ModelItem>,
+                items: [...view.items] as ReadonlyArray<ModelItem>,
                 tools: specs,
                 params: step.params
               }, (delta) => event(delta))
-            )
+              root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
+              const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
+              if (decision.action === "deny") {
+                return yield* new SteeringDenied({ stepId: step.id, guidance: decision.guidance ?? "steering rule violation" })
+              }
+              if (decision.action === "guide" && retries < MAX_STEERING_RETRIES) {
+                yield* root.append([LayerLifecycle.message(decision.guidance ?? "Please adjust your response.", "developer")])
+                continue
+              }
+              return response
+            }
           })
       })
       const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
@@ -332,6 +358,9 @@ const toolLoop = (
       if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
       yield* event({ type: "model_call_completed", model, round, usage: response.usage, cost: response.cost, replayed })
       yield* root.append(response.items as ReadonlyArray<Item>)
+      LayerLifecycle.meterUsage(root, response.usage, response.cost)
+      // store runs after the append and waits for the write-through of what it changed.
+      if (!replayed) yield* LayerLifecycle.storeLayers(root, response as LayerModelResponse)
       for (const item of response.items) {
         responseItems.push(item)
         yield* event({ type: "item", item })
@@ -358,7 +387,15 @@ const toolLoop = (
               ran = true
               return Effect.andThen(
                 event({ type: "tool_call_started", ...call }),
-                runTool(tools, call, toolCtx)
+                Effect.flatMap(
+                  LayerLifecycle.beforeToolCallLayers(root, { toolName: call.name, toolArgs: argsOf(call.arguments), callId: call.callId }),
+                  (decision): Effect.Effect<ToolCallOutcome, unknown> =>
+                    decision.action === "deny"
+                      ? Effect.succeed({ output: `Tool call denied: ${decision.guidance ?? "steering rule violation"}`, error: true })
+                      : decision.action === "guide"
+                      ? Effect.succeed({ output: `Tool call redirected: ${decision.guidance}`, error: true })
+                      : runTool(tools, call, toolCtx)
+                )
               )
             })
         })
@@ -477,3 +514,26 @@ export const directCall = (
     }
     return { items, usage, ...(cost === undefined ? {} : { cost }) }
   })
+
+/** noetic's bound on `afterModelCall` guide retries of one round. */
+const MAX_STEERING_RETRIES = 3
+
+const argsOf = (text: string): unknown => {
+  try {
+    return text.trim() === "" ? {} : JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** A layer function's input schema as JSON Schema for the model: zod 4's `toJSONSchema`, else any object. */
+const jsonSchemaOf = (schema: unknown): Readonly<Record<string, unknown>> => {
+  const s = schema as { toJSONSchema?: () => unknown; "~standard"?: { jsonSchema?: { input?: (o: unknown) => unknown } } } | undefined
+  try {
+    const json = s?.["~standard"]?.jsonSchema?.input?.({ target: "draft-2020-12" }) ?? s?.toJSONSchema?.()
+    if (typeof json === "object" && json !== null) return json as Record<string, unknown>
+  } catch {
+    // fall through: the model is told only that the tool takes an object
+  }
+  return { type: "object" }
+}

@@ -10,7 +10,6 @@
  *
  * @since 0.1.0
  */
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -199,6 +198,9 @@ export const layer = <A, E, R>(
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* settingsOf(options)
+    // Loaded when a server is made: importing this module (and the entry points that
+    // re-export it) loads no Node HTTP stack, whose CommonJS form needs a real filename.
+    const NodeHttpServer = yield* Effect.promise(() => import("@effect/platform-node/NodeHttpServer"))
     // Idle keep-alive connections stay open a minute: a client then closes them first,
     // and never sends a request on a socket the server is closing at that moment.
     const server = Http.createServer({ requestTimeout: 0, keepAliveTimeout: 60_000 })

@@ -63,11 +63,11 @@ import { IpcError, SocketClosed } from "../IpcError.ts"
 import {
   CHECKPOINTS_DATABASE,
   homeOfSubprocessDatabase,
-  makeStorageAt,
   roots,
   storageLocation,
   SUBPROCESS_DATABASE
-} from "../NoeticHome.ts"
+} from "../internal/homePaths.ts"
+import { makeStorageAt } from "./HomeStorage.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import {
@@ -92,7 +92,7 @@ import {
   saveResult,
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
-import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "./localChildren.ts"
+import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
 /**
@@ -106,7 +106,7 @@ const loadIpcClient = Effect.promise(() => import("./IpcClient.ts"))
 export interface LocalSubprocessAdapterOptions {
   /**
    * The subprocess storage: manifests, results and IPC queues; a directory (file
-   * storage) or a SQLite database file (see `NoeticHome.storageLocation`). Default
+   * storage) or a SQLite database file (see `storageLocation` in `internal/homePaths.ts`). Default
    * `$NOETIC_HOME/subprocess/subprocess.db` (else under `~/.noetic`).
    */
   readonly root?: string | undefined

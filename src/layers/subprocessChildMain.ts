@@ -37,7 +37,7 @@ import { JSON_FRAMES, keyPrefix, makeWith as makeQueue } from "../services/Durab
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { childFailed, childFailedOf, SubprocessError, Stopped } from "../services/SubprocessAdapter.ts"
 import { loadManifest, saveManifest, saveResult, SubprocessOutcome } from "../services/SubprocessRecords.ts"
-import { makeStorageAt } from "../NoeticHome.ts"
+import { makeStorageAt } from "./HomeStorage.ts"
 import { IpcError } from "../IpcError.ts"
 import type { IpcServerShape } from "./IpcServer.ts"
 import { logError, logWarning } from "../internal/diagnostics.ts"

@@ -19,7 +19,9 @@ import {
 import * as Bridge from "./bridge.ts"
 import { type SubprocessAdapter } from "./subprocess.ts"
 import { toEngineSubprocessShape } from "./subprocessBridge.ts"
-import { type ContextLayer, layerStorageDefault, toEngineLayer } from "./layers.ts"
+import type { Channel } from "./channels.ts"
+import type { Channel as EngineChannel } from "../harness/Channels.ts"
+import { type ContextConfig, type ContextLayer, layersOf, layerStorageDefault, toEngineLayer } from "./layers.ts"
 import { type AgentContext, StepContext } from "./context.ts"
 import { type AnyStep, asStep, asSteps, registerPlainBuilder } from "./plainSteps.ts"
 
@@ -331,6 +333,10 @@ export interface LoopOptions<I, O> extends StepBuildOptions {
   readonly maxHistorySize?: number
   readonly prepareNext?: (output: O, verdict: Step.Verdict, ctx: StepContext) => I
   readonly onError?: (error: NoeticErrorPayload, ctx: StepContext) => "retry" | "skip" | "abort"
+  /** When `until` says stop, a message here becomes a developer message and the loop goes on. */
+  readonly inbox?: Channel<any>
+  /** Milliseconds to wait on `inbox` before stopping (default 0: only what is there). */
+  readonly parkTimeout?: number
 }
 
 /**
@@ -371,6 +377,8 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
       // noetic builds any maxIterations and fails the loop when it runs with a bad one.
       checkMaxIterationsWhenRun: true,
       ...(opts.maxHistorySize === undefined ? {} : { maxHistorySize: opts.maxHistorySize }),
+      ...(opts.inbox === undefined ? {} : { inbox: opts.inbox as EngineChannel<any> }),
+      ...(opts.parkTimeout === undefined ? {} : { parkTimeout: opts.parkTimeout }),
       ...(prepareNext === undefined ? {} : {
         prepareNext: (output: unknown, verdict: Step.Verdict, ctx: Step.StepContext) =>
           prepareNext(output, verdict, facadeContext(ctx))
@@ -386,8 +394,8 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
 export interface SpawnOptions<I, O> extends StepBuildOptions {
   readonly id: string
   readonly child: AnyStep<I, O>
-  /** The child context's layers, instead of the harness's. */
-  readonly context?: ReadonlyArray<ContextLayer>
+  /** The child context's layers, instead of the harness's: an array, or a `ContextConfig` from `context([...])`. */
+  readonly context?: ReadonlyArray<ContextLayer> | ContextConfig
   /** Milliseconds the child may run; past it the step rejects with a `NoeticError` code `SPAWN_TIMEOUT`. */
   readonly timeout?: number
 }
@@ -409,7 +417,7 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
   const opts: SpawnOptions<any, any> = typeof idOrOptions === "string"
     ? { ...positional, id: idOrOptions, child: child! }
     : idOrOptions
-  const context = opts.context?.map((layer) => toEngineLayer(layer, layerStorageDefault()))
+  const context = layersOf(opts.context)?.map((layer) => toEngineLayer(layer, layerStorageDefault()))
   return build(() =>
     Step.spawn({
       ...engineStepOptions(opts),

@@ -21,6 +21,50 @@ import type { FsAdapter } from "./ipc.ts"
 import type { ContextLayer } from "./layers.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
 import type { AgentHarness } from "./harness.ts"
+import * as Channels from "../harness/Channels.ts"
+import * as LayerLifecycle from "../harness/LayerLifecycle.ts"
+import { type Channel, runChannel } from "./channels.ts"
+import * as LayerMethods from "./layerMethods.ts"
+
+/** Token usage (noetic's `TokenUsage`). */
+export interface TokenUsage {
+  input: number
+  output: number
+  total: number
+  cached?: number
+}
+
+/** A context's span (noetic's `Span`, the parts a step uses). */
+export interface Span {
+  readonly name: string
+  readonly attributes: Record<string, string | number | boolean>
+  readonly events: Array<{ name: string; attributes?: Record<string, string | number | boolean> }>
+  setAttribute(key: string, value: string | number | boolean): void
+  addEvent(name: string, attributes?: Record<string, string | number | boolean>): void
+  end(): void
+}
+
+const makeSpan = (name: string): Span => {
+  const attributes: Record<string, string | number | boolean> = {}
+  const events: Span["events"] = []
+  return {
+    name,
+    attributes,
+    events,
+    setAttribute: (key, value) => void (attributes[key] = value),
+    addEvent: (event, attrs) => void events.push(attrs === undefined ? { name: event } : { name: event, attributes: attrs }),
+    end: () => {}
+  }
+}
+
+const hubOf = (ctx: AgentContext): Channels.ChannelHub => {
+  const engine = Bridge.context.of(ctx)
+  const hub = engine.store.channels ?? (ctx.harness as { readonly channelHub?: Channels.ChannelHub }).channelHub
+  if (hub === undefined) throw new TypeError("this context belongs to no harness: it has no channels")
+  return hub
+}
+
+const waiterOf = (ctx: AgentContext): Channels.Waiter => ({ aborted: () => ctx.aborted, abortReason: () => ctx.abortReason })
 
 // -----------------------------------------------------------------------------
 // Contexts
@@ -48,10 +92,15 @@ export interface ItemLog {
 export class AgentContext {
   #harness: AgentHarness | undefined
   #itemLog: ItemLog | undefined
+  #span: Span | undefined
 
   /** @internal */
   constructor(engine: EngineContext, harness?: AgentHarness) {
     Bridge.context.attach(this, engine)
+    // A step's view is made with Object.create over its context: note the context itself.
+    let root: EngineContext = engine
+    while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
+    LayerMethods.register(root)
     this.#harness = harness
   }
 
@@ -145,6 +194,75 @@ export class AgentContext {
    */
   abort(reason?: string): void {
     Bridge.context.of(this).abort(reason)
+  }
+  /** Steps dispatched on this context so far (noetic's `stepCount`). */
+  get stepCount(): number {
+    return Bridge.context.of(this).meter.stepCount
+  }
+  /** Tokens the provider reported for this context's model calls (noetic's `tokens`). */
+  get tokens(): TokenUsage {
+    return { ...Bridge.context.of(this).meter.tokens }
+  }
+  /** Milliseconds since this context was made (noetic's `elapsed`). */
+  get elapsed(): number {
+    return Date.now() - Bridge.context.of(this).meter.startedAt
+  }
+  /** USD the provider reported for this context's model calls (noetic's `cost`). */
+  get cost(): number {
+    return Bridge.context.of(this).meter.cost
+  }
+  /**
+   * What the layers provide, by layer id (noetic's `ctx.context`): data entries read
+   * from the current state, function entries returning Promises (docs/layers-and-channels.md#provides).
+   */
+  get context(): any {
+    return LayerLifecycle.contextView(Bridge.context.of(this), (effect) => runChannel(effect))
+  }
+  /** This context's span (noetic's `span`): attributes and events a step adds, kept on the context. */
+  get span(): Span {
+    return this.#span ??= makeSpan(`context ${this.id}`)
+  }
+  /** The harness's filesystem adapter (`environment.fs`). */
+  get fs(): FsAdapter {
+    const fs = (this.harness as { readonly fs?: FsAdapter | undefined }).fs
+    if (fs === undefined) throw missingEnvironment("fs", "createLocalFsAdapter()")
+    return fs
+  }
+  /** What the last `callModel` on this context produced, or null. */
+  get lastStepMeta(): StepMeta | null {
+    return lastStepMeta(Bridge.context.of(this)) ?? null
+  }
+  /** Per-layer breakdown of the last model call's view; undefined before the first. */
+  get lastLayerUsage(): any {
+    return Bridge.context.of(this).meter.lastLayerUsage
+  }
+  /** Marks this context complete with `value` (noetic's `complete`). */
+  complete<T>(value: T): void {
+    const meter = Bridge.context.of(this).meter
+    meter.completed = true
+    meter.completionValue = value
+  }
+  /** Whether `complete()` was called. */
+  get completed(): boolean {
+    return Bridge.context.of(this).meter.completed
+  }
+  /** The value given to `complete()`. */
+  get completionValue(): unknown {
+    return Bridge.context.of(this).meter.completionValue
+  }
+  /** Sends on a channel; parks while a queue is full (`channel_timeout` after 30 s, `cancelled` on abort). */
+  send<T>(channel: Channel<T>, value: T): Promise<void> {
+    return runChannel(Effect.suspend(() => hubOf(this).send(channel as Channels.Channel<T>, value, waiterOf(this))))
+  }
+  /** Waits for a channel value (`timeout` ms, default 30 s): `channel_timeout`, or `cancelled` on abort. */
+  recv<T>(channel: Channel<T>, opts?: { timeout?: number }): Promise<T> {
+    return runChannel(Effect.suspend(() =>
+      hubOf(this).recv(channel as Channels.Channel<T>, { timeoutMs: opts?.timeout, waiter: waiterOf(this) })
+    ))
+  }
+  /** A channel value available now, else null (always null for a topic). */
+  tryRecv<T>(channel: Channel<T>): T | null {
+    return hubOf(this).tryRecv(channel as Channels.Channel<T>)
   }
   /** The item log, oldest first (same as `itemLog.items`). */
   get items(): ReadonlyArray<Item> {
@@ -347,7 +465,7 @@ export class ToolExecutionContext extends StepContext {
     this.ctx = new StepContext(step, services, signal)
   }
   /** The harness's filesystem adapter (`environment.fs`). */
-  get fs(): FsAdapter {
+  override get fs(): FsAdapter {
     const fs = (this.harness as { readonly fs?: FsAdapter | undefined }).fs
     if (fs === undefined) throw missingEnvironment("fs", "createLocalFsAdapter()")
     return fs
@@ -359,7 +477,7 @@ export class ToolExecutionContext extends StepContext {
     return shell
   }
   /** Layer state by layer id. */
-  get context(): ToolLayerState {
+  override get context(): ToolLayerState {
     return {
       get: <T>(layerId: string) => this.layerState<T>(layerId),
       set: <T>(layerId: string, state: T) => {
@@ -372,7 +490,7 @@ export class ToolExecutionContext extends StepContext {
     return this.items
   }
   /** What the last `callModel` on this context produced, or null. */
-  get lastStepMeta(): StepMeta | null {
+  override get lastStepMeta(): StepMeta | null {
     return lastStepMeta(Bridge.context.of(this.ctx)) ?? null
   }
 }

@@ -345,6 +345,8 @@ const modelPayload = (kind: string, error: object): NoeticErrorPayload => {
         zodError: { issues: issues.map((message) => ({ code: "custom", message, path: [] })) }
       }
     }
+    case "steering_denied":
+      return { kind, guidance: String(e.guidance) } as NoeticErrorPayload
     default:
       return { kind, ...stepId, cause: asError(error) }
   }

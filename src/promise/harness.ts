@@ -49,6 +49,24 @@ import {
 import { toEngineSubprocessShape } from "./subprocessBridge.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { type AppendPipelineResult, type ContextLayer, toEngineLayer } from "./layers.ts"
+import { ChannelHub } from "../harness/Channels.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+
+/** A storage opened at its first use (the facade builds contexts before its engine). */
+const lazyStorage = (open: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapterShape => {
+  const cached = Effect.runSync(Effect.cached(open))
+  const via = <A, E>(f: (s: StorageAdapterShape) => Effect.Effect<A, E>) => Effect.flatMap(cached, f)
+  return {
+    get: (key) => via((s) => s.get(key)),
+    set: (key, value) => via((s) => s.set(key, value)),
+    delete: (key) => via((s) => s.delete(key)),
+    list: (prefix) => via((s) => s.list(prefix)),
+    getMany: (keys) => via((s) => s.getMany(keys)),
+    scan: (prefix) => via((s) => s.scan(prefix))
+  }
+}
+import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
+import * as LayerMethods from "./layerMethods.ts"
 import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
 import { subprocessOf } from "./builders.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
@@ -176,6 +194,10 @@ export class AgentHarness<I = any, O = any> {
   readonly #seeds = new Map<string, ReadonlyArray<Item>>()
   /** Set by `close()`: a call it interrupts rejects with `HARNESS_CLOSED`. */
   #closed = false
+  /** The channels of this harness's contexts (the engine's too). */
+  readonly #channels = new ChannelHub()
+  /** `storage.adapter` as the engine's layer storage (opened at its first use). */
+  #engineLayerStorage: StorageAdapterShape | undefined
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -266,9 +288,18 @@ export class AgentHarness<I = any, O = any> {
       ])
     )
     const self = Layer.succeed(FacadeHarness, this as AgentHarness)
+    const layerAdapter = storage?.adapter
+    const channels = this.#channels
+    this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
+    // A durable harness stores external channels' handle sends from its first call on.
+    if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
+      channels.attachStorage(this.#engineLayerStorage)
+    }
     const engine = Layer.effect(
       Engine,
-      Effect.orDie(EngineHarness.make({
+      Effect.orDie(Effect.flatMap(Effect.succeed(this.#engineLayerStorage), (layerStorage) => EngineHarness.make({
+        ...(layerStorage === undefined ? {} : { layerStorage }),
+        channels,
         name: options.name,
         agentGraph: agentGraph as Step.AnyStep | undefined,
         params: this.params,
@@ -283,7 +314,7 @@ export class AgentHarness<I = any, O = any> {
             ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs })
           }
         })
-      }))
+      })))
     ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), runtimeModel, self)))
     const defaultDeliveryMode = options.defaultDeliveryMode
     const modeChecked = Effect.runSync(Effect.result(
@@ -510,7 +541,103 @@ export class AgentHarness<I = any, O = any> {
    * `dispose` here; this library refuses those hooks when a layer is given.)
    */
   async cancel(ctx: AgentContext, reason?: string): Promise<void> {
-    if (!ctx.aborted) ctx.abort(reason)
+    if (ctx.aborted) return
+    await this.#use((engine) => engine.cancel(Bridge.context.of(ctx), reason))
+  }
+
+  /** @internal The channels of this harness's contexts. */
+  get channelHub(): ChannelHub {
+    return this.#channels
+  }
+
+  /** Sends on a channel from `ctx` (noetic's `harness.send`); parks while a queue is full. */
+  send<T>(channel: Channel<T>, value: T, ctx: AgentContext): Promise<void> {
+    return ctx.send(channel, value)
+  }
+
+  /** Waits for a channel value for `ctx` (noetic's `harness.recv`). */
+  recv<T>(channel: Channel<T>, ctx: AgentContext, opts?: { timeout?: number }): Promise<T> {
+    return ctx.recv(channel, opts)
+  }
+
+  /** A channel value available now, else null (noetic's `harness.tryRecv`). */
+  tryRecv<T>(channel: Channel<T>, ctx: AgentContext): T | null {
+    return ctx.tryRecv(channel)
+  }
+
+  /**
+   * A handle outside code sends through into the execution `executionId` (noetic's
+   * `getChannelHandle`). On a durable harness an external channel's value is stored
+   * first: a handle of another process's harness over the same storage reaches this
+   * one, and a value sent while no host runs is delivered after a restore.
+   */
+  getChannelHandle<T>(channel: ExternalChannel<T> | Channel<T>, executionId: string): ChannelHandle<T> {
+    if (!this.#closed) void this.#use(() => Effect.void).catch(() => {})
+    return handleOf(this.#channels, channel, executionId)
+  }
+
+  /** Values sent on `channel`, as they come, until `executionId` ends (noetic's `getChannelStream`). */
+  getChannelStream<T>(channel: ExternalChannel<T> | Channel<T>, executionId: string): AsyncIterable<T> {
+    return streamOf(this.#channels, channel, executionId)
+  }
+
+  /** Runs the `init` of `ctx`'s layers that have no state yet (noetic's `initLayers`). */
+  initLayers(_layers: ReadonlyArray<ContextLayer> | undefined, ctx: AgentContext, _storage?: unknown): Promise<void> {
+    return this.#use((engine) => LayerMethods.init(engine, ctx))
+  }
+
+  /** Runs `recall` of `layers` (default: `ctx`'s) in slot order (noetic's `recallLayers`). */
+  recallLayers(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.recall(engine, ctx, this.#toEngineLayers(layers), input))
+  }
+
+  /** Runs `store` of `layers` after a model response, waiting for the write-through (noetic's `storeLayers`). */
+  storeLayers(layers: ReadonlyArray<ContextLayer> | undefined, response: LayerMethods.LLMResponse, ctx: AgentContext): Promise<void> {
+    return this.#use((engine) => LayerMethods.store(engine, ctx, this.#toEngineLayers(layers), response))
+  }
+
+  /** Runs `dispose` of `layers` in reverse order (noetic's `disposeLayers`). */
+  disposeLayers(layers: ReadonlyArray<ContextLayer> | undefined, ctx: AgentContext): Promise<void> {
+    return this.#use((engine) => LayerMethods.dispose(engine, ctx, this.#toEngineLayers(layers)))
+  }
+
+  /** Runs `beforeToolCall` of `layers`: the steering verdict for a tool call (noetic's `beforeToolCall`). */
+  beforeToolCall(layers: ReadonlyArray<ContextLayer> | undefined, toolName: string, toolArgs: unknown, ctx: AgentContext, callId?: string): Promise<LayerMethods.SteeringDecision> {
+    return this.#use((engine) => LayerMethods.beforeTool(engine, ctx, this.#toEngineLayers(layers), toolName, toolArgs, callId))
+  }
+
+  /** Runs `afterModelCall` of `layers`: the steering verdict for a response (noetic's `afterModelCall`). */
+  afterModelCall(layers: ReadonlyArray<ContextLayer> | undefined, response: LayerMethods.LLMResponse, ctx: AgentContext): Promise<LayerMethods.SteeringDecision> {
+    return this.#use((engine) => LayerMethods.afterModel(engine, ctx, this.#toEngineLayers(layers), response))
+  }
+
+  /** Runs `projectHistory` of `layers` over `items` (noetic's `projectHistory`); the log is not touched. */
+  projectHistory(layers: ReadonlyArray<ContextLayer> | undefined, items: ReadonlyArray<Item>, ctx: AgentContext): Promise<ReadonlyArray<Item>> {
+    return this.#use((engine) => LayerMethods.project(engine, ctx, this.#toEngineLayers(layers), items))
+  }
+
+  /**
+   * The items the next model call of thread `scope.threadId` would send (noetic's
+   * `previewRequestItems`): the harness's layers initialised and recalled on a
+   * throwaway context over the thread's latest item log, read-only (nothing pinned).
+   */
+  previewRequestItems(scope?: { threadId?: string }): Promise<ReadonlyArray<Item>> {
+    const threadId = scope?.threadId ?? EngineSessions.DEFAULT_THREAD_ID
+    const throwaway = this.createContext({ threadId, items: [...LayerMethods.latestItems(threadId)] })
+    return this.#use((engine) => LayerMethods.preview(engine, throwaway))
+  }
+
+  /** A live context's layer state (noetic's `getLayerState`). */
+  getLayerState<T>(executionId: string, layerId: string): T | undefined {
+    return LayerMethods.contextById(executionId)?.layerState<T>(layerId)
+  }
+
+  /** Sets a live context's layer state, written through for a durable scope (noetic's `setLayerState`). */
+  setLayerState<T>(executionId: string, layerId: string, state: T): void {
+    const ctx = LayerMethods.contextById(executionId)
+    if (ctx === undefined) return
+    ctx.setLayerStateValue(layerId, state)
+    void runChannel(ctx.persistLayerState())
   }
 
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. A failing save is logged, never thrown. */
@@ -598,6 +725,8 @@ export class AgentHarness<I = any, O = any> {
       layers: extra === undefined ? base : [...base, ...extra],
       items: options.items,
       cwd: cwd === undefined ? null : { current: cwd },
+      channels: this.#channels,
+      layerStorage: this.#engineLayerStorage,
       // The engine is built lazily (its storage may open asynchronously): a checkpoint
       // of this context goes through it when it comes.
       checkpoint: (ctx) =>

@@ -62,9 +62,35 @@ export {
   type OnItemAppendResult,
   type RerenderRequest,
   type ScopedStorage,
-  scratchpad
+  scratchpad,
+  Slot,
+  context,
+  layerData,
+  layerFunction,
+  observations,
+  temporal,
+  steering,
+  filesystem,
+  plan,
+  taskState,
+  toolCalls,
+  type BudgetConfig,
+  type ContextConfig,
+  type ContextData,
+  type ExecutionOutcome,
+  type InferContext,
+  type InferContextShape,
+  type LayerDataDecl,
+  type LayerFunctionDecl,
+  type LayerProvides,
+  type LayerTimeouts,
+  type RecallResult,
+  type ScratchpadState,
+  type SteeringDecision
 } from "./layers.ts"
-export { AgentContext, type CwdState, type ItemLog, StepContext, type StreamWriter } from "./context.ts"
+export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type StreamWriter, type TokenUsage } from "./context.ts"
+export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"
+export type { RecallLayerOutput } from "./layerMethods.ts"
 export {
   type AnyStep,
   conditional,

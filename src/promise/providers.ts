@@ -153,12 +153,22 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 /** noetic's harness options this library does not run. */
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
   ["itemSchemas", "Item schema extensions are not checked by this library."],
-  ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."]
+  ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."],
+  ["contextCache", "Prompt-cache anchoring is not tuned here: anchored layers are pinned per thread and superseded by <context_updates> (docs/layers-and-channels.md#the-assembled-view); drop contextCache."],
+  ["projection", "The projection policy is noetic's default (tokenBudget 128000, responseReserve 4000) and not configurable here; drop projection."],
+  ["forceAtomicRecall", "Every layer's recallMode is honoured; to recall a layer each time, give it recallMode 'atomic'."]
 ]
 
 /** Throws `NoeticConfigError` `UNSUPPORTED_OPTION` naming the first harness option given that this library does not run. */
 export const refuseUnsupportedHarnessOptions = (options: object): void => {
   for (const [option, hint] of UNSUPPORTED_HARNESS_OPTIONS) {
     if ((options as Record<string, unknown>)[option] !== undefined) throw unsupported(`AgentHarness option '${option}'`, hint)
+  }
+  const storage = (options as { environment?: { storage?: Record<string, unknown> } }).environment?.storage
+  if (storage?.layerStateStore !== undefined) {
+    throw unsupported(
+      "AgentHarness option 'environment.storage.layerStateStore'",
+      "Layer state is kept by the engine and written through to environment.storage.adapter (else the checkpoint store's storage) at every change; drop layerStateStore (docs/layers-and-channels.md#durable-layer-state)."
+    )
   }
 }

@@ -330,7 +330,8 @@ describe("Promise facade: AgentHarness", () => {
     expect(output).toEqual([{ responseId: "resp-1", text: "hello there" }])
     expect(prompts).toEqual([[{ role: "user", content: "hi" }]])
     const ctx = await harness.restore(executionId)
-    expect(ctx?.items.map((item) => item.content)).toEqual(["hi", "hello there"])
+    // The session put the input in the log as noetic's user item; the model turn added its answer.
+    expect(ctx?.items.map((item) => item.content)).toEqual([[{ type: "input_text", text: "hi" }], "hello there"])
   })
 
   it("detachedSpawn returns a handle at once and its await gets the child's output", async () => {
@@ -360,7 +361,11 @@ describe("Promise facade: AgentHarness", () => {
     const first = boot()
     void runTurn(first, "x", { executionId: "ask-exec" }).catch(() => {})
     let restored = await first.restore("ask-exec")
-    while (restored === null || restored.pendingAskUser.length === 0) restored = await first.restore("ask-exec")
+    // Polled with a pause: the turn runs from the session's queue, on later turns of the event loop.
+    while (restored === null || restored.pendingAskUser.length === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      restored = await first.restore("ask-exec")
+    }
     const promptId = restored.pendingAskUser[0]!.id
 
     resumed = true

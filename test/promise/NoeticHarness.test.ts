@@ -419,7 +419,7 @@ describe("context layers (noetic's definitions)", () => {
       environment: { storage: { adapter, checkpointStore: createCheckpointStore({ storage }) } }
     })
     const ctx = h.createContext({ threadId: "thread-9" })
-    await adapter.set("layer:counter:thread-9:seed", "from storage")
+    await adapter.set("layers/counter/thread-9/seed", "from storage")
     expect(hooksRun).toEqual([])
     const added = await ctx.append([{ type: "message", id: "m1", content: "a" }, { type: "noise" }])
     expect(added.map((item) => item.type)).toEqual(["message"])
@@ -515,12 +515,12 @@ describe("context layers (noetic's definitions)", () => {
     expect(restored!.layerState("counter")).toMatchObject({ count: 2 })
   })
 
-  it("a hook this library does not run is refused at construction, naming it", () => {
+  it("a hook noetic does not document is refused at construction, naming it", () => {
     const layer: NoeticContextLayer = {
       id: "memory",
       slot: 200,
       scope: "resource",
-      hooks: { recall: async () => null }
+      hooks: { recollect: async () => null } as never
     }
     const error = (() => {
       try {
@@ -530,10 +530,10 @@ describe("context layers (noetic's definitions)", () => {
       }
     })()
     expect(isNoeticConfigError(error)).toBe(true)
-    expect(error).toMatchObject({ code: "UNSUPPORTED_LAYER_HOOK" })
-    expect((error as Error).message).toContain("recall")
+    expect(error).toMatchObject({ code: "UNSUPPORTED_OPTION" })
+    expect((error as Error).message).toContain("recollect")
     const h = harness({ name: "y", params: {} })
-    expect(configCode(() => h.createContext({ contextLayers: [layer] }))).toBe("UNSUPPORTED_LAYER_HOOK")
+    expect(configCode(() => h.createContext({ contextLayers: [layer] }))).toBe("UNSUPPORTED_OPTION")
   })
 
   it("restore accepts contextLayers: they replace the harness layers, as createContext's do", async () => {

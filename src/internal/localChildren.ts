@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
-import type * as IpcClient from "./IpcClient.ts"
+import type * as IpcClient from "../layers/IpcClient.ts"
 import type { SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import {
   type HandleStatus,
@@ -21,8 +21,8 @@ import {
   UnsafeDirectory
 } from "../services/SubprocessAdapter.ts"
 import { SubprocessOutcome } from "../services/SubprocessRecords.ts"
-import { nodeFs as Fs } from "../internal/builtins.ts"
-import { directoryProblem, type DirectoryRule, ensureDirectory } from "../internal/privateDir.ts"
+import { nodeFs as Fs } from "./builtins.ts"
+import { directoryProblem, type DirectoryRule, ensureDirectory } from "./privateDir.ts"
 
 export const DEFAULT_STOP_GRACE_MS = 5_000
 export const DEFAULT_LINGER_MS = 60_000

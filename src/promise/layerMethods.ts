@@ -1,0 +1,137 @@
+/**
+ * The facade harness's layer methods (noetic's `initLayers`, `recallLayers`,
+ * `storeLayers`, `disposeLayers`, `beforeToolCall`, `afterModelCall`,
+ * `projectHistory`, `previewRequestItems`, `getLayerState` / `setLayerState`): each
+ * translates shapes and runs the engine's `LayerLifecycle`
+ * (docs/layers-and-channels.md#hook-order).
+ *
+ * @since 0.2.0
+ */
+import * as Effect from "effect/Effect"
+import type { AgentContext as EngineContext, ContextLayer as EngineContextLayer, Item } from "../harness/AgentContext.ts"
+import type * as EngineHarness from "../harness/AgentHarness.ts"
+import type { ModelResponse } from "../harness/LayerHooks.ts"
+import * as LayerLifecycle from "../harness/LayerLifecycle.ts"
+import * as Bridge from "./bridge.ts"
+import type { AgentContext } from "./context.ts"
+
+/** What `recallLayers` resolves with, per layer (noetic's `RecallLayerOutput`). */
+export interface RecallLayerOutput {
+  layerId: string
+  items: Array<Item>
+  tokenCount: number
+  mutatedState?: boolean
+}
+
+/** A steering verdict. */
+export interface SteeringDecision {
+  action: "allow" | "deny" | "guide"
+  guidance?: string
+}
+
+/** A model response as the layer methods take it. */
+export interface LLMResponse {
+  readonly items: ReadonlyArray<Item>
+  readonly usage?: { readonly inputTokens: number; readonly outputTokens: number }
+  readonly cost?: number
+  readonly [field: string]: unknown
+}
+
+// Contexts by execution id, and the latest per thread (for previews), held weakly.
+const byId = new Map<string, WeakRef<EngineContext>>()
+const latestByThread = new Map<string, WeakRef<EngineContext>>()
+
+/** @internal Notes a context, so `getLayerState(executionId, ...)` and previews find it. */
+export const register = (ctx: EngineContext): void => {
+  byId.set(ctx.id, new WeakRef(ctx))
+  if (ctx.threadId !== undefined && ctx.parent === undefined) latestByThread.set(ctx.threadId, new WeakRef(ctx))
+  if (byId.size > 10_000) {
+    for (const [id, ref] of byId) if (ref.deref() === undefined) byId.delete(id)
+  }
+}
+
+/** The context of an execution this process holds, if any. */
+export const contextById = (executionId: string): EngineContext | undefined => byId.get(executionId)?.deref()
+
+/** The item log of the latest root context of a thread (empty when none). */
+export const latestItems = (threadId: string): ReadonlyArray<Item> => latestByThread.get(threadId)?.deref()?.items ?? []
+
+const engineOf = (engine: EngineHarness.AgentHarness<any>, ctx: AgentContext): EngineContext => {
+  const c = Bridge.context.of(ctx)
+  c.adopt({ layerStorage: engine.layerStorage, channels: engine.channels })
+  return c
+}
+
+export const init = (engine: EngineHarness.AgentHarness<any>, ctx: AgentContext) =>
+  LayerLifecycle.initLayers(engineOf(engine, ctx))
+
+export const recall = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  query: string
+) =>
+  Effect.map(
+    LayerLifecycle.recallLayers(engineOf(engine, ctx), { query, ...(layers === undefined ? {} : { layers }) }),
+    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+  )
+
+export const store = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  response: LLMResponse
+) => {
+  const c = engineOf(engine, ctx)
+  return Effect.andThen(c.ensureLayersInit(), LayerLifecycle.storeLayers(c, response as ModelResponse, layers ?? c.store.layers))
+}
+
+export const dispose = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined
+) => {
+  const c = engineOf(engine, ctx)
+  return LayerLifecycle.disposeLayers(c, layers ?? c.store.layers)
+}
+
+export const beforeTool = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  toolName: string,
+  toolArgs: unknown,
+  callId: string | undefined
+) => {
+  const c = engineOf(engine, ctx)
+  return Effect.map(
+    LayerLifecycle.beforeToolCallLayers(c, { toolName, toolArgs, callId }, layers ?? c.store.layers),
+    (d): SteeringDecision => d.guidance === undefined ? { action: d.action } : { action: d.action, guidance: d.guidance }
+  )
+}
+
+export const afterModel = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  response: LLMResponse
+) => {
+  const c = engineOf(engine, ctx)
+  return Effect.map(
+    LayerLifecycle.afterModelCallLayers(c, response as ModelResponse, layers ?? c.store.layers),
+    (d): SteeringDecision => d.guidance === undefined ? { action: d.action } : { action: d.action, guidance: d.guidance }
+  )
+}
+
+export const project = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  items: ReadonlyArray<Item>
+) => {
+  const c = engineOf(engine, ctx)
+  return Effect.andThen(c.ensureLayersInit(), LayerLifecycle.projectHistoryLayers(c, items, layers ?? c.store.layers))
+}
+
+export const preview = (engine: EngineHarness.AgentHarness<any>, ctx: AgentContext) =>
+  Effect.map(LayerLifecycle.assembleView(engineOf(engine, ctx), { readOnly: true }), (view) => view.items)
