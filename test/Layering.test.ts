@@ -1,7 +1,7 @@
 /**
- * Imports follow the layers: schema -> services -> harness -> layers -> promise / cli
- * (testing sits beside promise), nothing imports from a layer above it, and no
- * modules import each other in a cycle. A module of `internal/` sits where its own
+ * Imports follow the layers: client -> schema -> services -> harness -> layers -> http
+ * -> promise / cli (testing and inspector sit beside them), nothing imports from a
+ * layer above it, and no modules import each other in a cycle. A module of `internal/` sits where its own
  * imports put it (the implementation behind a public module ranks with what it
  * uses), and a storage backend depends on the `StorageAdapter` interface alone: a
  * record layout it needs lives in `schema/`, never in a service.
@@ -14,32 +14,44 @@ const SRC = Path.resolve(import.meta.dirname, "../src")
 
 /**
  * The rank of each part of `src` but `internal/`: a module may import modules of its
- * own rank or below. `Errors.ts`/`IpcError.ts` sit with the schemas at the bottom;
- * `NoeticHome.ts` (re-exporting the home's paths and storages) and `NoeticImport.ts`
- * with the layers; `index.ts` re-exports everything. Undefined for `internal/`.
+ * own rank or below. `client/` (the browser client entry) is alone at the bottom: it
+ * imports nothing of the rest of `src` (no Node built-ins reach a browser through it).
+ * `Errors.ts`/`IpcError.ts` sit with the schemas; `NoeticHome.ts` (re-exporting the
+ * home's paths and storages) and `NoeticImport.ts` with the layers; `http/` (the HTTP
+ * server and the Durable Streams routes) above the services and layers it serves,
+ * below the facade and the CLI that start it; `inspector/` (the web inspector, started
+ * by `noetic inspect`) beside the CLI whose read model it shows; `index.ts` re-exports
+ * everything. Undefined for `internal/`.
  */
+const SCHEMA_RANK = 1
+
 const fixedRankOf = (file: string): number | undefined => {
   const relative = Path.relative(SRC, file).split(Path.sep)
   const top = relative.length === 1 ? relative[0]! : `${relative[0]}/`
   switch (top) {
+    case "client/":
+      return 0
     case "Errors.ts":
     case "IpcError.ts":
     case "schema/":
-      return 0
+      return SCHEMA_RANK
     case "services/":
-      return 1
-    case "harness/":
       return 2
+    case "harness/":
+      return 3
     case "layers/":
     case "NoeticHome.ts":
     case "NoeticImport.ts":
-      return 3
+      return 4
+    case "http/":
+      return 5
     case "promise/":
     case "cli/":
+    case "inspector/":
     case "testing/":
-      return 4
+      return 6
     case "index.ts":
-      return 5
+      return 7
     case "internal/":
       return undefined
     default:
@@ -66,9 +78,9 @@ const ranksOf = (files: ReadonlyArray<readonly [string, string]>): ReadonlyMap<s
     const known = ranks.get(file)
     if (known !== undefined) return known
     // A cycle among internal modules is the cycle check's to report.
-    if (visiting.has(file)) return 0
+    if (visiting.has(file)) return SCHEMA_RANK
     visiting.add(file)
-    let highest = 0
+    let highest = SCHEMA_RANK
     for (const target of imports.get(file) ?? []) highest = Math.max(highest, rank(target))
     visiting.delete(file)
     ranks.set(file, highest)
@@ -78,7 +90,7 @@ const ranksOf = (files: ReadonlyArray<readonly [string, string]>): ReadonlyMap<s
   return ranks
 }
 
-const LAYER_NAMES = ["schema", "services", "harness", "layers", "promise/cli/testing", "index"]
+const LAYER_NAMES = ["client", "schema", "services", "harness", "layers", "http", "promise/cli/inspector/testing", "index"]
 
 /** Every relative import (static, dynamic or type-only) of a source file's text, resolved. */
 const importsOf = (file: string, text: string): ReadonlyArray<string> => {
@@ -98,7 +110,7 @@ const sourceFiles = (dir: string): ReadonlyArray<string> =>
 /** Every import of `files` (path and text) that reaches a layer above its importer. */
 const upwardImports = (files: ReadonlyArray<readonly [string, string]>): ReadonlyArray<string> => {
   const ranks = ranksOf(files)
-  const rankOf = (file: string) => ranks.get(file) ?? fixedRankOf(file) ?? 0
+  const rankOf = (file: string) => ranks.get(file) ?? fixedRankOf(file) ?? SCHEMA_RANK
   const nameOf = (file: string) => `${LAYER_NAMES[rankOf(file)]}${isInternal(file) ? ", internal" : ""}`
   return files.flatMap(([file, text]) =>
     importsOf(file, text).flatMap((target) => {
@@ -205,7 +217,7 @@ describe("layering", () => {
     ]
     const ranks = ranksOf(files)
     expect([ranks.get(at("internal/helper.ts")), ranks.get(at("internal/adapterPart.ts")), ranks.get(at("internal/viaPart.ts"))])
-      .toEqual([0, 3, 3])
+      .toEqual([SCHEMA_RANK, LAYER_NAMES.indexOf("layers"), LAYER_NAMES.indexOf("layers")])
     expect(upwardImports(files)).toEqual([
       "services/Reaches.ts (services) imports internal/viaPart.ts (layers, internal)"
     ])

@@ -25,7 +25,7 @@ import { callerModuleUrlLater } from "../internal/moduleUrl.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
-import type { StepMeta } from "./ToolLoop.ts"
+import type { StepMeta } from "./StepMeta.ts"
 
 /** Marks a value as a step. */
 export const StepTypeId = "~noetic-effect/Step" as const

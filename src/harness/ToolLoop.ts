@@ -28,7 +28,6 @@ import {
   ofStep,
   type ModelResponse,
   publish,
-  type RoundUsage,
   type RunEvent,
   type ToolSpec
 } from "../services/ModelProvider.ts"
@@ -38,6 +37,7 @@ import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
+import type { StepMeta } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
 export const MAX_TOOL_ROUNDS = 32
@@ -61,13 +61,7 @@ export interface ModelTool {
 /** The harness's tools: those a `callModel` without `tools` may call (noetic's harness `tools`). */
 export class ModelTools extends Context.Service<ModelTools, ReadonlyArray<ModelTool>>()("noetic-effect/ModelTools") {}
 
-/** What the last `callModel` on a context produced (noetic's `StepMeta`), as a loop's `until` sees it. */
-export interface StepMeta {
-  readonly toolCalls?: ReadonlyArray<ModelItem> | undefined
-  readonly usage?: RoundUsage | undefined
-  readonly cost?: number | undefined
-  readonly responseItems: ReadonlyArray<ModelItem>
-}
+export type { StepMeta } from "./StepMeta.ts"
 
 /**
  * What a provider-backed `callModel` records in the ledger: its output and its meta,

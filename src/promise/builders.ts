@@ -23,17 +23,14 @@ import type { Channel } from "./channels.ts"
 import type { Channel as EngineChannel } from "../harness/Channels.ts"
 import { type ContextConfig, type ContextLayer, layersOf, layerStorageDefault, toEngineLayer } from "./layers.ts"
 import { type AgentContext, StepContext } from "./context.ts"
-import { callModel, type CallModelOptions } from "./models.ts"
-import { invokeTool, type InvokeToolOptions } from "./tools.ts"
+import { type AnyStep, asStep, asSteps, registerPlainBuilder } from "./plainSteps.ts"
 
 export type { RetryPolicy, Snapshot, Verdict } from "../harness/Step.ts"
+export { type AnyStep, asStep, asSteps }
 
 // -----------------------------------------------------------------------------
 // Step builders
 // -----------------------------------------------------------------------------
-
-/** A step of the facade: bodies return values or Promises. */
-export type AnyStep<I = any, O = any> = Step.Step<I, O, any, any>
 
 /** noetic's name for a step, `Step<TContext, I, O>`; the context type parameter is accepted and not used. */
 export type NoeticStep<_TContext = any, I = any, O = any> = AnyStep<I, O>
@@ -72,43 +69,6 @@ export const build = <A extends object>(f: () => A, subprocess?: SubprocessAdapt
   if (subprocess !== undefined) Bridge.stepSubprocess.attach(built, subprocess)
   return built
 }
-
-const plainSteps = new WeakMap<object, AnyStep>()
-
-/**
- * A step as this library runs it. noetic's `Step` is a plain object (`{ kind: 'runCode',
- * id, execute }`, ...), which noetic code may write without a builder: such an object is
- * built once with the builder of its kind (its fields are that builder's options) and
- * the same step is used every time it is seen. A built step is returned as it is.
- */
-export const asStep = <I, O>(step: AnyStep<I, O>): AnyStep<I, O> => {
-  if (Step.isStep(step) || typeof step !== "object" || step === null) return step
-  const known = plainSteps.get(step)
-  if (known !== undefined) return known as AnyStep<I, O>
-  const { kind, ...options } = step as { readonly kind?: unknown }
-  const builder = typeof kind === "string" && Object.hasOwn(plainBuilders, kind)
-    ? plainBuilders[kind as keyof typeof plainBuilders]
-    : undefined
-  if (builder === undefined) return step
-  // The builder's caller here is this module: record no module (an object literal says
-  // nothing of where it was written) unless the object names one.
-  const built = builder({ module: null, ...options } as any)
-  plainSteps.set(step, built)
-  return built as AnyStep<I, O>
-}
-
-const plainBuilders = {
-  runCode: (options: RunCodeOptions<any, any>) => runCode(options),
-  callModel: (options: CallModelOptions<any, any>) => callModel(options),
-  invokeTool: (options: InvokeToolOptions<any, any>) => invokeTool(options),
-  spawn: (options: SpawnOptions<any, any>) => spawn(options),
-  loop: (options: LoopOptions<any, any>) => loop(options),
-  inParallel: (options: InParallelOptions<any, any>) => inParallel(options),
-  conditional: (options: ConditionalOptions<any, any>) => conditional(options)
-} as const
-
-/** `asStep` over a list, leaving anything that is not an array as it is (the builder refuses it). */
-export const asSteps = <A>(steps: A): A => (Array.isArray(steps) ? steps.map(asStep) as A : steps)
 
 export const engineStepOptions = (options: StepBuildOptions | undefined): Step.StepOptions => ({
   ...(options?.module === undefined ? {} : { module: options.module }),
@@ -474,3 +434,9 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
  */
 export const execute = <I, O>(step: AnyStep<I, O>, input: I, ctx: AgentContext): Promise<O> =>
   ctx.harness.run(step, input, ctx)
+
+registerPlainBuilder("runCode", runCode)
+registerPlainBuilder("spawn", spawn)
+registerPlainBuilder("loop", loop)
+registerPlainBuilder("inParallel", inParallel)
+registerPlainBuilder("conditional", conditional)

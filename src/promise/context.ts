@@ -19,12 +19,12 @@ import { lastStepMeta, type StepMeta } from "../harness/ToolLoop.ts"
 import { NoeticConfigError } from "./errors.ts"
 import type { FsAdapter } from "./ipc.ts"
 import type { ContextLayer } from "./layers.ts"
-import { type AnyStep, asStep } from "./builders.ts"
+import { type AnyStep, asStep } from "./plainSteps.ts"
 import type { AgentHarness } from "./harness.ts"
 import * as Channels from "../harness/Channels.ts"
 import * as LayerLifecycle from "../harness/LayerLifecycle.ts"
 import { type Channel, runChannel } from "./channels.ts"
-import * as LayerMethods from "./layerMethods.ts"
+import * as LiveContexts from "./liveContexts.ts"
 
 /** Token usage (noetic's `TokenUsage`). */
 export interface TokenUsage {
@@ -100,7 +100,7 @@ export class AgentContext {
     // A step's view is made with Object.create over its context: note the context itself.
     let root: EngineContext = engine
     while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
-    LayerMethods.register(root)
+    LiveContexts.register(root)
     this.#harness = harness
   }
 

@@ -13,6 +13,7 @@ import type * as ScriptedModel from "../layers/ScriptedModel.ts"
 import { type AnyStep, build, engineStepOptions, facadeContext, type StepBuildOptions } from "./builders.ts"
 import { directCall, type ModelTool, ModelTools } from "../harness/ToolLoop.ts"
 import * as Bridge from "./bridge.ts"
+import { registerPlainBuilder } from "./plainSteps.ts"
 import { type AgentContext, StepContext } from "./context.ts"
 import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
@@ -238,3 +239,5 @@ export const harnessCallModel = (request: HarnessCallModelRequest) => {
     ...(tools === undefined ? {} : { tools })
   }, ctx)
 }
+
+registerPlainBuilder("callModel", callModel)

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Step from "../harness/Step.ts"
 import { isNoeticError, bodyFailure, stepFailed } from "./errors.ts"
 import { StepContext } from "./context.ts"
+import { registerPlainBuilder } from "./plainSteps.ts"
 import { type AnyStep, build, engineEffects, type EffectsOptions, engineStepOptions, type StepBuildOptions } from "./builders.ts"
 
 /** A tool as noetic declares one: a name and an `execute` returning the result or a Promise of it. */
@@ -116,3 +117,5 @@ export function invokeTool(
     })
   )
 }
+
+registerPlainBuilder("invokeTool", invokeTool)

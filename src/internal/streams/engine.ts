@@ -15,16 +15,16 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import type { StorageError } from "../../Errors.ts"
-import type {
-  AppendInput,
-  AppendResult,
-  CreateInput,
-  CreateResult,
-  DurableStreamsOptions,
-  ReadResult,
-  StreamInfo
-} from "../../services/DurableStreams.ts"
-import { StreamError } from "../../services/DurableStreams.ts"
+import {
+  type AppendInput,
+  type AppendResult,
+  type CreateInput,
+  type CreateResult,
+  type DurableStreamsOptions,
+  type ReadResult,
+  StreamError,
+  type StreamInfo
+} from "./types.ts"
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
 import {
