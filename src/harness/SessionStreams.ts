@@ -6,7 +6,10 @@
  *
  * @since 0.2.0
  */
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
+
+/** The `effect/Stream` module, loaded by the caller when a stream is first asked for. */
+export type StreamModule = typeof Stream
 import type { Item } from "./AgentContext.ts"
 import type { RunEvent } from "../services/ModelProvider.ts"
 import type { StreamEvent } from "./SessionTurn.ts"
@@ -18,12 +21,12 @@ const deltaOf = (event: StreamEvent, type: string): ReadonlyArray<string> =>
   event.source === "sdk" && event.type === type && typeof event.data.delta === "string" ? [event.data.delta] : []
 
 /** The text deltas (`response.output_text.delta`). */
-export const text = (events: Stream.Stream<StreamEvent>): Stream.Stream<string> =>
-  Stream.mapAccum(events, () => undefined, (s, event) => [s, deltaOf(event, "response.output_text.delta")])
+export const text = (S: StreamModule, events: Stream.Stream<StreamEvent>): Stream.Stream<string> =>
+  S.mapAccum(events, () => undefined, (s, event) => [s, deltaOf(event, "response.output_text.delta")])
 
 /** The reasoning deltas (`response.reasoning.delta`). */
-export const reasoning = (events: Stream.Stream<StreamEvent>): Stream.Stream<string> =>
-  Stream.mapAccum(events, () => undefined, (s, event) => [s, deltaOf(event, "response.reasoning.delta")])
+export const reasoning = (S: StreamModule, events: Stream.Stream<StreamEvent>): Stream.Stream<string> =>
+  S.mapAccum(events, () => undefined, (s, event) => [s, deltaOf(event, "response.reasoning.delta")])
 
 interface Accumulator {
   item: Record<string, unknown>
@@ -120,8 +123,8 @@ const step = (state: ItemState, event: StreamEvent): readonly [ItemState, Readon
 }
 
 /** Cumulative item snapshots, keyed by model round and output index so rounds and turns never collide. */
-export const items = (events: Stream.Stream<StreamEvent>): Stream.Stream<StreamingItem> =>
-  Stream.mapAccum(events, (): ItemState => ({ round: 0, open: new Map() }), step)
+export const items = (S: StreamModule, events: Stream.Stream<StreamEvent>): Stream.Stream<StreamingItem> =>
+  S.mapAccum(events, (): ItemState => ({ round: 0, open: new Map() }), step)
 
 /** What translating one turn's run events keeps: the items open in the current round and their output indexes. */
 export interface RunEventState {

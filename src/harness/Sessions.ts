@@ -22,7 +22,7 @@ import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import { NoStepConfigured, type StorageError } from "../Errors.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type AgentContext, type ContextLayer, type Item, randomUuid } from "./AgentContext.ts"
@@ -130,13 +130,13 @@ export interface Sessions {
   /** The session's response once it has drained its queue (noetic's `getAgentResponse`); fails with a failed turn's error. */
   readonly response: (threadId?: string) => Effect.Effect<HarnessResponse, unknown>
   /** Every event of the session from its start (replayed up to 10,000), across turns; never ends while the harness lives. */
-  readonly events: (threadId?: string) => Stream.Stream<StreamEvent>
+  readonly events: (threadId?: string) => Effect.Effect<Stream.Stream<StreamEvent>>
   /** The text deltas of the session's models. */
-  readonly textStream: (threadId?: string) => Stream.Stream<string>
+  readonly textStream: (threadId?: string) => Effect.Effect<Stream.Stream<string>>
   /** The reasoning deltas of the session's models. */
-  readonly reasoningStream: (threadId?: string) => Stream.Stream<string>
+  readonly reasoningStream: (threadId?: string) => Effect.Effect<Stream.Stream<string>>
   /** Cumulative item snapshots: model output as it streams, turn inputs and other appended items complete. */
-  readonly itemStream: (threadId?: string) => Stream.Stream<Streams.StreamingItem>
+  readonly itemStream: (threadId?: string) => Effect.Effect<Stream.Stream<Streams.StreamingItem>>
   /** The messages waiting on the session (the running turn's not counted). */
   readonly queueSize: (threadId?: string) => number
   readonly status: (threadId?: string) => SessionStatus
@@ -545,7 +545,11 @@ export const make = Effect.fnUntraced(function*(
       return Deferred.await(waiter)
     })
 
-  const events = (threadId: string = DEFAULT_THREAD_ID) => Stream.fromPubSub(sessionOf(threadId).pubsub)
+  // `effect/Stream` is loaded when a stream is first asked for: importing the facade
+  // (which every child process does) loads no stream stack (test/promise/ImportGraph.test.ts).
+  const streamModule = Effect.promise(() => import("effect/Stream"))
+  const events = (threadId: string = DEFAULT_THREAD_ID) =>
+    Effect.map(streamModule, (S) => S.fromPubSub(sessionOf(threadId).pubsub))
 
   const resumeQueued = (resumeOptions: ResumeQueuedOptions = {}) =>
     Effect.gen(function*() {
@@ -609,9 +613,9 @@ export const make = Effect.fnUntraced(function*(
     enqueue,
     response,
     events,
-    textStream: (threadId) => Streams.text(events(threadId)),
-    reasoningStream: (threadId) => Streams.reasoning(events(threadId)),
-    itemStream: (threadId) => Streams.items(events(threadId)),
+    textStream: (threadId) => Effect.zipWith(streamModule, events(threadId), Streams.text),
+    reasoningStream: (threadId) => Effect.zipWith(streamModule, events(threadId), Streams.reasoning),
+    itemStream: (threadId) => Effect.zipWith(streamModule, events(threadId), Streams.items),
     queueSize: (threadId = DEFAULT_THREAD_ID) => sessions.get(threadId)?.queue.length ?? 0,
     status: (threadId = DEFAULT_THREAD_ID): SessionStatus => {
       const turn = sessions.get(threadId)?.turn

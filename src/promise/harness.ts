@@ -458,22 +458,22 @@ export class AgentHarness<I = any, O = any> {
 
   /** Every event of the session (noetic's `getFullStream`), across its turns, from its start. */
   getFullStream(scope?: SessionScope): AsyncIterable<StreamEvent> {
-    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.events(scope?.threadId))))
+    return iterable(() => this.#useSessions((sessions) => sessions.events(scope?.threadId)))
   }
 
   /** The model's text deltas, across the session's turns (noetic's `getTextStream`). */
   getTextStream(scope?: SessionScope): AsyncIterable<string> {
-    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.textStream(scope?.threadId))))
+    return iterable(() => this.#useSessions((sessions) => sessions.textStream(scope?.threadId)))
   }
 
   /** The model's reasoning deltas (noetic's `getReasoningStream`). */
   getReasoningStream(scope?: SessionScope): AsyncIterable<string> {
-    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.reasoningStream(scope?.threadId))))
+    return iterable(() => this.#useSessions((sessions) => sessions.reasoningStream(scope?.threadId)))
   }
 
   /** Cumulative item snapshots with `isComplete`, the whole session log (noetic's `getItemStream`). */
   getItemStream(scope?: SessionScope): AsyncIterable<StreamingItem> {
-    return iterable(() => this.#useSessions((sessions) => Effect.succeed(sessions.itemStream(scope?.threadId))))
+    return iterable(() => this.#useSessions((sessions) => sessions.itemStream(scope?.threadId)))
   }
 
   /** How many messages wait on the session; the running turn's is not counted (noetic's `getQueueSize`). */

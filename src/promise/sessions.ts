@@ -7,7 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import type * as Sessions from "../harness/Sessions.ts"
 import { harnessClosed, unwrapExit } from "./errors.ts"
 
@@ -63,7 +63,8 @@ export const iterable = <A>(stream: () => Promise<Stream.Stream<A>>): AsyncItera
   [Symbol.asyncIterator](): AsyncIterator<A> {
     let inner: AsyncIterator<A> | undefined
     const open = async () => {
-      inner ??= Stream.toAsyncIterable(await stream())[Symbol.asyncIterator]()
+      // `effect/Stream` loaded with the first stream read, not with the facade.
+      inner ??= (await import("effect/Stream")).toAsyncIterable(await stream())[Symbol.asyncIterator]()
       return inner
     }
     return {

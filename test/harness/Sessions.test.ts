@@ -71,12 +71,12 @@ describe("Sessions", () => {
       const sessions = yield* Sessions.make(harness).pipe(Effect.provide(model.layer))
       // Subscribed before the first turn: the stream spans every turn of the session.
       let completed = 0
-      const text = yield* Effect.forkChild(Stream.runCollect(Stream.take(sessions.textStream("t"), 4)))
+      const text = yield* Effect.forkChild(Stream.runCollect(Stream.take((yield* sessions.textStream("t")), 4)))
       const items = yield* Effect.forkChild(Stream.runCollect(
-        Stream.take(Stream.filter(sessions.itemStream("t"), (item) => item.isComplete), 4)
+        Stream.take(Stream.filter((yield* sessions.itemStream("t")), (item) => item.isComplete), 4)
       ))
       const events = yield* Effect.forkChild(Stream.runCollect(
-        Stream.takeUntil(sessions.events("t"), (event) => event.type === "chat:turn_completed" && ++completed === 2)
+        Stream.takeUntil((yield* sessions.events("t")), (event) => event.type === "chat:turn_completed" && ++completed === 2)
       ))
       const first = yield* sessions.enqueue("hello", { threadId: "t", messageId: "u1" })
       yield* Deferred.await(called)
@@ -104,7 +104,7 @@ describe("Sessions", () => {
       assert.deepStrictEqual(types.filter((t) => t === "chat:turn_started").length, 2)
       assert.includeMembers(types, ["chat:step_started", "chat:model_call_started", "chat:model_call_completed", "chat:step_completed"])
       const started = (yield* Stream.runCollect(
-        Stream.take(Stream.filter(sessions.events("t"), (e) => e.type === "chat:turn_started"), 2)
+        Stream.take(Stream.filter((yield* sessions.events("t")), (e) => e.type === "chat:turn_started"), 2)
       ))
       assert.deepStrictEqual(started.map((e) => e.data.messageIds), [["u1"], ["u2"]])
     }))
@@ -146,7 +146,7 @@ describe("Sessions", () => {
       assert.strictEqual((yield* note.completion).executionId, turn.executionId)
       assert.strictEqual(sessions.queueSize(), 0)
       const inbox = (yield* Stream.runCollect(
-        Stream.take(Stream.filter(sessions.events(), (e) => e.type === "inbox:inbox_injected"), 1)
+        Stream.take(Stream.filter((yield* sessions.events()), (e) => e.type === "inbox:inbox_injected"), 1)
       ))
       assert.deepStrictEqual(inbox[0]!.data, { round: 1, count: 1, messageIds: ["note"] })
     }))
