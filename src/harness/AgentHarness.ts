@@ -340,8 +340,12 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     SubprocessAdapter
   ).pipe(Effect.flatMap(Option.match({ onSome: Effect.succeed, onNone: () => makeMemorySubprocessAdapter })))
   const layers = options.context ?? defaultLayers()
-  const layerStorage: StorageAdapterShape = options.layerStorage ??
-    (Option.isSome(store) ? store.value.storage : yield* makeMemoryStorage)
+  // Not `??` around a `yield*`: the CommonJS build moves its right side into an arrow function.
+  const layerStorage: StorageAdapterShape = options.layerStorage !== undefined
+    ? options.layerStorage
+    : Option.isSome(store)
+    ? store.value.storage
+    : yield* makeMemoryStorage
   // External channels' handle sends are stored (and so survive the host) only on a durable harness.
   const channels = options.channels ?? new ChannelHub()
   if (Option.isSome(store)) channels.attachStorage(layerStorage)
