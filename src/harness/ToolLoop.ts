@@ -298,7 +298,12 @@ const toolLoop = (
         return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published)))
       })
 
-    if (typeof input === "string" && input !== "" && !endsWithUserText(root.items, input)) {
+    // The input is logged once: not when the turn (a session) already put it last, nor
+    // when a resumed loop finds it last but for the tool calls of its own earlier rounds.
+    const beforeToolCalls = root.items.filter((item) =>
+      item.type !== "function_call" && item.type !== "function_call_output" && item.type !== "reasoning"
+    )
+    if (typeof input === "string" && input !== "" && !endsWithUserText(beforeToolCalls, input)) {
       yield* root.append([{
         type: "message",
         id: `${root.id}${ctx.path}:input`,
