@@ -37,7 +37,7 @@ import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
-import type { StepMeta } from "./StepMeta.ts"
+import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
 export const MAX_TOOL_ROUNDS = 32
@@ -61,7 +61,8 @@ export interface ModelTool {
 /** The harness's tools: those a `callModel` without `tools` may call (noetic's harness `tools`). */
 export class ModelTools extends Context.Service<ModelTools, ReadonlyArray<ModelTool>>()("noetic-effect/ModelTools") {}
 
-export type { StepMeta } from "./StepMeta.ts"
+/** What the last `callModel` on a context produced (noetic's `StepMeta`); defined in `StepMeta.ts`. */
+export type StepMeta = StepMetaOf
 
 /**
  * What a provider-backed `callModel` records in the ledger: its output and its meta,
