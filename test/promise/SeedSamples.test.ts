@@ -178,16 +178,22 @@ describe("seed page samples", () => {
 
   it("Run an Agent Out-of-Process and Survive a Host Crash: a local child, then reattach on a second boot", async () => {
     const release = Path.join(home, "release-job")
+    const adapters: Array<{ close(): Promise<void> }> = []
     const boot = () => {
+      const subprocess = createLocalSubprocessAdapter({
+        storage: createFileStorage({ root: `${process.env.HOME}/.noetic/subprocess` }),
+        // This test cannot kill its own process: the first host "crashes" by closing
+        // an adapter that lets its children outlive it (test/crash kills real hosts).
+        outliveHost: true,
+      })
+      adapters.push(subprocess)
       // First boot: configure durable storage.
       const harness = new AgentHarness({
         name: 'crash-proof',
         agentGraph: agent,
         params: {},
         environment: {
-          subprocess: createLocalSubprocessAdapter({
-            storage: createFileStorage({ root: `${process.env.HOME}/.noetic/subprocess` }),
-          }),
+          subprocess,
           storage: {
             checkpointStore: createCheckpointStore({
               storage: createFileStorage({ root: `${process.env.HOME}/.noetic/checkpoints` }),
@@ -232,7 +238,9 @@ describe("seed page samples", () => {
       const worker = harness.detachedSpawn(backgroundWorkerStep, jobSpec, parentCtx);
       await worker.started()
 
-      // ... process crashes ... (the first harness is dropped without closing its children)
+      // ... process crashes ... The first host lets go of the child as a dead host would,
+      // so it cannot connect to the child after the second host has and take it back.
+      await adapters[0]!.close()
       {
         const harness = boot()
         const { handles, contexts } = await reattachLiveChildren(harness);
@@ -247,6 +255,7 @@ describe("seed page samples", () => {
     } finally {
       Fs.writeFileSync(release, "")
       await closeAll()
+      await Promise.all(adapters.map((adapter) => adapter.close()))
     }
   }, 60_000)
 })
