@@ -260,6 +260,7 @@ describe("layering", () => {
         "promise/builders.ts",
         "promise/context.ts",
         "promise/harness.ts",
+        "promise/internal/harnessRuntime.ts",
         "promise/layerMethods.ts",
         "promise/modelTools.ts",
         "promise/models.ts",

@@ -3,16 +3,15 @@
  * and `detachedSpawn` answer at once. It owns a `ManagedRuntime` built from the same
  * layers an Effect user would compose. Its contexts are in `context.ts`, the step
  * builders in `builders.ts`, `models.ts` and `tools.ts`, noetic's layers in
- * `layers.ts`, detached handles in `handles.ts` and the option types in `options.ts`.
+ * `layers.ts`, detached handles in `handles.ts`, the option types in `options.ts`, and
+ * the runtime it builds from its options in `internal/harnessRuntime.ts`.
  *
  * @since 0.1.0
  */
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
+import type * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import type { StorageError } from "../Errors.ts"
 import {
   AgentContext as EngineContext,
@@ -20,22 +19,13 @@ import {
   defaultLayers,
   type Item
 } from "../harness/AgentContext.ts"
-import * as EngineHarness from "../harness/AgentHarness.ts"
+import type * as EngineHarness from "../harness/AgentHarness.ts"
 import * as EngineSessions from "../harness/Sessions.ts"
 import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
-import * as Step from "../harness/Step.ts"
+import type * as Step from "../harness/Step.ts"
 import { nodeCrypto } from "../internal/builtins.ts"
-import { CheckpointStore as CheckpointStoreTag, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
-import { makeWith as makeStepLedger, StepLedger } from "../services/StepLedger.ts"
-import { SubprocessAdapter as SubprocessAdapterTag } from "../services/SubprocessAdapter.ts"
-import {
-  clearLedger,
-  holdsExecutionLeases,
-  isEngineBackedCheckpointStore,
-  resolveStepLedgerRetention,
-  toEngineCheckpointStore
-} from "./checkpoint.ts"
-import { NoeticConfigError, toFacadeError, unwrapExit, harnessClosed } from "./errors.ts"
+import { clearLedger } from "./checkpoint.ts"
+import { toFacadeError, unwrapExit, harnessClosed } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
 import {
@@ -51,26 +41,12 @@ import { logWarning } from "../internal/diagnostics.ts"
 import { type AppendPipelineResult, type ContextLayer, toEngineLayer } from "./layers.ts"
 import { ChannelHub } from "../harness/Channels.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-
-/** A storage opened at its first use (the facade builds contexts before its engine). */
-const lazyStorage = (open: Effect.Effect<StorageAdapterShape, StorageError>): StorageAdapterShape => {
-  const cached = Effect.runSync(Effect.cached(open))
-  const via = <A, E>(f: (s: StorageAdapterShape) => Effect.Effect<A, E>) => Effect.flatMap(cached, f)
-  return {
-    get: (key) => via((s) => s.get(key)),
-    set: (key, value) => via((s) => s.set(key, value)),
-    delete: (key) => via((s) => s.delete(key)),
-    list: (prefix) => via((s) => s.list(prefix)),
-    getMany: (keys) => via((s) => s.getMany(keys)),
-    scan: (prefix) => via((s) => s.scan(prefix))
-  }
-}
 import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
 import * as LayerMethods from "./layerMethods.ts"
 import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
 import { subprocessOf } from "./builders.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
-import { harnessCallModel, type HarnessCallModelRequest, modelLayer, modelRuntimeLayer, namedTools } from "./models.ts"
+import { harnessCallModel, type HarnessCallModelRequest } from "./models.ts"
 import type { FsAdapter } from "./ipc.ts"
 import type { ShellAdapter } from "./modelTools.ts"
 import { type LLMResponse, refuseUnsupportedHarnessOptions } from "./providers.ts"
@@ -94,11 +70,16 @@ import {
   type StreamEvent,
   type StreamingItem
 } from "./sessions.ts"
-
-// -----------------------------------------------------------------------------
-// The harness
-// -----------------------------------------------------------------------------
-
+import {
+  checkEngineOptions,
+  engineRestoreOptions,
+  engineService,
+  type HarnessServices,
+  lazyStorage,
+  makeRuntime,
+  SessionsService,
+  validateParams
+} from "./internal/harnessRuntime.ts"
 
 /** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
 const layerMergers = new WeakMap<
@@ -111,55 +92,6 @@ const engines = new WeakMap<
   AgentHarness,
   <A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>) => Promise<A>
 >()
-
-class Engine extends Context.Service<Engine, EngineHarness.AgentHarness<any>>()("noetic-effect/promise/Engine") {}
-class SessionsService
-  extends Context.Service<SessionsService, EngineSessions.Sessions>()("noetic-effect/promise/Sessions")
-{}
-
-const engineService: Effect.Effect<EngineHarness.AgentHarness<any>, never, Engine> = Effect.gen(function*() {
-  return yield* Engine
-})
-
-
-
-const engineRestoreOptions = (
-  options: RestoreContextOptions | undefined,
-  layersFor: (options: RestoreContextOptions | undefined) => ReadonlyArray<EngineContextLayer<any>> | undefined
-): EngineHarness.RestoreContextOptions => {
-  const layers = layersFor(options)
-  return {
-    ...(options?.parent === undefined ? {} : { parent: Bridge.context.of(options.parent) }),
-    ...(options?.state === undefined ? {} : { state: options.state }),
-    ...(layers === undefined ? {} : { context: layers })
-  }
-}
-
-const configError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
-
-/** `params` through noetic's `paramsSchema`: zod's `parse`, else a Standard Schema (issues thrown as `PARAMS_INVALID`). */
-const validateParams = (schema: unknown, params: unknown): unknown => {
-  if (schema === undefined) return params
-  if (typeof schema === "object" && schema !== null && typeof (schema as { parse?: unknown }).parse === "function") {
-    return (schema as { parse: (value: unknown) => unknown }).parse(params)
-  }
-  const standard = typeof schema === "object" && schema !== null
-    ? (schema as { "~standard"?: { validate?: (value: unknown) => unknown } })["~standard"]
-    : undefined
-  if (standard === undefined || typeof standard.validate !== "function") {
-    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema has neither parse() nor a Standard Schema ~standard.validate", "Pass a zod schema or any Standard Schema.")
-  }
-  const result = standard.validate(params) as { value?: unknown; issues?: ReadonlyArray<{ message: string }> } | PromiseLike<unknown>
-  if (typeof (result as PromiseLike<unknown>).then === "function") {
-    throw configError("PARAMS_SCHEMA_INVALID", "paramsSchema validates asynchronously", "Use a schema that validates synchronously: params are checked in the constructor.")
-  }
-  const sync = result as { value?: unknown; issues?: ReadonlyArray<{ message: string }> }
-  if (sync.issues !== undefined) {
-    throw configError("PARAMS_INVALID", `params do not match paramsSchema: ${sync.issues.map((issue) => issue.message).join("; ")}`, "Fix the params given to the AgentHarness constructor.")
-  }
-  return sync.value
-}
-
 
 /**
  * An agent harness. Durable when `environment.storage.checkpointStore` is given;
@@ -175,7 +107,7 @@ export class AgentHarness<I = any, O = any> {
   readonly fs: FsAdapter | undefined
   /** The shell adapter tools get as `toolCtx.shell` (`environment.shell`). */
   readonly shell: ShellAdapter | undefined
-  readonly #runtime: ManagedRuntime.ManagedRuntime<Engine | SessionsService | FacadeHarness, StorageError>
+  readonly #runtime: ManagedRuntime.ManagedRuntime<HarnessServices, StorageError>
   /** Where layer `init` hooks keep their storage. */
   readonly #layerStorage: StorageAdapter
   /** The layers of every context unless a call replaces them. */
@@ -211,137 +143,39 @@ export class AgentHarness<I = any, O = any> {
     this.params = validateParams(options.paramsSchema, options.params)
     this.config = { name: options.name, params: this.params, ...(options.hooks === undefined ? {} : { hooks: options.hooks }) }
     if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
-    const hooks = options.hooks
     this.fs = options.environment?.fs
     this.shell = options.environment?.shell
-    // The model side (docs/runtime.md): a provider, and the harness's tool pool.
-    const runtimeModel = modelRuntimeLayer(options)
     const agentGraph = options.agentGraph === undefined ? undefined : asStep(options.agentGraph)
     this.agentGraph = agentGraph
     const storage = options.environment?.storage
-    const retention = resolveStepLedgerRetention(storage?.stepLedgerRetention)
-    // The engine's checks (step ids, lease ttl), thrown as NoeticConfigError now rather than at the first run.
-    const checked = Effect.runSync(Effect.result(EngineHarness.validateOptions({
-      ...(agentGraph === undefined ? {} : { agentGraph: agentGraph as Step.AnyStep }),
-      ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
-      ...(storage?.lease === undefined ? {} : {
-        lease: { owner: storage.lease.owner, ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs }) }
-      })
-    })))
-    if (Result.isFailure(checked)) throw toFacadeError(checked.failure)
+    checkEngineOptions(agentGraph as Step.AnyStep | undefined, storage)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
     this.#ledgerStorage = storage?.adapter
     // As in noetic, a harness given no layers gives its contexts none (`defaultContextLayers` lists the usual ones).
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
-
-    let durability: Layer.Layer<never> | Layer.Layer<CheckpointStoreTag | StepLedger, StorageError> = Layer.empty
-    if (storage?.checkpointStore !== undefined) {
-      const checkpointStore = storage.checkpointStore
-      const engineBacked = isEngineBackedCheckpointStore(checkpointStore)
-      if (storage.lease !== undefined && (!engineBacked || storage.adapter !== undefined)) {
-        throw configError(
-          "STORAGE_ADAPTER_UNSUPPORTED",
-          "environment.storage.lease needs a checkpoint store made by createCheckpointStore and no separate storage.adapter",
-          "Leased runs fence their ledger writes in the checkpoint store's storage: build the store with createCheckpointStore({ storage }) and drop storage.adapter (the ledger then lives in that storage)."
-        )
-      }
-      if (storage.lease !== undefined && !holdsExecutionLeases(checkpointStore)) {
-        throw configError(
-          "EXECUTION_LEASE_UNSUPPORTED",
-          "environment.storage.lease needs a storage with compareAndSet, setFenced and deleteFenced; the checkpoint store's storage is a host-written one",
-          "Build the checkpoint store over one of this library's storages (createFileStorage, createSqliteStorage, createPostgresStorage, createInMemoryStorage), or drop lease."
-        )
-      }
-      const adapter = storage.adapter
-      const ledgerStorage = adapter === undefined ? undefined : toEngineStorage(adapter)
-      const store = Layer.effect(CheckpointStoreTag, toEngineCheckpointStore(checkpointStore, ledgerStorage))
-      durability = Layer.provideMerge(
-        Layer.effect(
-          StepLedger,
-          Effect.gen(function*() {
-            const checkpoints = yield* CheckpointStoreTag
-            // noetic keeps the ledger in storage.adapter: given one, the ledger lives there.
-            const base: CheckpointStoreShape = ledgerStorage === undefined || !engineBacked
-              ? checkpoints
-              : { ...checkpoints, storage: yield* ledgerStorage }
-            return yield* Effect.orDie(makeStepLedger(base, { retention }))
-          })
-        ),
-        store
-      )
-    }
-    const subprocessOption = options.environment?.subprocess
-    // A host-written adapter is used, never ignored: one the engine cannot use throws here.
-    const subprocess: Layer.Layer<SubprocessAdapterTag> | Layer.Layer<never> = subprocessOption === undefined
-      ? Layer.empty
-      : Layer.succeed(SubprocessAdapterTag, toEngineSubprocessShape(subprocessOption, "environment.subprocess"))
-
-    const tools = Object.fromEntries(
-      Object.entries(namedTools(options.tools)).map(([name, tool]) => [
-        name,
-        ((input, ctx) =>
-          Effect.flatMap(Effect.context<never>(), (services) =>
-            Effect.tryPromise({
-              try: (signal) => Promise.resolve().then(() => tool(input, new StepContext(ctx, services, signal))),
-              catch: (error) => error
-            }))) satisfies EngineHarness.ToolHandler
-      ])
-    )
-    const self = Layer.succeed(FacadeHarness, this as AgentHarness)
     const layerAdapter = storage?.adapter
-    const channels = this.#channels
     this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
     // A durable harness stores external channels' handle sends from its first call on.
     if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
-      channels.attachStorage(this.#engineLayerStorage)
+      this.#channels.attachStorage(this.#engineLayerStorage)
     }
-    const engine = Layer.effect(
-      Engine,
-      Effect.orDie(Effect.flatMap(Effect.succeed(this.#engineLayerStorage), (layerStorage) => EngineHarness.make({
-        ...(layerStorage === undefined ? {} : { layerStorage }),
-        channels,
-        name: options.name,
-        agentGraph: agentGraph as Step.AnyStep | undefined,
-        params: this.params,
-        ...(hooks === undefined ? {} : { hooks: this.#engineHooks(hooks) }),
-        tools,
-        context: this.#layers,
-        ...(options.onDivergence === undefined ? {} : { onDivergence: options.onDivergence }),
-        ...(storage?.stepLedgerDurability === undefined ? {} : { stepLedgerDurability: storage.stepLedgerDurability }),
-        ...(storage?.lease === undefined ? {} : {
-          lease: {
-            owner: storage.lease.owner,
-            ...(storage.lease.ttlMs === undefined ? {} : { ttl: storage.lease.ttlMs })
-          }
-        })
-      })))
-    ).pipe(Layer.provide(Layer.mergeAll(durability, subprocess, modelLayer(options.model), runtimeModel, self)))
-    const defaultDeliveryMode = options.defaultDeliveryMode
-    const modeChecked = Effect.runSync(Effect.result(
-      EngineSessions.validateDeliveryMode(defaultDeliveryMode, "defaultDeliveryMode")
-    ))
-    if (Result.isFailure(modeChecked)) throw toFacadeError(modeChecked.failure)
-    const sessions = Layer.effect(
-      SessionsService,
-      Effect.gen({ self: this }, function*() {
-        const made = yield* Effect.orDie(EngineSessions.make(yield* Engine, {
-          ...(defaultDeliveryMode === undefined ? {} : { defaultDeliveryMode })
-        }))
-        for (const [threadId, items] of this.#seeds) made.seedHistory(threadId, items)
-        this.#seeds.clear()
+    // The model side (docs/runtime.md), the durability and subprocess layers: internal/harnessRuntime.ts.
+    this.#runtime = makeRuntime(options, {
+      params: this.params,
+      agentGraph: agentGraph as Step.AnyStep | undefined,
+      layers: this.#layers,
+      channels: this.#channels,
+      layerStorage: this.#engineLayerStorage,
+      hooks: options.hooks === undefined ? undefined : this.#engineHooks(options.hooks),
+      self: Layer.succeed(FacadeHarness, this as AgentHarness),
+      seeds: this.#seeds,
+      onSessions: (made) => {
         this.#sessions = made
-        return made
-      })
-    ).pipe(Layer.provide(Layer.mergeAll(engine, modelLayer(options.model), runtimeModel, self)))
-    this.#runtime = ManagedRuntime.make(
-      Layer.mergeAll(engine, sessions, modelLayer(options.model), runtimeModel, self) as Layer.Layer<
-        Engine | SessionsService | FacadeHarness,
-        StorageError
-      >
-    )
+      }
+    })
     const runtime = this.#runtime
     // The host's adapter itself, as in noetic (its own methods, called as it wrote them).
-    this.subprocess = subprocessOption ?? fromEngineSubprocessAdapter(
+    this.subprocess = options.environment?.subprocess ?? fromEngineSubprocessAdapter(
       Effect.promise(() => runtime.runPromise(Effect.map(engineService, (engine) => engine.subprocess)))
     )
     // reattachLiveChildren lists through the adapter as harness.subprocess.listLive() does: after the spawns in flight.
@@ -351,7 +185,7 @@ export class AgentHarness<I = any, O = any> {
 
   #use<A, E>(f: (engine: EngineHarness.AgentHarness<any>) => Effect.Effect<A, E, any>): Promise<A> {
     return this.#runtime.runPromiseExit(
-      Effect.flatMap(engineService, f) as Effect.Effect<A, E, Engine>
+      Effect.flatMap(engineService, f) as Effect.Effect<A, E, HarnessServices>
     ).then((exit) => {
       // A call close() interrupted rejects with a code, not a bare interruption.
       if (this.#closed && exit._tag === "Failure" && exit.cause.reasons.every((r) => r._tag === "Interrupt")) {
@@ -413,7 +247,7 @@ export class AgentHarness<I = any, O = any> {
 
   #useSessions<A, E>(f: (sessions: EngineSessions.Sessions) => Effect.Effect<A, E, any>): Promise<A> {
     return this.#runtime.runPromiseExit(
-      SessionsService.use(f) as Effect.Effect<A, E, SessionsService>
+      SessionsService.use(f) as Effect.Effect<A, E, HarnessServices>
     ).then((exit) => {
       if (this.#closed && exit._tag === "Failure" && exit.cause.reasons.every((r) => r._tag === "Interrupt")) {
         throw harnessClosed(this.name)
