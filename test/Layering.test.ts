@@ -257,10 +257,10 @@ describe("layering", () => {
     const known = [
       ["harness/AgentContext.ts", "harness/Channels.ts", "harness/LayerHooks.ts", "harness/LayerLifecycle.ts"],
       [
+        "internal/promiseHarness.ts",
         "promise/builders.ts",
         "promise/context.ts",
         "promise/harness.ts",
-        "promise/internal/harnessRuntime.ts",
         "promise/layerMethods.ts",
         "promise/modelTools.ts",
         "promise/models.ts",

@@ -20,18 +20,18 @@ import * as Effect from "effect/Effect"
 import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
-import { EmptyStepId, StepConfigInvalid } from "../Errors.ts"
-import { callerModuleUrlLater } from "../internal/moduleUrl.ts"
+import type { EmptyStepId } from "../Errors.ts"
+import * as Build from "../internal/stepBuild.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
 import type { AgentContext, ContextLayer } from "./AgentContext.ts"
 import type { LoopMaxIterations, ModelOutputInvalid, SpawnTimeout, ToolFailed, UnknownTool } from "./HarnessError.ts"
 import type { StepMeta } from "./StepMeta.ts"
 
 /** Marks a value as a step. */
-export const StepTypeId = "~noetic-effect/Step" as const
+export const StepTypeId: typeof Build.StepTypeId = Build.StepTypeId
 
 /** The kinds of step; with the step id they are a step's identity at a path. */
-export type StepKind = "runCode" | "callModel" | "invokeTool" | "conditional" | "inParallel" | "loop" | "spawn"
+export type StepKind = Build.StepKind
 
 /**
  * What a step's body sees: its execution's context plus the step's own place in the
@@ -314,51 +314,16 @@ export type Error<S> = S extends Step<any, any, infer E, any, any> ? E : never
 export type Services<S> = S extends Step<any, any, any, infer R, any> ? R : never
 
 // -----------------------------------------------------------------------------
-// Build-time checks (noetic's codes)
+// Build-time checks (noetic's codes): src/internal/stepBuild.ts
 // -----------------------------------------------------------------------------
 
-const builderNames: Record<StepKind, string> = {
-  runCode: "runCode",
-  callModel: "callModel",
-  invokeTool: "invokeTool",
-  conditional: "conditional",
-  inParallel: "inParallel",
-  loop: "loop",
-  spawn: "spawn"
-}
+const { asEffect, base, withModule } = Build
 
 /** Throws `StepConfigInvalid` for a step option the builder cannot build from. */
-export const invalidStep = (kind: StepKind, code: string, message: string, hint: string): never => {
-  throw new StepConfigInvalid({ kind, code, message: `${builderNames[kind]}() ${message}`, hint })
-}
+export const invalidStep: (kind: StepKind, code: string, message: string, hint: string) => never = Build.invalidStep
 
 /** Throws `EmptyStepId` (code `EMPTY_STEP_ID`) unless `id` is a non-blank string. */
-export const checkStepId = (id: unknown, kind: StepKind): void => {
-  if (typeof id !== "string" || id.trim() === "") {
-    throw new EmptyStepId({
-      kind,
-      message: `${builderNames[kind]}() requires a non-empty id.`,
-      hint: `Pass a unique string as the id field, e.g. ${kind}({ id: "my-step", ... }); it names the step's path in the ledger.`
-    })
-  }
-}
-
-const base = <K extends StepKind>(id: string, kind: K, options: StepOptions | undefined) => {
-  checkStepId(id, kind)
-  return {
-    // Phantom: carries the type parameters only.
-    [StepTypeId]: undefined as any,
-    id,
-    kind,
-    subprocess: options?.subprocess
-  }
-}
-
-/** A step builder, or a wrapper of one: a function on the stack while a step is built. */
-type Builder = (...args: ReadonlyArray<never>) => unknown
-
-/** The wrapper of a step builder running now, if any (see {@link buildingBelow}). */
-let wrapper: Builder | undefined
+export const checkStepId: (id: unknown, kind: StepKind) => void = Build.checkStepId
 
 /**
  * Runs `build`, a call of a step builder made by `below` (a wrapper of the builders,
@@ -367,45 +332,7 @@ let wrapper: Builder | undefined
  *
  * @internal
  */
-export const buildingBelow = <A>(below: Builder, build: () => A): A => {
-  const outer = wrapper
-  wrapper = below
-  try {
-    return build()
-  } finally {
-    wrapper = outer
-  }
-}
-
-/**
- * The step with its `module` property: `options.module` when given, else the first
- * module outside this library among the callers of `builder` (or of the wrapper it
- * runs below), read from frames captured now and formatted on first access.
- * Formatting a stack trace costs far more than capturing it, and only a step
- * dispatched through a subprocess adapter needs its module; a step built inside a
- * loop, once per iteration, would otherwise pay it every time.
- */
-const withModule = <S extends object>(
-  step: S,
-  options: StepOptions | undefined,
-  builder: Builder
-): S & { readonly module: string | undefined } => {
-  const given = options?.module
-  // `callerModuleUrlLater` formats the captured frames once, on the first read.
-  const moduleOf = given === null
-    ? () => undefined
-    : given !== undefined
-    ? () => given
-    : callerModuleUrlLater(wrapper ?? builder)
-  return Object.defineProperty(step, "module", {
-    enumerable: true,
-    configurable: true,
-    get: moduleOf
-  }) as S & { readonly module: string | undefined }
-}
-
-const asEffect = <A>(value: A | Effect.Effect<A, unknown, unknown>): Effect.Effect<A, unknown, unknown> =>
-  Effect.isEffect(value) ? value : Effect.succeed(value as A)
+export const buildingBelow: <A>(below: Build.Builder, build: () => A) => A = Build.buildingBelow
 
 // -----------------------------------------------------------------------------
 // runCode
@@ -435,70 +362,8 @@ export function runCode(
 ): RunCode<any, any, any, any> {
   const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body } : idOrOptions
   const built = base(opts.id, "runCode", opts)
-  if (typeof opts.execute !== "function") {
-    invalidStep(
-      "runCode",
-      "MISSING_EXECUTE_FUNCTION",
-      "requires an execute function.",
-      "Provide an execute function, e.g. execute: (input, ctx) => Effect.succeed(result)."
-    )
-  }
-  if (opts.retry !== undefined) checkRetry(opts.retry)
-  const effects = effectsOf("runCode", opts)
-  if (effects.effects === "at-most-once" && opts.retry !== undefined && opts.retry.maxAttempts > 1) {
-    // A retry would run the body again under the intent of its first attempt, which
-    // may have taken effect before it failed: see docs/durability.md#failing-closed.
-    invalidStep(
-      "runCode",
-      "AT_MOST_ONCE_RETRY_CONFLICT",
-      `cannot retry an at-most-once body (retry.maxAttempts is ${opts.retry.maxAttempts}): a failed attempt may have taken effect, and only reconcile may decide to run it again.`,
-      "Drop retry (a failed at-most-once step stays pending and is reconciled on resume), or retry inside the body where an idempotency key makes a second attempt safe."
-    )
-  }
+  const effects = Build.checkRunCode(opts)
   return withModule({ ...built, body: opts.execute!, retry: opts.retry, ...effects }, opts, runCode)
-}
-
-const effectsOf = <I, O>(kind: StepKind, opts: EffectsOptions<I, O>) => {
-  const effects = opts.effects ?? "at-least-once"
-  if (effects !== "at-least-once" && effects !== "at-most-once") {
-    invalidStep(
-      kind,
-      "INVALID_EFFECTS_POLICY",
-      `effects must be 'at-least-once' or 'at-most-once', got ${JSON.stringify(effects)}.`,
-      "Leave effects out for at-least-once, or pass 'at-most-once' for a body that must never run twice."
-    )
-  }
-  if (opts.reconcile !== undefined && typeof opts.reconcile !== "function") {
-    invalidStep(kind, "INVALID_RECONCILE", "reconcile must be a function.", "Pass reconcile: (input, ctx) => Effect.succeed(Reconciled.rerun).")
-  }
-  return { effects, reconcile: opts.reconcile }
-}
-
-const checkRetry = (retry: RetryPolicy): void => {
-  if (!(Number.isInteger(retry.maxAttempts) && retry.maxAttempts >= 1)) {
-    invalidStep(
-      "runCode",
-      "INVALID_RETRY_POLICY",
-      `retry.maxAttempts must be a whole number of at least 1, got ${String(retry.maxAttempts)}.`,
-      "Pass the total number of attempts, the first included, e.g. retry: { maxAttempts: 3, backoff: 'exponential', initialDelay: 100 }."
-    )
-  }
-  if (!(retry.initialDelay >= 0 && Number.isFinite(retry.initialDelay))) {
-    invalidStep(
-      "runCode",
-      "INVALID_RETRY_POLICY",
-      `retry.initialDelay must be a finite number of milliseconds of at least 0, got ${String(retry.initialDelay)}.`,
-      "Pass the delay before the first retry in milliseconds."
-    )
-  }
-  if (!["fixed", "linear", "exponential"].includes(retry.backoff)) {
-    invalidStep(
-      "runCode",
-      "INVALID_RETRY_POLICY",
-      `retry.backoff must be 'fixed', 'linear' or 'exponential', got ${JSON.stringify(retry.backoff)}.`,
-      "Pick one of the three backoff shapes."
-    )
-  }
 }
 
 // -----------------------------------------------------------------------------
@@ -563,17 +428,7 @@ export function callModel(
     ? { ...options, id: idOrOptions }
     : idOrOptions
   const built = base(opts.id!, "callModel", opts)
-  if (typeof idOrOptions !== "string" && opts.model === undefined) {
-    invalidStep("callModel", "MISSING_MODEL", "requires a model.", "Pass a model identifier, e.g. model: 'openai/gpt-4o'.")
-  }
-  if (typeof opts.model === "string" && opts.model.trim() === "") {
-    invalidStep(
-      "callModel",
-      "MISSING_MODEL",
-      "requires a non-empty model.",
-      "Pass a model identifier, e.g. model: 'openai/gpt-4o'."
-    )
-  }
+  Build.checkCallModel(typeof idOrOptions !== "string", opts.model, opts.output)
   const instructions = opts.instructions
   const prompt = opts.prompt ?? (instructions === undefined ? defaultPrompt : (input: unknown, ctx: StepContext) => {
     const text = resolveLazy(instructions, ctx)
@@ -581,14 +436,6 @@ export function callModel(
     return text === undefined || text === "" ? rest : [{ role: "system" as const, content: text }, ...rest]
   })
   const output = opts.output
-  if (output !== undefined && typeof output?.["~standard"]?.validate !== "function") {
-    invalidStep(
-      "callModel",
-      "INVALID_OUTPUT_SCHEMA",
-      "output must be a Standard Schema (an object with ~standard.validate).",
-      "Pass a zod or valibot schema, or Schema.toStandardSchemaV1(schema) of an Effect schema."
-    )
-  }
   return withModule({
     ...built,
     result: (typeof idOrOptions === "string" ? "turn" : output === undefined ? "text" : "output") as CallModel<any, any, any>["result"],
@@ -633,22 +480,14 @@ export function invokeTool(
     : idOrOptions
   const built = base(opts.id, "invokeTool", opts)
   const given = opts.tool as unknown
-  const isDefinition = typeof given === "object" && given !== null && typeof (given as ToolDefinition).execute === "function"
-  if (!isDefinition && (typeof given !== "string" || given === "")) {
-    invalidStep(
-      "invokeTool",
-      "MISSING_TOOL",
-      "requires a tool.",
-      "Provide a tool object with an execute function (or the name of a harness tool)."
-    )
-  }
+  const isDefinition = Build.checkTool(given)
   const definition = isDefinition ? given as ToolDefinition : undefined
   return withModule({
     ...built,
     tool: definition === undefined ? given as string : definition.name ?? opts.id,
     definition,
     args: opts.args as Readonly<Record<string, unknown>> | undefined,
-    ...effectsOf("invokeTool", opts)
+    ...Build.effectsOf("invokeTool", opts)
   }, opts, invokeTool)
 }
 
@@ -690,9 +529,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
       then: AnyStep
       else?: AnyStep
     }
-    if (typeof predicate !== "function") {
-      invalidStep("conditional", "MISSING_ROUTE_FUNCTION", "requires an if predicate.", "Pass if: (input) => boolean.")
-    }
+    Build.checkRoute(predicate, true)
     return withModule({
       ...built,
       route: (input: unknown, ctx: StepContext) =>
@@ -702,14 +539,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, AnySte
   }
   const built = base(idOrOptions.id, "conditional", idOrOptions)
   const route = idOrOptions.route
-  if (typeof route !== "function") {
-    invalidStep(
-      "conditional",
-      "MISSING_ROUTE_FUNCTION",
-      "requires a route function.",
-      "Provide a route function that selects the next step at runtime."
-    )
-  }
+  Build.checkRoute(route, false)
   return withModule({
     ...built,
     route: (input: unknown, ctx: StepContext) => Effect.suspend(() => asEffect(route(input, ctx))),
@@ -791,31 +621,13 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
       branches: list,
       mode: positional?.mode ?? "all",
       merge: undefined,
-      concurrency: checkConcurrency(positional?.concurrency)
+      concurrency: Build.checkConcurrency(positional?.concurrency)
     }, positional, inParallel)
   }
   const opts = idOrOptions
   const built = base(opts.id, "inParallel", opts)
-  if (!["all", "race", "settle"].includes(opts.mode)) {
-    invalidStep(
-      "inParallel",
-      "INVALID_PARALLEL_MODE",
-      `mode must be 'all', 'race' or 'settle', got ${JSON.stringify(opts.mode)}.`,
-      "Pick one of the three modes."
-    )
-  }
   const merge = "merge" in opts ? opts.merge : undefined
-  if ((opts.mode === "all" || opts.mode === "settle") && typeof merge !== "function") {
-    invalidStep(
-      "inParallel",
-      "MISSING_MERGE_FUNCTION",
-      `mode '${opts.mode}' requires a merge function.`,
-      "Provide a merge function that combines path results into a single output."
-    )
-  }
-  if (typeof opts.paths !== "function") {
-    invalidStep("inParallel", "MISSING_PATHS_FUNCTION", "requires a paths function.", "Pass paths: (input, ctx) => [step, ...].")
-  }
+  Build.checkParallel(opts.mode, merge, opts.paths)
   return withModule({
     ...built,
     paths: (input: unknown, ctx: StepContext) => Effect.sync(() => opts.paths(input, ctx)),
@@ -824,21 +636,8 @@ export function inParallel(idOrOptions: string | InParallelOptions<any, AnyStep,
     merge: merge === undefined
       ? undefined
       : (results: ReadonlyArray<any>, ctx: StepContext) => Effect.suspend(() => asEffect((merge as any)(results, ctx))),
-    concurrency: checkConcurrency(opts.concurrency)
+    concurrency: Build.checkConcurrency(opts.concurrency)
   }, opts, inParallel)
-}
-
-const checkConcurrency = (concurrency: unknown): number | undefined => {
-  if (concurrency === undefined) return undefined
-  if (typeof concurrency !== "number" || !(Number.isInteger(concurrency) && concurrency >= 1)) {
-    return invalidStep(
-      "inParallel",
-      "INVALID_CONCURRENCY",
-      `concurrency must be a whole number of at least 1, got ${String(concurrency)}.`,
-      "Omit it to run every path at once."
-    )
-  }
-  return concurrency
 }
 
 // -----------------------------------------------------------------------------
@@ -895,30 +694,8 @@ export function loop(idOrOptions: string | LoopOptions<AnyStep>, body?: AnyStep,
     }
     : idOrOptions
   const built = base(opts.id, "loop", opts)
-  if (!Array.isArray(opts.steps) || opts.steps.length === 0) {
-    invalidStep("loop", "MISSING_LOOP_BODY", "requires at least one body step.", "Add at least one step to the steps array.")
-  }
-  if (typeof opts.until !== "function") {
-    invalidStep(
-      "loop",
-      "MISSING_UNTIL_PREDICATE",
-      "requires an until predicate.",
-      "Provide an until predicate, e.g. until: (snapshot) => ({ stop: snapshot.stepCount >= 10 })."
-    )
-  }
   const maxIterations = opts.maxIterations ?? 1000
-  // As noetic: any finite number of at least 1 (a fractional cap allows its whole part).
-  if (
-    !(typeof maxIterations === "number" && Number.isFinite(maxIterations) && maxIterations >= 1) &&
-    opts.checkMaxIterationsWhenRun !== true
-  ) {
-    invalidStep(
-      "loop",
-      "INVALID_MAX_ITERATIONS",
-      `maxIterations must be a finite number of at least 1, got ${String(maxIterations)}.`,
-      "Omit it for the default of 1000."
-    )
-  }
+  Build.checkLoop(opts.steps, opts.until, maxIterations, opts.checkMaxIterationsWhenRun === true)
   const until = opts.until
   return withModule({
     ...built,
@@ -962,22 +739,7 @@ export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnySt
     ? { ...positional, id: idOrOptions, child: child! }
     : idOrOptions
   const built = base(opts.id, "spawn", opts)
-  if (!isStep(opts.child)) {
-    invalidStep(
-      "spawn",
-      "MISSING_CHILD_STEP",
-      "requires a child step.",
-      "Provide a child step to execute in the isolated child context."
-    )
-  }
-  if (opts.timeout !== undefined && !(opts.timeout > 0)) {
-    invalidStep(
-      "spawn",
-      "INVALID_TIMEOUT",
-      `timeout must be a positive number of milliseconds, got ${String(opts.timeout)}.`,
-      "Omit it to let the child run as long as it needs."
-    )
-  }
+  Build.checkSpawn(opts.child, opts.timeout)
   return withModule({ ...built, child: opts.child, context: opts.context, timeout: opts.timeout }, opts, spawn)
 }
 
@@ -997,5 +759,4 @@ export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
 }
 
 /** Whether a value is a step. */
-export const isStep = (value: unknown): value is AnyStep =>
-  typeof value === "object" && value !== null && StepTypeId in value
+export const isStep = (value: unknown): value is AnyStep => Build.hasStepTypeId(value)

@@ -4,7 +4,7 @@
  * layers an Effect user would compose. Its contexts are in `context.ts`, the step
  * builders in `builders.ts`, `models.ts` and `tools.ts`, noetic's layers in
  * `layers.ts`, detached handles in `handles.ts`, the option types in `options.ts`, and
- * the runtime it builds from its options in `internal/harnessRuntime.ts`.
+ * the runtime it builds from its options in `src/internal/promiseHarness.ts`.
  *
  * @since 0.1.0
  */
@@ -79,7 +79,7 @@ import {
   makeRuntime,
   SessionsService,
   validateParams
-} from "./internal/harnessRuntime.ts"
+} from "../internal/promiseHarness.ts"
 
 /** How `reattachLiveChildren` resolves restore layers the way the harness's own `restore` does. */
 const layerMergers = new WeakMap<
@@ -159,7 +159,7 @@ export class AgentHarness<I = any, O = any> {
     if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
       this.#channels.attachStorage(this.#engineLayerStorage)
     }
-    // The model side (docs/runtime.md), the durability and subprocess layers: internal/harnessRuntime.ts.
+    // The model side (docs/runtime.md), the durability and subprocess layers: src/internal/promiseHarness.ts.
     this.#runtime = makeRuntime(options, {
       params: this.params,
       agentGraph: agentGraph as Step.AnyStep | undefined,
