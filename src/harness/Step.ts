@@ -982,7 +982,8 @@ export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnySt
 }
 
 /** The steps a step dispatches that are known when it is built. */
-export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
+export const staticChildren = (shown: AnyStep): ReadonlyArray<AnyStep> => {
+  const step = runsAs(shown)
   switch (step.kind) {
     case "conditional":
     case "inParallel":
@@ -999,3 +1000,25 @@ export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
 /** Whether a value is a step. */
 export const isStep = (value: unknown): value is AnyStep =>
   typeof value === "object" && value !== null && StepTypeId in value
+
+/**
+ * The key under which a step shown as plain data keeps the step it runs as. A
+ * registered symbol, so the ESM and CommonJS builds of this library read each other's.
+ */
+const RunsAsTypeId: unique symbol = Symbol.for("noetic-effect/Step/runsAs") as never
+
+/**
+ * `step` shown with other fields: noetic's steps are plain data (`inParallel(...).paths`
+ * is the function given, `invokeTool(...).tool` the tool object), where the engine's
+ * fields are Effect-returning (docs/runtime.md#step-objects). The result is a step
+ * (its prototype is `step`, so `id`, `module`... are `step`'s) whose own enumerable
+ * fields are `kind`, `id` and `fields`; the interpreter runs it as `step`.
+ */
+export const withPlainFields = <S extends AnyStep, F extends object>(step: S, fields: F): S & F => {
+  const shown = Object.create(step) as S & F
+  Object.defineProperty(shown, RunsAsTypeId, { value: runsAs(step) })
+  return Object.assign(shown, { kind: step.kind, id: step.id }, fields)
+}
+
+/** The step the interpreter runs for `step`: itself, or the step `withPlainFields` showed. */
+export const runsAs = <S extends AnyStep>(step: S): S => (step as { readonly [RunsAsTypeId]?: S })[RunsAsTypeId] ?? step

@@ -79,6 +79,16 @@ export const engineTools = (tools: unknown): unknown => {
 const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<T> | undefined =>
   typeof value === "function" ? (ctx: Step.StepContext) => (value as (ctx: StepContext) => T)(facadeContext(ctx)) : value
 
+/** A `callModel` step as noetic shows it (`StepCallModel`): the fields it was given. */
+export type CallModelStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "callModel"
+  readonly model: CallModelOptions<I, O>["model"]
+  readonly instructions: CallModelOptions<I, O>["instructions"]
+  readonly tools: CallModelOptions<I, O>["tools"]
+  readonly output: CallModelOptions<I, O>["output"]
+  readonly params: Step.ModelParams | undefined
+}
+
 /**
  * A model turn through the harness's model, appended to the item log. The option
  * form resolves, as noetic's does, with the reply's text, or with `output`'s value of
@@ -86,9 +96,9 @@ const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<
  * Throws `EMPTY_STEP_ID` / `MISSING_MODEL`. The positional `callModel(id, options?)`
  * resolves with the whole turn, `{ responseId, text }`.
  */
-export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): CallModelStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): CallModelStep<I, O>
 export function callModel<I = string>(
   id: string,
   options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
@@ -118,16 +128,23 @@ export function callModel(
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
   }
-  return build(() =>
-    typeof idOrOptions === "string"
-      ? Step.callModel(idOrOptions, engineOptions)
-      : Step.callModel({
-        ...engineOptions,
-        id: opts.id!,
-        model: model as Step.Lazy<string>,
-        ...(opts.output === undefined ? {} : { output: opts.output })
-      })
+  if (typeof idOrOptions === "string") return build(() => Step.callModel(idOrOptions, engineOptions))
+  const built = build(() =>
+    Step.callModel({
+      ...engineOptions,
+      id: opts.id!,
+      model: model as Step.Lazy<string>,
+      ...(opts.output === undefined ? {} : { output: opts.output })
+    })
   )
+  // noetic's step is plain data: `callModel(...).tools` is the list given, `output` the schema.
+  return Step.withPlainFields(built, {
+    model: opts.model,
+    instructions: opts.instructions,
+    tools: opts.tools,
+    output: opts.output,
+    params: opts.params
+  })
 }
 
 /** A model as a plain object: one `generate` per turn. */
