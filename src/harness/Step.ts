@@ -225,6 +225,8 @@ export interface CallModel<I, O = ModelTurn, E = AiError.AiError>
   readonly params: ModelParams | undefined
   readonly tools: unknown
   readonly output: unknown
+  /** The structured-output constraint given explicitly (noetic's `outputJsonSchema`). */
+  readonly outputJsonSchema: Readonly<Record<string, unknown>> | undefined
 }
 
 /** A tool as an object (noetic's `Tool`): a name and an `execute` returning an Effect. */
@@ -515,6 +517,11 @@ export interface CallModelOptions<I, O = string> extends StepOptions {
   readonly tools?: unknown
   /** Parses the reply: its text as JSON, validated by this Standard Schema, is the step's output. */
   readonly output?: StandardSchema<O> | undefined
+  /**
+   * The JSON Schema sent to a `ModelProvider` as the structured-output constraint when
+   * `output` gives none of its own (a validation-only schema); see `OutputSchema.ts`.
+   */
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
   readonly params?: ModelParams | undefined
   /** Builds the prompt instead of the default (instructions, history window, input). */
   readonly prompt?: ((input: I, ctx: StepContext) => Prompt.RawInput) | undefined
@@ -597,7 +604,8 @@ export function callModel(
     instructions,
     params: opts.params,
     tools: opts.tools,
-    output: opts.output
+    output: opts.output,
+    outputJsonSchema: opts.outputJsonSchema
   }, opts, callModel)
 }
 

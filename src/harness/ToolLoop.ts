@@ -36,6 +36,7 @@ import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
 import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { outputConstraint } from "./OutputSchema.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
@@ -291,6 +292,10 @@ const toolLoop = (
       description: tool.description,
       parameters: tool.parameters
     }))
+    // A structured output is asked of the provider as a JSON Schema (docs/runtime.md#structured-output).
+    const outputJsonSchema = step.result === "output"
+      ? yield* outputConstraint(step.id, step.output, step.outputJsonSchema)
+      : undefined
     const base = { executionId: root.id, threadId: root.threadId, path: ctx.path }
     // Published to RunEvents, and handed to the session turn the step runs in (docs/architecture.md#sessions).
     const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
@@ -341,7 +346,8 @@ const toolLoop = (
                 instructions,
                 items: [...view.items] as ReadonlyArray<ModelItem>,
                 tools: specs,
-                params: step.params
+                params: step.params,
+                outputJsonSchema
               }, (delta) => event(delta))
               root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
               const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
@@ -453,6 +459,9 @@ export interface DirectCallRequest {
   readonly instructions?: string | undefined
   readonly params?: CallModel<any, any, any>["params"]
   readonly tools?: ReadonlyArray<ModelTool> | undefined
+  /** A structured output asked of the model (noetic's `outputSchema`): sent as its JSON Schema. */
+  readonly outputSchema?: unknown
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
@@ -473,6 +482,9 @@ export const directCall = (
     const pool = yield* Effect.serviceOption(ModelTools)
     const tools = request.tools ?? Option.getOrElse(pool, () => [])
     const specs = tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }))
+    const outputJsonSchema = request.outputSchema === undefined && request.outputJsonSchema === undefined
+      ? undefined
+      : yield* outputConstraint("harness.callModel", request.outputSchema, request.outputJsonSchema)
     const log: Array<ModelItem> = [...request.items]
     const items: Array<ModelItem> = []
     let usage = { inputTokens: 0, outputTokens: 0 }
@@ -486,7 +498,8 @@ export const directCall = (
         instructions: request.instructions,
         items: [...log],
         tools: specs,
-        params: request.params
+        params: request.params,
+        outputJsonSchema
       }, () => Effect.void)
       usage = {
         inputTokens: usage.inputTokens + response.usage.inputTokens,
