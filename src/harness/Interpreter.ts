@@ -37,6 +37,7 @@ import {
   type RetryPolicy,
   type Settled,
   type Snapshot,
+  runsAs,
   staticChildren,
   type StepContext,
   type Verdict
@@ -518,7 +519,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
   }
 
   /** One function per step kind. */
-  const interpret = (step: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
+  const interpret = (shown: AnyStep, input: unknown, frame: Frame): Effect.Effect<unknown, unknown, unknown> => {
+    // A step shown as noetic's plain data runs as the engine step behind it.
+    const step = runsAs(shown)
     switch (step.kind) {
       case "runCode":
         return runCodeStep(step, input, frame)

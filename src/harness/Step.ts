@@ -225,6 +225,8 @@ export interface CallModel<I, O = ModelTurn, E = AiError.AiError>
   readonly params: ModelParams | undefined
   readonly tools: unknown
   readonly output: unknown
+  /** The structured-output constraint given explicitly (noetic's `outputJsonSchema`). */
+  readonly outputJsonSchema: Readonly<Record<string, unknown>> | undefined
 }
 
 /** A tool as an object (noetic's `Tool`): a name and an `execute` returning an Effect. */
@@ -380,6 +382,11 @@ export interface CallModelOptions<I, O = string> extends StepOptions {
   readonly tools?: unknown
   /** Parses the reply: its text as JSON, validated by this Standard Schema, is the step's output. */
   readonly output?: StandardSchema<O> | undefined
+  /**
+   * The JSON Schema sent to a `ModelProvider` as the structured-output constraint when
+   * `output` gives none of its own (a validation-only schema); see `OutputSchema.ts`.
+   */
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
   readonly params?: ModelParams | undefined
   /** Builds the prompt instead of the default (instructions, history window, input). */
   readonly prompt?: ((input: I, ctx: StepContext) => Prompt.RawInput) | undefined
@@ -444,7 +451,8 @@ export function callModel(
     instructions,
     params: opts.params,
     tools: opts.tools,
-    output: opts.output
+    output: opts.output,
+    outputJsonSchema: opts.outputJsonSchema
   }, opts, callModel)
 }
 
@@ -744,7 +752,8 @@ export function spawn(idOrOptions: string | SpawnOptions<AnyStep>, child?: AnySt
 }
 
 /** The steps a step dispatches that are known when it is built. */
-export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
+export const staticChildren = (shown: AnyStep): ReadonlyArray<AnyStep> => {
+  const step = runsAs(shown)
   switch (step.kind) {
     case "conditional":
     case "inParallel":
@@ -760,3 +769,25 @@ export const staticChildren = (step: AnyStep): ReadonlyArray<AnyStep> => {
 
 /** Whether a value is a step. */
 export const isStep = (value: unknown): value is AnyStep => Build.hasStepTypeId(value)
+
+/**
+ * The key under which a step shown as plain data keeps the step it runs as. A
+ * registered symbol, so the ESM and CommonJS builds of this library read each other's.
+ */
+const RunsAsTypeId: unique symbol = Symbol.for("noetic-effect/Step/runsAs") as never
+
+/**
+ * `step` shown with other fields: noetic's steps are plain data (`inParallel(...).paths`
+ * is the function given, `invokeTool(...).tool` the tool object), where the engine's
+ * fields are Effect-returning (docs/runtime.md#step-objects). The result is a step
+ * (its prototype is `step`, so `id`, `module`... are `step`'s) whose own enumerable
+ * fields are `kind`, `id` and `fields`; the interpreter runs it as `step`.
+ */
+export const withPlainFields = <S extends AnyStep, F extends object>(step: S, fields: F): S & F => {
+  const shown = Object.create(step) as S & F
+  Object.defineProperty(shown, RunsAsTypeId, { value: runsAs(step) })
+  return Object.assign(shown, { kind: step.kind, id: step.id }, fields)
+}
+
+/** The step the interpreter runs for `step`: itself, or the step `withPlainFields` showed. */
+export const runsAs = <S extends AnyStep>(step: S): S => (step as { readonly [RunsAsTypeId]?: S })[RunsAsTypeId] ?? step

@@ -36,6 +36,7 @@ import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
 import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { outputConstraint } from "./OutputSchema.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
@@ -249,6 +250,87 @@ const callProvider = (
     )
   })
 
+/** A function call the model asked for, as a tool runs it. */
+interface ToolCall {
+  readonly callId: string
+  readonly name: string
+  readonly arguments: string
+}
+
+/** What one model call's rounds do, told apart where the step's loop and `directCall` differ. */
+interface Rounds {
+  /** The provider answers the whole call (noetic's `_testCallModel`): its tool calls are not run. */
+  readonly wholeCall: boolean
+  /** Before every round but the first. */
+  readonly beforeRound?: ((round: number) => Effect.Effect<unknown, unknown, unknown>) | undefined
+  /** One request to the provider (and what comes of its answer: appends, events). */
+  readonly callRound: (round: number) => Effect.Effect<ModelResponse, unknown, unknown>
+  /** Runs one function call the answer left unanswered. */
+  readonly callTool: (call: ToolCall) => Effect.Effect<ToolCallOutcome, unknown, unknown>
+  /** Takes the `function_call_output` item of a call that ran. */
+  readonly onToolOutput: (output: ModelItem) => Effect.Effect<unknown, unknown, unknown>
+}
+
+/** What a model call's rounds add up to: every item they produced, the function calls, the usage. */
+interface RoundsResult {
+  readonly items: ReadonlyArray<ModelItem>
+  readonly toolCalls: ReadonlyArray<ModelItem>
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+  readonly cost: number | undefined
+}
+
+/**
+ * noetic's round loop, shared by a `callModel` step and `harness.callModel`: ask the
+ * provider, run the function calls its answer leaves unanswered (each answered by a
+ * `function_call_output` item), ask again, until an answer asks for none; at most
+ * `MAX_TOOL_ROUNDS` rounds, past which it fails "LLM exceeded maximum tool rounds".
+ */
+const runRounds = (rounds: Rounds): Effect.Effect<RoundsResult, unknown, unknown> =>
+  Effect.gen(function*() {
+    const items: Array<ModelItem> = []
+    const toolCalls: Array<ModelItem> = []
+    let usage = { inputTokens: 0, outputTokens: 0 }
+    let cost: number | undefined
+    for (let round = 0;; round++) {
+      if (round >= MAX_TOOL_ROUNDS) {
+        return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
+      }
+      if (round > 0 && rounds.beforeRound !== undefined) yield* rounds.beforeRound(round)
+      const response = yield* rounds.callRound(round)
+      usage = {
+        inputTokens: usage.inputTokens + response.usage.inputTokens,
+        outputTokens: usage.outputTokens + response.usage.outputTokens
+      }
+      if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
+      items.push(...response.items)
+      const answered = new Set(
+        response.items.filter((item) => item.type === "function_call_output").map((item) => String(item.callId))
+      )
+      const calls = response.items.filter((item) => item.type === "function_call")
+      toolCalls.push(...calls)
+      const pending = calls.filter((item) => !answered.has(String(item.callId)))
+      if (rounds.wholeCall || pending.length === 0) break
+      for (const item of pending) {
+        const call: ToolCall = {
+          callId: String(item.callId),
+          name: String(item.name),
+          arguments: typeof item.arguments === "string" ? item.arguments : "{}"
+        }
+        const outcome = yield* rounds.callTool(call)
+        const output: ModelItem = {
+          type: "function_call_output",
+          id: `fco_${call.callId}`,
+          callId: call.callId,
+          output: outcome.output,
+          status: "completed"
+        }
+        yield* rounds.onToolOutput(output)
+        items.push(output)
+      }
+    }
+    return { items, toolCalls, usage, cost }
+  })
+
 /** noetic's model call, its rounds and tool calls recorded as child steps. */
 const toolLoop = (
   step: CallModel<any, any, any>,
@@ -291,6 +373,10 @@ const toolLoop = (
       description: tool.description,
       parameters: tool.parameters
     }))
+    // A structured output is asked of the provider as a JSON Schema (docs/runtime.md#structured-output).
+    const outputJsonSchema = step.result === "output"
+      ? yield* outputConstraint(step.id, step.output, step.outputJsonSchema)
+      : undefined
     const base = { executionId: root.id, threadId: root.threadId, path: ctx.path }
     // Published to RunEvents, and handed to the session turn the step runs in (docs/architecture.md#sessions).
     const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
@@ -314,118 +400,90 @@ const toolLoop = (
       }])
     }
 
-    const responseItems: Array<ModelItem> = []
-    const toolCalls: Array<ModelItem> = []
-    let usage = { inputTokens: 0, outputTokens: 0 }
-    let cost: number | undefined
-    for (let round = 0;; round++) {
-      if (round >= MAX_TOOL_ROUNDS) {
-        return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
-      }
+    const { items: responseItems, toolCalls, usage, cost } = yield* runRounds({
+      wholeCall: provider.mode === "whole-call",
       // The session's between-rounds messages join the log before every round but the first.
-      if (round > 0) yield* SessionTurn.use((turn) => turn.betweenRounds(root, round))
-      let replayed = true
-      const roundStep = runCode({
-        id: "model-round",
-        module: null,
-        execute: () =>
-          Effect.gen(function*() {
-            replayed = false
-            // Layer hooks of a model call (docs/layers-and-channels.md#hook-order): recall and
-            // projectHistory build the items sent; afterModelCall may deny the reply or guide a retry.
-            for (let retries = 0;; retries++) {
-              const view = yield* LayerLifecycle.assembleView(root, { query: typeof input === "string" ? input : "" })
-              yield* event({ type: "model_call_started", model, round })
-              const response = yield* callProvider(provider, {
-                model,
-                instructions,
-                items: [...view.items] as ReadonlyArray<ModelItem>,
-                tools: specs,
-                params: step.params
-              }, (delta) => event(delta))
-              root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
-              const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
-              if (decision.action === "deny") {
-                return yield* new SteeringDenied({ stepId: step.id, guidance: decision.guidance ?? "steering rule violation" })
-              }
-              if (decision.action === "guide" && retries < MAX_STEERING_RETRIES) {
-                yield* root.append([LayerLifecycle.message(decision.guidance ?? "Please adjust your response.", "developer")])
-                continue
-              }
-              return response
-            }
+      beforeRound: (round) => SessionTurn.use((turn) => turn.betweenRounds(root, round)),
+      callRound: (round) =>
+        Effect.gen(function*() {
+          let replayed = true
+          const roundStep = runCode({
+            id: "model-round",
+            module: null,
+            execute: () =>
+              Effect.gen(function*() {
+                replayed = false
+                // Layer hooks of a model call (docs/layers-and-channels.md#hook-order): recall and
+                // projectHistory build the items sent; afterModelCall may deny the reply or guide a retry.
+                for (let retries = 0;; retries++) {
+                  const view = yield* LayerLifecycle.assembleView(root, { query: typeof input === "string" ? input : "" })
+                  yield* event({ type: "model_call_started", model, round })
+                  const response = yield* callProvider(provider, {
+                    model,
+                    instructions,
+                    items: [...view.items] as ReadonlyArray<ModelItem>,
+                    tools: specs,
+                    params: step.params,
+                    outputJsonSchema
+                  }, (delta) => event(delta))
+                  root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
+                  const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
+                  if (decision.action === "deny") {
+                    return yield* new SteeringDenied({ stepId: step.id, guidance: decision.guidance ?? "steering rule violation" })
+                  }
+                  if (decision.action === "guide" && retries < MAX_STEERING_RETRIES) {
+                    yield* root.append([LayerLifecycle.message(decision.guidance ?? "Please adjust your response.", "developer")])
+                    continue
+                  }
+                  return response
+                }
+              })
           })
-      })
-      const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
-      usage = {
-        inputTokens: usage.inputTokens + response.usage.inputTokens,
-        outputTokens: usage.outputTokens + response.usage.outputTokens
-      }
-      if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
-      yield* event({ type: "model_call_completed", model, round, usage: response.usage, cost: response.cost, replayed })
-      yield* root.append(response.items as ReadonlyArray<Item>)
-      LayerLifecycle.meterUsage(root, response.usage, response.cost)
-      // store runs after the append and waits for the write-through of what it changed.
-      if (!replayed) yield* LayerLifecycle.storeLayers(root, response as LayerModelResponse)
-      for (const item of response.items) {
-        responseItems.push(item)
-        yield* event({ type: "item", item })
-      }
-      const answered = new Set(
-        response.items.filter((item) => item.type === "function_call_output").map((item) => String(item.callId))
-      )
-      const calls = response.items.filter((item) => item.type === "function_call")
-      toolCalls.push(...calls)
-      const pending = calls.filter((item) => !answered.has(String(item.callId)))
-      if (provider.mode === "whole-call" || pending.length === 0) break
-      for (const item of pending) {
-        const call = {
-          callId: String(item.callId),
-          name: String(item.name),
-          arguments: typeof item.arguments === "string" ? item.arguments : "{}"
-        }
-        let ran = false
-        const toolStep = runCode({
-          id: "tool-call",
-          module: null,
-          execute: (_: unknown, toolCtx: StepContext) =>
-            Effect.suspend(() => {
-              ran = true
-              return Effect.andThen(
-                event({ type: "tool_call_started", ...call }),
-                Effect.flatMap(
-                  LayerLifecycle.beforeToolCallLayers(root, { toolName: call.name, toolArgs: argsOf(call.arguments), callId: call.callId }),
-                  (decision): Effect.Effect<ToolCallOutcome, unknown> =>
-                    decision.action === "deny"
-                      ? Effect.succeed({ output: `Tool call denied: ${decision.guidance ?? "steering rule violation"}`, error: true })
-                      : decision.action === "guide"
-                      ? Effect.succeed({ output: `Tool call redirected: ${decision.guidance}`, error: true })
-                      : runTool(tools, call, toolCtx)
+          const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
+          yield* event({ type: "model_call_completed", model, round, usage: response.usage, cost: response.cost, replayed })
+          yield* root.append(response.items as ReadonlyArray<Item>)
+          LayerLifecycle.meterUsage(root, response.usage, response.cost)
+          // store runs after the append and waits for the write-through of what it changed.
+          if (!replayed) yield* LayerLifecycle.storeLayers(root, response as LayerModelResponse)
+          for (const item of response.items) yield* event({ type: "item", item })
+          return response
+        }),
+      callTool: (call) =>
+        Effect.gen(function*() {
+          let ran = false
+          const toolStep = runCode({
+            id: "tool-call",
+            module: null,
+            execute: (_: unknown, toolCtx: StepContext) =>
+              Effect.suspend(() => {
+                ran = true
+                return Effect.andThen(
+                  event({ type: "tool_call_started", ...call }),
+                  Effect.flatMap(
+                    LayerLifecycle.beforeToolCallLayers(root, { toolName: call.name, toolArgs: argsOf(call.arguments), callId: call.callId }),
+                    (decision): Effect.Effect<ToolCallOutcome, unknown> =>
+                      decision.action === "deny"
+                        ? Effect.succeed({ output: `Tool call denied: ${decision.guidance ?? "steering rule violation"}`, error: true })
+                        : decision.action === "guide"
+                        ? Effect.succeed({ output: `Tool call redirected: ${decision.guidance}`, error: true })
+                        : runTool(tools, call, toolCtx)
+                  )
                 )
-              )
-            })
-        })
-        const outcome = (yield* ctx.run(toolStep, call)) as ToolCallOutcome
-        yield* event({
-          type: "tool_call_completed",
-          callId: call.callId,
-          name: call.name,
-          output: outcome.output,
-          error: outcome.error,
-          replayed: !ran
-        })
-        const output: ModelItem = {
-          type: "function_call_output",
-          id: `fco_${call.callId}`,
-          callId: call.callId,
-          output: outcome.output,
-          status: "completed"
-        }
-        yield* root.append([output as Item])
-        responseItems.push(output)
-        yield* event({ type: "item", item: output })
-      }
-    }
+              })
+          })
+          const outcome = (yield* ctx.run(toolStep, call)) as ToolCallOutcome
+          yield* event({
+            type: "tool_call_completed",
+            callId: call.callId,
+            name: call.name,
+            output: outcome.output,
+            error: outcome.error,
+            replayed: !ran
+          })
+          return outcome
+        }),
+      onToolOutput: (output) => Effect.andThen(root.append([output as Item]), event({ type: "item", item: output }))
+    })
     const text = responseText(responseItems)
     const output = step.result === "turn"
       ? { responseId: String(responseItems.find((item) => item.type === "message")?.id ?? `${root.id}${ctx.path}`), text }
@@ -453,6 +511,9 @@ export interface DirectCallRequest {
   readonly instructions?: string | undefined
   readonly params?: CallModel<any, any, any>["params"]
   readonly tools?: ReadonlyArray<ModelTool> | undefined
+  /** A structured output asked of the model (noetic's `outputSchema`): sent as its JSON Schema. */
+  readonly outputSchema?: unknown
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
@@ -473,53 +534,30 @@ export const directCall = (
     const pool = yield* Effect.serviceOption(ModelTools)
     const tools = request.tools ?? Option.getOrElse(pool, () => [])
     const specs = tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }))
+    const outputJsonSchema = request.outputSchema === undefined && request.outputJsonSchema === undefined
+      ? undefined
+      : yield* outputConstraint("harness.callModel", request.outputSchema, request.outputJsonSchema)
     const log: Array<ModelItem> = [...request.items]
-    const items: Array<ModelItem> = []
-    let usage = { inputTokens: 0, outputTokens: 0 }
-    let cost: number | undefined
-    for (let round = 0;; round++) {
-      if (round >= MAX_TOOL_ROUNDS) {
-        return yield* Effect.fail(new Error(`LLM exceeded maximum tool rounds (${MAX_TOOL_ROUNDS})`))
-      }
-      const response = yield* callProvider(provider, {
-        model: request.model,
-        instructions: request.instructions,
-        items: [...log],
-        tools: specs,
-        params: request.params
-      }, () => Effect.void)
-      usage = {
-        inputTokens: usage.inputTokens + response.usage.inputTokens,
-        outputTokens: usage.outputTokens + response.usage.outputTokens
-      }
-      if (response.cost !== undefined) cost = (cost ?? 0) + response.cost
-      log.push(...response.items)
-      items.push(...response.items)
-      const answered = new Set(
-        response.items.filter((item) => item.type === "function_call_output").map((item) => String(item.callId))
-      )
-      const pending = response.items.filter((item) => item.type === "function_call" && !answered.has(String(item.callId)))
-      if (provider.mode === "whole-call" || pending.length === 0) break
-      for (const item of pending) {
-        const call = {
-          callId: String(item.callId),
-          name: String(item.name),
-          arguments: typeof item.arguments === "string" ? item.arguments : "{}"
-        }
-        const outcome: ToolCallOutcome = ctx === undefined
-          ? { output: "Error: tools of harness.callModel need request.ctx, the context of the calling step", error: true }
-          : yield* runTool(tools, call, ctx)
-        const output: ModelItem = {
-          type: "function_call_output",
-          id: `fco_${call.callId}`,
-          callId: call.callId,
-          output: outcome.output,
-          status: "completed"
-        }
-        log.push(output)
-        items.push(output)
-      }
-    }
+    const { items, usage, cost } = yield* runRounds({
+      wholeCall: provider.mode === "whole-call",
+      callRound: () =>
+        Effect.tap(
+          callProvider(provider, {
+            model: request.model,
+            instructions: request.instructions,
+            items: [...log],
+            tools: specs,
+            params: request.params,
+            outputJsonSchema
+          }, () => Effect.void),
+          (response) => Effect.sync(() => log.push(...response.items))
+        ),
+      callTool: (call) =>
+        ctx === undefined
+          ? Effect.succeed({ output: "Error: tools of harness.callModel need request.ctx, the context of the calling step", error: true })
+          : runTool(tools, call, ctx),
+      onToolOutput: (output) => Effect.sync(() => log.push(output))
+    })
     return { items, usage, ...(cost === undefined ? {} : { cost }) }
   })
 

@@ -112,7 +112,8 @@ const requestBody = (request: ModelRequest) => ({
   ...(request.params?.maxTokens === undefined ? {} : { max_tokens: request.params.maxTokens }),
   ...(request.params?.stopSequences === undefined ? {} : { stop: request.params.stopSequences }),
   ...(request.outputJsonSchema === undefined ? {} : {
-    response_format: { type: "json_schema", json_schema: { name: "output", schema: request.outputJsonSchema, strict: true } }
+    // noetic's constraint: named `output`, not strict (a strict schema must list every property as required).
+    response_format: { type: "json_schema", json_schema: { name: "output", schema: request.outputJsonSchema } }
   })
 })
 

@@ -150,6 +150,13 @@ export interface RunCodeOptions<I, O> extends StepBuildOptions, EffectsOptions<I
   readonly retry?: Step.RetryPolicy
 }
 
+/** A `runCode` step as noetic shows it (`StepRunCode`): the step, with the fields it was given. */
+export type RunCodeStep<I, O> = AnyStep<I, Awaited<O>> & {
+  readonly kind: "runCode"
+  readonly execute: (input: I, ctx: StepContext) => O | Promise<O>
+  readonly retry: Step.RetryPolicy | undefined
+}
+
 /**
  * A step that runs `execute`; a composite when it calls `ctx.run` (or
  * `ctx.harness.run(step, input, ctx)`). `retry` re-runs a failing body on its
@@ -157,9 +164,9 @@ export interface RunCodeOptions<I, O> extends StepBuildOptions, EffectsOptions<I
  * `EMPTY_STEP_ID` / `MISSING_EXECUTE_FUNCTION`. The positional `runCode(id, body,
  * options?)` builds the same step.
  */
-export function runCode<I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
+export function runCode<I, O>(options: RunCodeOptions<I, O>): RunCodeStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function runCode<TContext, I, O>(options: RunCodeOptions<I, O>): AnyStep<I, Awaited<O>>
+export function runCode<TContext, I, O>(options: RunCodeOptions<I, O>): RunCodeStep<I, O>
 export function runCode<I, O>(
   id: string,
   body: (input: I, ctx: StepContext) => O | Promise<O>,
@@ -193,7 +200,7 @@ export function runCode(
       ...engineEffects(opts)
     }), opts.subprocess)
   // noetic's step is plain data: `runCode(...).execute` is the function it was given.
-  return Object.defineProperty(built, "execute", { value: opts.execute, enumerable: true })
+  return Step.withPlainFields(built, { execute: opts.execute, retry: opts.retry })
 }
 
 /** Options of `conditional` (noetic's): `route` picks the next step, or `null` to pass the input through. */
@@ -202,14 +209,20 @@ export interface ConditionalOptions<I, O> extends StepBuildOptions {
   readonly route: (input: I, ctx: StepContext) => AnyStep<I, O> | null | Promise<AnyStep<I, O> | null>
 }
 
+/** A `conditional` step as noetic shows it (`StepConditional`). */
+export type ConditionalStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "conditional"
+  readonly route: ConditionalOptions<I, O>["route"]
+}
+
 /**
  * Runs the step `route` picks at run time (`null` passes the input through). Throws
  * `EMPTY_STEP_ID` / `MISSING_ROUTE_FUNCTION`. `conditional(id, { if, then, else? })`
  * is the positional form.
  */
-export function conditional<I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
+export function conditional<I, O>(options: ConditionalOptions<I, O>): ConditionalStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function conditional<TContext, I, O>(options: ConditionalOptions<I, O>): AnyStep<I, O>
+export function conditional<TContext, I, O>(options: ConditionalOptions<I, O>): ConditionalStep<I, O>
 export function conditional<I, O>(
   id: string,
   options: StepBuildOptions & {
@@ -223,7 +236,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, any>, 
     return build(() => Step.conditional(idOrOptions, { ...positional, ...engineStepOptions(positional) }))
   }
   const route = idOrOptions.route
-  return build(() =>
+  return Step.withPlainFields(build(() =>
     Step.conditional({
       ...engineStepOptions(idOrOptions),
       id: idOrOptions.id,
@@ -236,7 +249,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, any>, 
             ))
         : route) as any
     })
-  )
+  ), { route })
 }
 
 /** One path's outcome in a `settle` inParallel (noetic's `SettleResult`). */
@@ -261,15 +274,24 @@ export type InParallelOptions<I, O> =
     | { readonly mode: "settle"; readonly merge: (results: Array<SettleResult<O>>, ctx: StepContext) => O | Promise<O> }
   )
 
+/** An `inParallel` step as noetic shows it (`StepInParallel`): `paths(input, ctx)` gives the array its function gives. */
+export type InParallelStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "inParallel"
+  readonly mode: "race" | "all" | "settle"
+  readonly paths: InParallelOptions<I, O>["paths"]
+  readonly merge: ((results: Array<any>, ctx: StepContext) => O | Promise<O>) | undefined
+  readonly concurrency: number | undefined
+}
+
 /**
  * Runs paths concurrently on the same input: `all` (merge of every output; a failing
  * path fails the step), `race` (the first success), `settle` (merge of `{ stepId,
  * status, value?, error? }`). Throws `EMPTY_STEP_ID` / `MISSING_MERGE_FUNCTION`.
  * `inParallel(id, branches, { mode? })` is the positional form (results unmerged).
  */
-export function inParallel<I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
+export function inParallel<I, O>(options: InParallelOptions<I, O>): InParallelStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function inParallel<TContext, I, O>(options: InParallelOptions<I, O>): AnyStep<I, O>
+export function inParallel<TContext, I, O>(options: InParallelOptions<I, O>): InParallelStep<I, O>
 export function inParallel<I>(
   id: string,
   branches: ReadonlyArray<AnyStep<I>>,
@@ -292,7 +314,7 @@ export function inParallel(
   const opts = idOrOptions
   const paths = opts.paths
   const merge = "merge" in opts ? opts.merge : undefined
-  return build(() =>
+  return Step.withPlainFields(build(() =>
     Step.inParallel({
       ...engineStepOptions(opts),
       id: opts.id,
@@ -319,7 +341,7 @@ export function inParallel(
           : merge
       })
     } as any)
-  )
+  ), { mode: opts.mode, paths, merge, concurrency: opts.concurrency })
 }
 
 /** Options of `loop` (noetic's `LoopConfig`). */
@@ -339,15 +361,28 @@ export interface LoopOptions<I, O> extends StepBuildOptions {
   readonly parkTimeout?: number
 }
 
+/** A `loop` step as noetic shows it (`StepLoop`): the fields it was given. */
+export type LoopStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "loop"
+  readonly steps: ReadonlyArray<AnyStep<I, O>>
+  readonly until: LoopOptions<I, O>["until"]
+  readonly maxIterations: number | undefined
+  readonly maxHistorySize: number | undefined
+  readonly inbox: Channel<any> | undefined
+  readonly parkTimeout: number | undefined
+  readonly prepareNext: LoopOptions<I, O>["prepareNext"]
+  readonly onError: LoopOptions<I, O>["onError"]
+}
+
 /**
  * Runs `steps` in sequence, then `until(snapshot)`; stops when the verdict says so,
  * else runs again on the output (or `prepareNext(output, verdict, ctx)`). Throws
  * `EMPTY_STEP_ID` / `MISSING_LOOP_BODY` / `MISSING_UNTIL_PREDICATE`. The positional
  * `loop(id, body, { until: (output, iteration) => boolean })` builds the same step.
  */
-export function loop<I, O = I>(options: LoopOptions<I, O>): AnyStep<I, O>
+export function loop<I, O = I>(options: LoopOptions<I, O>): LoopStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function loop<TContext, I, O>(options: LoopOptions<I, O>): AnyStep<I, O>
+export function loop<TContext, I, O>(options: LoopOptions<I, O>): LoopStep<I, O>
 export function loop<I>(
   id: string,
   body: AnyStep<I, I>,
@@ -367,7 +402,7 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
   const prepareNext = opts.prepareNext
   const onError = opts.onError
   const stepId = opts.id
-  return build(() =>
+  return Step.withPlainFields(build(() =>
     Step.loop({
       ...engineStepOptions(opts),
       id: opts.id,
@@ -387,7 +422,16 @@ export function loop(idOrOptions: string | LoopOptions<any, any>, body?: AnyStep
         onError: (error: unknown, ctx: Step.StepContext) => onError(payloadOf(error, stepId), facadeContext(ctx))
       })
     })
-  )
+  ), {
+    steps: opts.steps,
+    until,
+    maxIterations: opts.maxIterations,
+    maxHistorySize: opts.maxHistorySize,
+    inbox: opts.inbox,
+    parkTimeout: opts.parkTimeout,
+    prepareNext,
+    onError
+  })
 }
 
 /** Options of `spawn` (noetic's `SpawnOpts`). */
@@ -400,14 +444,22 @@ export interface SpawnOptions<I, O> extends StepBuildOptions {
   readonly timeout?: number
 }
 
+/** A `spawn` step as noetic shows it (`StepSpawn`): the fields it was given. */
+export type SpawnStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "spawn"
+  readonly child: AnyStep<I, O>
+  readonly context: ReadonlyArray<ContextLayer> | ContextConfig | undefined
+  readonly timeout: number | undefined
+}
+
 /**
  * Runs `child` as a child agent in a context whose parent is the caller's. Throws
  * `EMPTY_STEP_ID` / `MISSING_CHILD_STEP`. `spawn(id, child, options?)` is the
  * positional form.
  */
-export function spawn<I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
+export function spawn<I, O>(options: SpawnOptions<I, O>): SpawnStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function spawn<TContext, I, O>(options: SpawnOptions<I, O>): AnyStep<I, O>
+export function spawn<TContext, I, O>(options: SpawnOptions<I, O>): SpawnStep<I, O>
 export function spawn<I, O>(
   id: string,
   child: AnyStep<I, O>,
@@ -418,7 +470,7 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
     ? { ...positional, id: idOrOptions, child: child! }
     : idOrOptions
   const context = layersOf(opts.context)?.map((layer) => toEngineLayer(layer, layerStorageDefault()))
-  return build(() =>
+  const built = build(() =>
     Step.spawn({
       ...engineStepOptions(opts),
       id: opts.id,
@@ -426,6 +478,10 @@ export function spawn(idOrOptions: string | SpawnOptions<any, any>, child?: AnyS
       ...(context === undefined ? {} : { context }),
       ...(opts.timeout === undefined ? {} : { timeout: opts.timeout })
     }), opts.subprocess)
+  // The positional form is this library's own; noetic's is shown with the fields it was given.
+  return typeof idOrOptions === "string"
+    ? built
+    : Step.withPlainFields(built, { child: opts.child, context: opts.context, timeout: opts.timeout })
 }
 
 /**

@@ -33,15 +33,20 @@ export interface CallModelOptions<I = unknown, O = string> extends StepBuildOpti
    * Promise of it); `[]` offers none; absent, the harness's `tools`.
    */
   readonly tools?: ReadonlyArray<Tool> | ((ctx: StepContext) => ReadonlyArray<Tool> | undefined | Promise<ReadonlyArray<Tool> | undefined>)
-  /** A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is the output. */
+  /**
+   * A Standard Schema (zod, valibot...): the reply's text, parsed as JSON and validated, is
+   * the output; its JSON Schema is sent to the provider (docs/runtime.md#structured-output).
+   */
   readonly output?: Step.StandardSchema<O>
+  /** The JSON Schema sent for a validation-only `output` (noetic's fallback/override). */
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>>
   readonly params?: Step.ModelParams
   /** This library's prompt builder, instead of instructions + history + input. */
   readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
 }
 
 /** noetic's `callModel` options this library does not run: refused when the step is built. */
-const UNSUPPORTED_CALL_MODEL_OPTIONS = ["outputJsonSchema", "emit", "projection"] as const
+const UNSUPPORTED_CALL_MODEL_OPTIONS = ["emit", "projection"] as const
 
 const convertedTools = new WeakMap<object, ModelTool>()
 
@@ -79,16 +84,28 @@ export const engineTools = (tools: unknown): unknown => {
 const lazyOf = <T>(value: T | ((ctx: StepContext) => T) | undefined): Step.Lazy<T> | undefined =>
   typeof value === "function" ? (ctx: Step.StepContext) => (value as (ctx: StepContext) => T)(facadeContext(ctx)) : value
 
+/** A `callModel` step as noetic shows it (`StepCallModel`): the fields it was given. */
+export type CallModelStep<I, O> = AnyStep<I, O> & {
+  readonly kind: "callModel"
+  readonly model: CallModelOptions<I, O>["model"]
+  readonly instructions: CallModelOptions<I, O>["instructions"]
+  readonly tools: CallModelOptions<I, O>["tools"]
+  readonly output: CallModelOptions<I, O>["output"]
+  readonly outputJsonSchema: CallModelOptions<I, O>["outputJsonSchema"]
+  readonly params: Step.ModelParams | undefined
+}
+
 /**
  * A model turn through the harness's model, appended to the item log. The option
  * form resolves, as noetic's does, with the reply's text, or with `output`'s value of
- * it (a Standard Schema; a reply that does not match rejects `MODEL_OUTPUT_INVALID`).
+ * it (a Standard Schema; a reply that does not match rejects kind `model_parse_error`;
+ * with a provider, its JSON Schema is sent: docs/runtime.md#structured-output).
  * Throws `EMPTY_STEP_ID` / `MISSING_MODEL`. The positional `callModel(id, options?)`
  * resolves with the whole turn, `{ responseId, text }`.
  */
-export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<I = string, O = string>(options: CallModelOptions<I, O>): CallModelStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): AnyStep<I, O>
+export function callModel<TContext, I, O>(options: CallModelOptions<I, O>): CallModelStep<I, O>
 export function callModel<I = string>(
   id: string,
   options?: StepBuildOptions & Partial<Omit<CallModelOptions<I>, "id" | "output">>
@@ -118,16 +135,25 @@ export function callModel(
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
     ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
   }
-  return build(() =>
-    typeof idOrOptions === "string"
-      ? Step.callModel(idOrOptions, engineOptions)
-      : Step.callModel({
-        ...engineOptions,
-        id: opts.id!,
-        model: model as Step.Lazy<string>,
-        ...(opts.output === undefined ? {} : { output: opts.output })
-      })
+  if (typeof idOrOptions === "string") return build(() => Step.callModel(idOrOptions, engineOptions))
+  const built = build(() =>
+    Step.callModel({
+      ...engineOptions,
+      id: opts.id!,
+      model: model as Step.Lazy<string>,
+      ...(opts.output === undefined ? {} : { output: opts.output }),
+      ...(opts.outputJsonSchema === undefined ? {} : { outputJsonSchema: opts.outputJsonSchema })
+    })
   )
+  // noetic's step is plain data: `callModel(...).tools` is the list given, `output` the schema.
+  return Step.withPlainFields(built, {
+    model: opts.model,
+    instructions: opts.instructions,
+    tools: opts.tools,
+    output: opts.output,
+    outputJsonSchema: opts.outputJsonSchema,
+    params: opts.params
+  })
 }
 
 /** A model as a plain object: one `generate` per turn. */
@@ -221,6 +247,9 @@ export interface HarnessCallModelRequest {
   readonly tools?: ReadonlyArray<Tool>
   /** The context of the step calling: what the tools run with (required for tools to run). */
   readonly ctx?: AgentContext
+  /** A structured output to ask for: its JSON Schema is sent to the provider (nothing is validated). */
+  readonly outputSchema?: Step.StandardSchema
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>>
 }
 
 /**
@@ -236,7 +265,9 @@ export const harnessCallModel = (request: HarnessCallModelRequest) => {
     items: request.items,
     ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
     ...(request.params === undefined ? {} : { params: request.params }),
-    ...(tools === undefined ? {} : { tools })
+    ...(tools === undefined ? {} : { tools }),
+    ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
+    ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema })
   }, ctx)
 }
 

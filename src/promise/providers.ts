@@ -40,6 +40,8 @@ export interface CallModelRequest {
   readonly instructions?: string | undefined
   readonly params?: ModelParams | undefined
   readonly tools?: ReadonlyArray<ToolSpec> | undefined
+  /** The structured-output constraint the call asks for, as JSON Schema. */
+  readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
   readonly signal: AbortSignal
 }
 
@@ -98,6 +100,7 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
                 ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
                 ...(request.params === undefined ? {} : { params: request.params }),
                 ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+                ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema }),
                 signal: request.signal
               }),
             // What the seam throws (a NoeticError of a model kind, say) is what the step fails with.

@@ -69,14 +69,21 @@ export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOption
   readonly args?: Partial<I>
 }
 
+/** An `invokeTool` step as noetic shows it (`StepInvokeTool`): `tool` is the tool object. */
+export type InvokeToolStep<I, O> = AnyStep<I, Awaited<O>> & {
+  readonly kind: "invokeTool"
+  readonly tool: Tool<I, O>
+  readonly args: Partial<I> | undefined
+}
+
 /**
  * Calls a tool directly: `invokeTool({ id, tool, args? })` calls `tool.execute` with
  * the input (an object input gets `args` merged over it). Throws `EMPTY_STEP_ID` /
  * `MISSING_TOOL`. `invokeTool(id, name)` calls the harness's tool of that name.
  */
-export function invokeTool<I = any, O = unknown>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
+export function invokeTool<I = any, O = unknown>(options: InvokeToolOptions<I, O>): InvokeToolStep<I, O>
 /** noetic's explicit type arguments (`<TContext, I, O>`); the context type is not used here. */
-export function invokeTool<TContext, I, O>(options: InvokeToolOptions<I, O>): AnyStep<I, Awaited<O>>
+export function invokeTool<TContext, I, O>(options: InvokeToolOptions<I, O>): InvokeToolStep<I, O>
 export function invokeTool<I = unknown>(id: string, tool: string, options?: StepBuildOptions): AnyStep<I, unknown>
 export function invokeTool(
   idOrOptions: string | InvokeToolOptions,
@@ -107,7 +114,7 @@ export function invokeTool(
             }))
       }
       : undefined
-  return build(() =>
+  const built = build(() =>
     Step.invokeTool({
       ...engineStepOptions(idOrOptions),
       id: idOrOptions.id,
@@ -116,6 +123,8 @@ export function invokeTool(
       ...engineEffects(idOrOptions)
     })
   )
+  // noetic's step is plain data: `invokeTool(...).tool` is the tool object given.
+  return Step.withPlainFields(built, { tool: given as Tool, args: idOrOptions.args })
 }
 
 registerPlainBuilder("invokeTool", invokeTool)
