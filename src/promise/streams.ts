@@ -28,6 +28,15 @@ export interface StreamServerConfig {
   readonly maxBodyBytes?: number | undefined
   /** How long a long-poll waits before its 204, in milliseconds (default 10 s). */
   readonly longPollMillis?: number | undefined
+  /**
+   * Serves durable outbound (IPC) queues read-only, each at `${url}/queues/<socketId>`:
+   * `true` for every queue in `storage`, or the storage the queues are in and which
+   * socket ids to serve (docs/agent-streams.md#watching-an-ipc-queue).
+   */
+  readonly queues?: true | {
+    readonly storage?: StorageAdapter | undefined
+    readonly socketIds?: ReadonlyArray<string> | undefined
+  } | undefined
 }
 
 /** A running server: `url` is the base every stream path is appended to (`${url}/a/b`). */
@@ -60,6 +69,15 @@ export const createStreamServer = async (config: StreamServerConfig): Promise<St
       hint: "use createSqliteStorage, createFileStorage, createInMemoryStorage or createPostgresStorage"
     })
   }
+  const queueStorage = config.queues === undefined || config.queues === true || config.queues.storage === undefined
+    ? undefined
+    : await runForFacade(toEngineStorage(config.queues.storage))
+  const queues = config.queues === undefined
+    ? undefined
+    : {
+      storages: queueStorage === undefined ? undefined : [queueStorage],
+      socketIds: config.queues === true ? undefined : config.queues.socketIds
+    }
   // Loaded when a server is made: importing the facade loads no HTTP or socket stack.
   const [{ ServedUrl }, StreamServer] = await Promise.all([import("../http/HttpServe.ts"), import("../http/StreamServer.ts")])
   const scope = Effect.runSync(Scope.make())
@@ -68,7 +86,8 @@ export const createStreamServer = async (config: StreamServerConfig): Promise<St
     port: config.port,
     token: config.token,
     maxBodyBytes: config.maxBodyBytes,
-    longPollMillis: config.longPollMillis
+    longPollMillis: config.longPollMillis,
+    queues
   }).pipe(Layer.provide(Layer.succeed(StorageAdapterService, storage)))
   const exit = await Effect.runPromiseExit(Layer.buildWithScope(server, scope))
   if (Exit.isFailure(exit)) {
