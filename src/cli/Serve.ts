@@ -2,7 +2,9 @@
  * `noetic-effect serve`: a Durable Streams server on the home directory's SQLite
  * database (`<home>/streams/streams.db`) or on Postgres (`--pg`, with LISTEN/NOTIFY
  * between servers). Its first line on stdout is `listening on http://HOST:PORT`; it
- * stops cleanly (exit 0) on SIGINT or SIGTERM. See docs/http-streams.md#the-serve-command.
+ * stops cleanly (exit 0) on SIGINT or SIGTERM. With `--queues` it also serves the
+ * durable outbound queues of the same home (or table) read-only at `/queues/<socketId>`.
+ * See docs/http-streams.md#the-serve-command.
  *
  * @since 0.1.0
  */
@@ -20,7 +22,8 @@ import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
 import * as DurableStreams from "../services/DurableStreams.ts"
 import { StorageAdapter } from "../services/StorageAdapter.ts"
-import { CliFailure } from "./Storages.ts"
+import { queueStorages } from "./Queues.ts"
+import { CliFailure, openStorages } from "./Storages.ts"
 
 /** The default port of a standalone server (PROTOCOL.md 13.1). */
 export const DEFAULT_PORT = 4437
@@ -39,6 +42,10 @@ export const flags = {
   maxBodyBytes: Flag.Int("max-body-bytes").pipe(
     Flag.withDescription("The largest request body in bytes (default 16 MiB)"),
     Flag.withDefault(HttpServe.DEFAULT_MAX_BODY_BYTES)
+  ),
+  queues: Flag.Boolean("queues").pipe(
+    Flag.withDescription("Also serve the durable outbound (IPC) queues read-only at /queues/<socketId>"),
+    Flag.withDefault(false)
   )
 }
 
@@ -67,6 +74,7 @@ export const run = (shared: SharedFlags, options: {
   readonly port: number
   readonly token: Option.Option<string>
   readonly maxBodyBytes: number
+  readonly queues: boolean
 }) =>
   Effect.scoped(Effect.gen(function*() {
     if (Option.isSome(shared.pg) && Option.isSome(shared.home)) {
@@ -89,7 +97,15 @@ export const run = (shared: SharedFlags, options: {
         Effect.mapError((error) => new CliFailure({ message: `cannot open ${path}: ${error.message}` }))
       )
     }
+    // The queues are read where the engine writes them: the home's subprocess and
+    // checkpoints roots (opened read-only), or the same Postgres table.
+    let queues: DurableStreams.QueueStreamsOptions | undefined
+    if (options.queues) {
+      const stores = yield* openStorages(shared)
+      queues = { storages: queueStorages(stores).map(([, queueStorage]) => queueStorage) }
+    }
     const server = StreamServer.layerWithService({
+      queues,
       host: options.host,
       port: options.port,
       token: Option.getOrUndefined(options.token),

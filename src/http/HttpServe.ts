@@ -233,3 +233,27 @@ export const layer = <A, E, R>(
     )
     return Layer.merge(serving, url).pipe(Layer.provide(serverLayer))
   }))
+
+/**
+ * The routes of `app` as a Node `request` listener, for a host that runs its own
+ * `http.Server` and hands some requests to these routes (it decides which). The body
+ * limit and the optional bearer token hold as in {@link layer}. Requests in flight are
+ * interrupted when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const nodeListener = <A, E, R>(
+  app: Layer.Layer<A, E, R>,
+  options: { readonly token?: string | undefined; readonly maxBodyBytes?: number | undefined } = {}
+) =>
+  Effect.gen(function*() {
+    const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+    if (!(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes >= 1)) {
+      return yield* new HttpServeError({ reason: "InvalidOption", message: `maxBodyBytes must be a positive integer, not ${maxBodyBytes}` })
+    }
+    const NodeHttpServer = yield* Effect.promise(() => import("@effect/platform-node/NodeHttpServer"))
+    const handler = yield* HttpRouter.toHttpEffect(app)
+    const scope = yield* Effect.scope
+    return yield* NodeHttpServer.makeHandler(guard({ token: options.token, maxBodyBytes })(handler), { scope })
+  })

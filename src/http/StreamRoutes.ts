@@ -77,7 +77,8 @@ const refusal = (error: StreamError, method: string) => {
     Conflict: 409,
     StaleEpoch: 403,
     SequenceGap: 409,
-    Storage: 500
+    Storage: 500,
+    ReadOnly: 405
   }[error.reason]
   const headers: Record<string, string | undefined> = {
     "stream-closed": error.closed === true ? "true" : undefined,
@@ -85,6 +86,7 @@ const refusal = (error: StreamError, method: string) => {
     "producer-epoch": error.currentEpoch === undefined ? undefined : String(error.currentEpoch),
     "producer-expected-seq": error.expectedSeq === undefined ? undefined : String(error.expectedSeq),
     "producer-received-seq": error.receivedSeq === undefined ? undefined : String(error.receivedSeq),
+    allow: error.reason === "ReadOnly" ? "GET, HEAD, OPTIONS" : undefined,
     "cache-control": "no-store"
   }
   return respond(status, headers, method === "HEAD" ? undefined : `${error.message}\n`)

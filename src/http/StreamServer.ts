@@ -47,6 +47,22 @@ export const layerWithService = (
 ): Layer.Layer<HttpServe.ServedUrl | DurableStreamsModule.DurableStreams, HttpServe.HttpServeError, StorageAdapter> =>
   layer(options).pipe(Layer.provideMerge(DurableStreamsModule.layer(options)))
 
+/**
+ * The stream routes under `prefix` as a Node `request` listener over the service's
+ * storage, for a host's own `http.Server` (docs/http-streams.md#in-your-own-server):
+ * the host sends it the requests under the prefix.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const nodeListener = (
+  options: StreamRoutes.StreamRoutesOptions & DurableStreamsModule.DurableStreamsOptions & {
+    readonly token?: string | undefined
+    readonly maxBodyBytes?: number | undefined
+  } = {}
+) =>
+  HttpServe.nodeListener(StreamRoutes.layerRouter(options).pipe(Layer.provide(DurableStreamsModule.layer(options))), options)
+
 /** The Postgres channel appends are announced on. */
 export const SIGNAL_CHANNEL = "noetic_durable_streams"
 

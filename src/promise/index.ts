@@ -198,7 +198,14 @@ export {
 } from "./ipc.ts"
 export { all, any, type ConvergeConfig, until, type Until, type VerifyFn } from "./until.ts"
 export { createDetachedSignal, type DetachedSignal } from "./detachedSignal.ts"
-export { createStreamServer, type StreamServerConfig, type StreamServerHandle } from "./streams.ts"
+export {
+  createStreamHandler,
+  createStreamServer,
+  type StreamHandler,
+  type StreamHandlerConfig,
+  type StreamServerConfig,
+  type StreamServerHandle
+} from "./streams.ts"
 
 // Engine types that the facade's signatures mention, so declaration files that use
 // the facade can name them.

@@ -15,12 +15,14 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Engine from "../internal/streams/engine.ts"
+import * as QueueStreams from "../internal/streams/queues.ts"
 import type {
   AppendInput,
   AppendResult,
   CreateInput,
   CreateResult,
   DurableStreamsOptions,
+  QueueStreamsOptions,
   ReadResult,
   StreamError,
   StreamInfo
@@ -33,6 +35,7 @@ export {
   type CreateInput,
   type CreateResult,
   type DurableStreamsOptions,
+  type QueueStreamsOptions,
   type ReadResult,
   StreamError,
   type StreamInfo,
@@ -71,7 +74,41 @@ export class DurableStreams extends Context.Service<DurableStreams, {
  */
 export const make = (options: DurableStreamsOptions = {}) =>
   Effect.flatMap(StorageAdapter, (storage) =>
-    options.signals === undefined ? forStorage(storage, options) : Engine.make(storage, options))
+    options.signals === undefined
+      ? forStorage(storage, options)
+      : Effect.map(Engine.make(storage, options), (service) => withQueues(service, storage, options.queues, options.maxReadBytes)))
+
+/**
+ * The service with the queues `options` names served read-only at `/queues/<socketId>`
+ * (docs/agent-streams.md#watching-an-ipc-queue): reads of those paths go to the queue,
+ * writes are refused `ReadOnly`; every other path is `service`'s.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const withQueues = (
+  service: Service,
+  storage: StorageAdapterShape,
+  options: QueueStreamsOptions | undefined,
+  maxReadBytes?: number | undefined
+): Service => {
+  if (options === undefined) return service
+  const queues = QueueStreams.make(storage, options)
+  const maxBytes = maxReadBytes ?? 1024 * 1024
+  const route = <A>(path: string, onQueue: (socketId: string) => A, otherwise: () => A): A => {
+    const socketId = QueueStreams.queueIdOf(path)
+    return socketId === undefined ? otherwise() : onQueue(socketId)
+  }
+  return DurableStreams.of({
+    create: (input) => route(input.path, (id) => queues.refuse(id, "create"), () => service.create(input)),
+    append: (input) => route(input.path, (id) => queues.refuse(id, "append"), () => service.append(input)),
+    remove: (path) => route(path, (id) => queues.refuse(id, "delete"), () => service.remove(path)),
+    read: (path, offset) => route(path, (id) => queues.read(id, offset, maxBytes), () => service.read(path, offset)),
+    head: (path) => route(path, (id) => queues.head(id), () => service.head(path)),
+    awaitChange: (path, offset, timeout) =>
+      route(path, (id) => queues.awaitChange(id, offset, timeout), () => service.awaitChange(path, offset, timeout))
+  })
+}
 
 type Service = typeof DurableStreams.Service
 const shared = new WeakMap<StorageAdapterShape, Map<string, Service>>()
@@ -91,15 +128,16 @@ export const forStorage = (
 ): Effect.Effect<Service> =>
   Effect.suspend(() => {
     const key = `${options.pollMillis ?? ""}/${options.maxReadBytes ?? ""}`
+    const served = (service: Service) => withQueues(service, storage, options.queues, options.maxReadBytes)
     let byOptions = shared.get(storage)
     if (byOptions === undefined) shared.set(storage, byOptions = new Map())
     const found = byOptions.get(key)
-    if (found !== undefined) return Effect.succeed(found)
+    if (found !== undefined) return Effect.succeed(served(found))
     // Without signals nothing is forked: the scope is never used.
     return Effect.map(Effect.scoped(Engine.make(storage, { ...options, signals: undefined })), (made) => {
       const service = DurableStreams.of(made)
       byOptions.set(key, service)
-      return service
+      return served(service)
     })
   })
 

@@ -7,13 +7,15 @@
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
+import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 
 /**
  * Why an operation was refused, in the protocol's terms: `BadRequest` (400),
  * `NotFound` (404), `Gone` (410, soft-deleted), `Conflict` (409: config mismatch,
  * closed stream, content type, `Stream-Seq` regression), `StaleEpoch` (403),
  * `SequenceGap` (409 with the expected and received producer sequence), `Storage`
- * (the storage failed; nothing is acknowledged).
+ * (the storage failed; nothing is acknowledged), `ReadOnly` (405: a write to a path
+ * served read-only, such as a queue's).
  *
  * @since 0.1.0
  * @category errors
@@ -21,7 +23,7 @@ import type * as Stream from "effect/Stream"
 export class StreamError extends Schema.TaggedError<StreamError>("noetic-effect/DurableStreams/StreamError")(
   "StreamError",
   {
-    reason: Schema.Literals(["BadRequest", "NotFound", "Gone", "Conflict", "StaleEpoch", "SequenceGap", "Storage"]),
+    reason: Schema.Literals(["BadRequest", "NotFound", "Gone", "Conflict", "StaleEpoch", "SequenceGap", "Storage", "ReadOnly"]),
     message: Schema.String,
     /** The stream's tail offset, when the refusal names it (an append to a closed stream). */
     nextOffset: Schema.optional(Schema.String),
@@ -157,4 +159,25 @@ export interface DurableStreamsOptions {
   readonly pollMillis?: number | undefined
   /** The most data one read returns (default 1 MiB); the rest is the next read's. */
   readonly maxReadBytes?: number | undefined
+  /**
+   * Serves durable outbound queues read-only at `/queues/<socketId>`
+   * (docs/agent-streams.md#watching-an-ipc-queue); without it that path is an ordinary stream path.
+   */
+  readonly queues?: QueueStreamsOptions | undefined
+}
+
+/**
+ * Which durable outbound queues a streams service serves read-only, each as the
+ * JSON-mode stream `/queues/<socketId>` of its frames in seq order.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface QueueStreamsOptions {
+  /** Where the queues are stored, looked in in order (default: the streams' own storage). */
+  readonly storages?: ReadonlyArray<StorageAdapterShape> | undefined
+  /** The socket ids served; default every queue in those storages. */
+  readonly socketIds?: ReadonlyArray<string> | undefined
+  /** How often a live read re-checks a queue for new frames (default 250 ms). */
+  readonly pollMillis?: number | undefined
 }
