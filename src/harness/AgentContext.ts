@@ -589,9 +589,15 @@ export class AgentContext {
     })
   }
 
-  /** Saves a snapshot now; a no-op without a checkpoint store, and never fails. */
+  /**
+   * Saves a snapshot now; a no-op without a checkpoint store, and never fails. Once
+   * it is saved, the channel records this context's steps took leave storage.
+   */
   checkpoint(): Effect.Effect<void> {
-    return Effect.andThen(this.persistLayerState(), this.store.checkpoint(this))
+    return Effect.andThen(
+      Effect.andThen(this.persistLayerState(), this.store.checkpoint(this)),
+      Effect.suspend(() => this.store.channels?.flushTaken() ?? Effect.void)
+    )
   }
 
   /**

@@ -420,6 +420,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
       ).pipe(
+        Effect.tap((restored) => Option.isSome(restored) ? channels.refresh() : Effect.void),
         Effect.tap((restored) => Effect.annotateCurrentSpan("restored", Option.isSome(restored))),
         Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })
       )
@@ -482,6 +483,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
+      // Values other processes stored on external channels are there for `tryRecv` (docs/layers-and-channels.md#channels).
+      yield* channels.refresh()
       const before = ctx.version
       yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
@@ -512,6 +515,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       // Layer state of thread / resource / global scope is written through before the turn ends.
       yield* ctx.persistLayerState()
       if (ctx.version !== before || !rootRecorded) yield* checkpoint(ctx)
+      yield* channels.flushTaken()
       return { executionId: ctx.id, output }
     }).pipe(Effect.ensuring(Effect.sync(() => {
       live.delete(ctx.id)
@@ -622,7 +626,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         const ledger = yield* runLedgerOf(ctx)
         ctx.adopt({ layerStorage, channels })
         yield* ctx.ensureLayersInit()
-        return yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
+        yield* channels.refresh()
+        const output = yield* dispatch(step, input, Interpreter.rootFrame(ctx, ledger, counters))
+        // The step is recorded: the channel records it took leave storage.
+        yield* channels.flushTaken()
+        return output
       }),
       "join"
     )

@@ -5,8 +5,10 @@
  * the receivers waiting when a value is sent. An `external` channel of a harness
  * with durable storage also takes values from outside the running host: a handle's
  * `send` writes the value to storage first (`channels/<name>/<key>`), and the host
- * that receives on the channel drains what is stored, so a value sent by another
- * process, or while no host ran, is delivered after a restore
+ * that receives on the channel reads what is stored, so a value sent by another
+ * process, or while no host ran, is delivered after a restore. A stored value stays
+ * stored until it was taken and the taker's context checkpointed (`flushTaken`): a
+ * host killed before that hands it out again after the restore, never loses it
  * (docs/layers-and-channels.md#channels).
  *
  * @since 0.2.0
@@ -116,11 +118,19 @@ interface Subscriber {
   ended: boolean
 }
 
+/** A value in a channel's buffer; `key`: the storage record it came from (a handle's durable send). */
+interface Entry {
+  readonly value: unknown
+  readonly key?: string | undefined
+}
+
 interface ChannelState {
   readonly def: Channel<any>
   hasValue: boolean
   value: unknown
-  readonly queue: Array<unknown>
+  /** The storage record of the value a `value` channel holds: kept until a newer one replaces it. */
+  valueKey: string | undefined
+  readonly queue: Array<Entry>
   readonly waiters: Array<Deferred.Deferred<unknown>>
   readonly parked: Array<{ readonly value: unknown; readonly admitted: Deferred.Deferred<void> }>
   readonly subscribers: Set<Subscriber>
@@ -150,6 +160,12 @@ export class ChannelHub {
   readonly #subs = new Map<string, Set<Subscriber>>()
   #storage: StorageAdapterShape | undefined
   #seq = 0
+  /** Storage records read into this hub (so a later read skips them), until they are deleted. */
+  readonly #seen = new Set<string>()
+  /** Storage records taken by a receiver, to delete at the next `flushTaken`. */
+  readonly #taken = new Set<string>()
+  /** Records read by `refresh` for channels this hub has not met yet, by channel name. */
+  readonly #unclaimed = new Map<string, Array<Entry>>()
 
   constructor(storage?: StorageAdapterShape) {
     this.#storage = storage
@@ -163,18 +179,30 @@ export class ChannelHub {
   #state(def: Channel<any>): ChannelState {
     let state = this.#states.get(def.name)
     if (state === undefined) {
-      state = { def, hasValue: false, value: undefined, queue: [], waiters: [], parked: [], subscribers: new Set() }
+      state = { def, hasValue: false, value: undefined, valueKey: undefined, queue: [], waiters: [], parked: [], subscribers: new Set() }
       this.#states.set(def.name, state)
+      const unclaimed = this.#unclaimed.get(def.name)
+      this.#unclaimed.delete(def.name)
+      for (const entry of unclaimed ?? []) {
+        if (def.external === true) this.#deliver(state, entry.value, entry.key)
+        // Stored for a channel this host does not receive externally on: read again later, not taken.
+        else if (entry.key !== undefined) this.#seen.delete(entry.key)
+      }
     }
     return state
+  }
+
+  /** A stored record was taken (or dropped): it is deleted at the next `flushTaken`. */
+  #consumed(key: string | undefined): void {
+    if (key !== undefined) this.#taken.add(key)
   }
 
   #capacity(state: ChannelState): number {
     return state.def.capacity ?? DEFAULT_CAPACITY
   }
 
-  /** Hands `value` to a waiter, the subscribers, or the buffer; true when the queue took it. */
-  #deliver(state: ChannelState, value: unknown): void {
+  /** Hands `value` to a waiter, the subscribers, or the buffer; `key`: the storage record it came from. */
+  #deliver(state: ChannelState, value: unknown, key?: string): void {
     for (const sub of state.subscribers) {
       if (state.def.mode === "queue") continue
       if (state.def.mode === "value") sub.buffer.length = 0
@@ -183,60 +211,121 @@ export class ChannelHub {
     }
     switch (state.def.mode) {
       case "value": {
+        // The latest value stays stored (a restore reads it again); the one it replaces goes.
+        this.#consumed(state.valueKey)
         state.hasValue = true
         state.value = value
+        state.valueKey = key
         for (const waiter of state.waiters.splice(0)) Deferred.doneUnsafe(waiter, Effect.succeed(value))
         return
       }
       case "topic": {
+        this.#consumed(key)
         for (const waiter of state.waiters.splice(0)) Deferred.doneUnsafe(waiter, Effect.succeed(value))
         return
       }
       case "queue": {
         const waiter = state.waiters.shift()
         if (waiter !== undefined) {
+          this.#consumed(key)
           Deferred.doneUnsafe(waiter, Effect.succeed(value))
           return
         }
         const queueSub = [...state.subscribers].find((sub) => sub.wake !== undefined && !sub.ended)
         if (queueSub !== undefined) {
+          this.#consumed(key)
           queueSub.buffer.push(value)
           queueSub.wake?.()
           return
         }
-        state.queue.push(value)
+        state.queue.push({ value, key })
       }
     }
   }
 
   /** Takes one queued value (admitting a parked sender into the freed slot). */
   #take(state: ChannelState): Option.Option<unknown> {
-    if (state.queue.length === 0) return Option.none()
-    const value = state.queue.shift()
+    const entry = state.queue.shift()
+    if (entry === undefined) return Option.none()
+    this.#consumed(entry.key)
     const parked = state.parked.shift()
     if (parked !== undefined) {
-      state.queue.push(parked.value)
+      state.queue.push({ value: parked.value })
       Deferred.doneUnsafe(parked.admitted, Effect.void)
     }
-    return Option.some(value)
+    return Option.some(entry.value)
   }
 
-  /** Moves values stored by handles (this process's or another's) into the queue, oldest first. */
-  #drainStored(state: ChannelState): Effect.Effect<void> {
+  /** Reads the records stored by handles (this process's or another's) that this hub has not read, oldest first. */
+  #readStored(prefix: string): Effect.Effect<ReadonlyArray<{ readonly key: string; readonly value: unknown }>, StorageError> {
     const storage = this.#storage
-    if (storage === undefined || state.def.external !== true) return Effect.void
-    const prefix = `channels/${state.def.name}/`
+    if (storage === undefined) return Effect.succeed([])
     return Effect.gen({ self: this }, function*() {
-      const keys = yield* storage.list(prefix)
-      for (const key of keys) {
-        const found = yield* storage.get(key)
-        yield* storage.delete(key)
-        if (Option.isSome(found)) {
-          const record = found.value as { readonly value?: unknown }
-          this.#deliver(state, record?.value)
+      const fresh = (yield* storage.list(prefix)).filter((key) => !this.#seen.has(key)).sort(byStamp)
+      // Marked before the read: a concurrent read of the same prefix skips them.
+      for (const key of fresh) this.#seen.add(key)
+      const found = yield* Effect.onError(storage.getMany(fresh), () => Effect.sync(() => fresh.forEach((key) => this.#seen.delete(key))))
+      return fresh.flatMap((key) => {
+        const record = found.get(key) as { readonly value?: unknown } | undefined
+        if (record === undefined) {
+          this.#seen.delete(key)
+          return []
+        }
+        return [{ key, value: record?.value }]
+      })
+    })
+  }
+
+  /** Delivers to `state` the values handles stored for its channel that this hub has not read yet. */
+  #drainStored(state: ChannelState): Effect.Effect<void> {
+    if (this.#storage === undefined || state.def.external !== true) return Effect.void
+    return Effect.map(this.#readStored(`channels/${state.def.name}/`), (records) => {
+      for (const record of records) this.#deliver(state, record.value, record.key)
+    }).pipe(Effect.catch((error) => logWarning(`channel '${state.def.name}': reading stored values failed`, error)))
+  }
+
+  /**
+   * Reads every external channel's stored values into this hub, so that `tryRecv`
+   * (which cannot wait for storage) sees what other processes sent. The harness calls
+   * it when a run starts and when it restores a context.
+   */
+  refresh(): Effect.Effect<void> {
+    if (this.#storage === undefined) return Effect.void
+    return Effect.map(this.#readStored("channels/"), (records) => {
+      for (const record of records) {
+        const name = record.key.slice("channels/".length, record.key.lastIndexOf("/"))
+        const state = this.#states.get(name)
+        if (state === undefined) {
+          let unclaimed = this.#unclaimed.get(name)
+          if (unclaimed === undefined) this.#unclaimed.set(name, unclaimed = [])
+          unclaimed.push(record)
+        } else if (state.def.external === true) {
+          this.#deliver(state, record.value, record.key)
+        } else {
+          this.#seen.delete(record.key)
         }
       }
-    }).pipe(Effect.catch((error) => logWarning(`channel '${state.def.name}': reading stored values failed`, error)))
+    }).pipe(Effect.catch((error) => logWarning("channels: reading stored values failed", error)))
+  }
+
+  /**
+   * Deletes the stored records receivers have taken. A context calls it when it
+   * checkpoints, so a record leaves storage only once what its taker did is recorded;
+   * a failed delete is warned of and tried again next time.
+   */
+  flushTaken(): Effect.Effect<void> {
+    const storage = this.#storage
+    if (storage === undefined || this.#taken.size === 0) return Effect.void
+    const keys = [...this.#taken]
+    return Effect.forEach(keys, (key) =>
+      Effect.matchEffect(storage.delete(key), {
+        onSuccess: () =>
+          Effect.sync(() => {
+            this.#taken.delete(key)
+            this.#seen.delete(key)
+          }),
+        onFailure: (error) => logWarning(`channels: deleting the taken record ${key} failed`, error)
+      }), { discard: true })
   }
 
   /** Sends from inside an execution: parks while a queue is full. */
@@ -343,7 +432,7 @@ export class ChannelHub {
           }
           const state = hub.#state(def)
           if (def.mode === "queue" && state.queue.length >= hub.#capacity(state)) {
-            state.queue.shift()
+            hub.#consumed(state.queue.shift()?.key)
             yield* logWarning(`channel '${def.name}': full; a handle send dropped the oldest value`)
           }
           hub.#deliver(state, parsed)
@@ -411,6 +500,13 @@ export class ChannelHub {
   isClosed(executionId: string): boolean {
     return this.#closed.has(executionId)
   }
+}
+
+/** Orders stored records by their stamp (send time, process, sequence), the oldest first. */
+const byStamp = (a: string, b: string): number => {
+  const stampA = a.slice(a.lastIndexOf("/") + 1)
+  const stampB = b.slice(b.lastIndexOf("/") + 1)
+  return stampA < stampB ? -1 : stampA > stampB ? 1 : 0
 }
 
 const reasonOf = (waiter: Waiter): { reason?: string } => {

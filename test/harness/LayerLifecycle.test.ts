@@ -166,4 +166,38 @@ describe("LayerLifecycle", () => {
       assert.strictEqual(got, 3)
       assert.deepStrictEqual([hub.tryRecv(queue), hub.tryRecv(queue)], [4, 5])
     }))
+
+  it.effect("an external channel's stored values: tryRecv sees them after refresh; a taken one leaves storage at flushTaken, an untaken one stays", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMemory
+      const approvals = Channels.channel<string>("approval", { mode: "queue", external: true })
+      // Another process: its own hub on the same storage.
+      const sender = new Channels.ChannelHub(storage)
+      yield* sender.handle(approvals, "exec-1").send("a")
+      yield* sender.handle(approvals, "exec-1").send("b")
+      const host = new Channels.ChannelHub(storage)
+      assert.strictEqual(host.tryRecv(approvals), null)
+      yield* host.refresh()
+      assert.strictEqual(host.tryRecv(approvals), "a")
+      assert.strictEqual((yield* storage.list("channels/approval/")).length, 2)
+      yield* host.flushTaken()
+      assert.strictEqual((yield* storage.list("channels/approval/")).length, 1)
+      // A host that dies now (this hub dropped) leaves "b" for the next one.
+      const next = new Channels.ChannelHub(storage)
+      assert.strictEqual(yield* next.recv(approvals, { timeoutMs: 0 }), "b")
+      // A second refresh does not hand out again what this hub already read.
+      yield* next.refresh()
+      assert.strictEqual(next.tryRecv(approvals), null)
+      // A value channel keeps its latest record stored: a restore reads it again.
+      const mode = Channels.channel<string>("mode", { mode: "value", external: true })
+      yield* sender.handle(mode, "exec-1").send("fast")
+      yield* sender.handle(mode, "exec-1").send("safe")
+      yield* host.refresh()
+      assert.strictEqual(host.tryRecv(mode), "safe")
+      yield* host.flushTaken()
+      assert.strictEqual(new Channels.ChannelHub(storage).tryRecv(mode), null)
+      const restored = new Channels.ChannelHub(storage)
+      yield* restored.refresh()
+      assert.strictEqual(restored.tryRecv(mode), "safe")
+    }))
 })
