@@ -1,10 +1,12 @@
 /**
  * noetic's built-in context layers as factories, in the engine's form (Effect
- * hooks): `scratchpad()`, `history()`, `instructions()`. The facade exports them
+ * hooks): `scratchpad()`, `history()`, `instructions()`,
+ * `taskState()`, `toolCalls()`. The facade exports them
  * under noetic's names; docs/layers-and-channels.md#built-in-layers.
  *
  * @since 0.2.0
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { ContextLayer, Item } from "./AgentContext.ts"
@@ -232,4 +234,165 @@ export const instructions = (options: {
         })
     }
   }
+}
+
+// -----------------------------------------------------------------------------
+// taskState
+// -----------------------------------------------------------------------------
+
+/** The task-state layer's state (noetic's `TaskState`): checkpoints, file artifacts, free data. */
+export interface TaskState {
+  readonly checkpoints: ReadonlyArray<{ readonly timestamp: number; readonly depth: number }>
+  readonly files: ReadonlyArray<string>
+  readonly data: Readonly<Record<string, unknown>>
+}
+
+/** How a child's `data` merges into its parent's on return: spread over it, or kept whole under the child's id. */
+export type TaskStateDataMerge = "shallow" | "namespace"
+
+// A thread-scoped state written through at every store: without a cap it grows with every model call.
+const MAX_CHECKPOINTS = 50
+
+const emptyTaskState = (): TaskState => ({ checkpoints: [], files: [], data: {} })
+
+const newestCheckpoints = (checkpoints: TaskState["checkpoints"]): TaskState["checkpoints"] =>
+  checkpoints.length <= MAX_CHECKPOINTS ? checkpoints : checkpoints.slice(checkpoints.length - MAX_CHECKPOINTS)
+
+const renderTaskState = (state: TaskState): string => `<task_state>\n${JSON.stringify(state, null, 2)}\n</task_state>`
+
+/** A layer function's input schema: validated on call, and shown to the model as JSON Schema. */
+const functionInput = <S extends Schema.Top>(schema: S) => Schema.toStandardJSONSchemaV1(Schema.toStandardSchemaV1(schema as never))
+
+/**
+ * noetic's task state: checkpoints (one per `store`, the newest 50 kept), file
+ * artifacts and key-value data that persist across the executions of a thread.
+ * Recalled as a `<task_state>` JSON block trimmed to the budget (oldest checkpoints
+ * halved away first, then a char slice keeping the closing tag; budget 0: whole).
+ * `onSpawn` always hands the child a copy; `onReturn` merges the child's checkpoints,
+ * files and `data` (by `mergeData`); `onComplete` records `data.__outcome`. The model
+ * writes through the tools `task-state/recordArtifact` and `task-state/setTaskData`.
+ */
+export const taskState = (options: { readonly mergeData?: TaskStateDataMerge } = {}): ContextLayer<TaskState> => {
+  const mergeData = options.mergeData ?? "shallow"
+  const checkpoint = (state: TaskState, depth: number) =>
+    Effect.map(Clock.currentTimeMillis, (timestamp) => newestCheckpoints([...state.checkpoints, { timestamp, depth }]))
+  return {
+    id: "task-state",
+    name: "Task State",
+    slot: Slot.WORKING_MEMORY + 10,
+    scope: "thread",
+    budget: { min: 100, max: 800 },
+    timeouts: { store: 30_000 },
+    provides: {
+      recordArtifact: {
+        kind: "function",
+        description:
+          "Record a file this task produced or modified. Recorded paths survive the task boundary and merge back into the parent task.",
+        input: functionInput(Schema.Struct({ path: Schema.NonEmptyString })),
+        execute: (args: { readonly path: string }, state: TaskState) =>
+          Effect.sync(() =>
+            state.files.includes(args.path)
+              ? { result: `Already recorded: ${args.path}`, state }
+              : { result: `Recorded artifact: ${args.path}`, state: { ...state, files: [...state.files, args.path] } }
+          )
+      },
+      setTaskData: {
+        kind: "function",
+        description:
+          "Record a structured result for this task under a key (e.g. a PR url, a verdict, a summary). Values survive the task boundary and merge back into the parent task.",
+        input: functionInput(Schema.Struct({ key: Schema.NonEmptyString, value: Schema.Unknown })),
+        execute: (args: { readonly key: string; readonly value: unknown }, state: TaskState) =>
+          Effect.sync(() =>
+            // `onComplete` owns `__outcome`: a model writing it would make the recorded outcome unreliable.
+            args.key === "__outcome"
+              ? { result: "Cannot set reserved key \"__outcome\".", state }
+              : { result: `Recorded ${args.key}.`, state: { ...state, data: { ...state.data, [args.key]: args.value } } }
+          )
+      }
+    },
+    lifecycle: {
+      init: ({ storage }) => Effect.map(storage.get("state"), (saved) => ({ state: (saved as TaskState | null) ?? emptyTaskState() })),
+      recall: ({ state, budget }) =>
+        Effect.sync(() => {
+          if (!state) return null
+          let view = state
+          let text = renderTaskState(view)
+          if (budget > 0) {
+            while (estimateTokens(text) > budget && view.checkpoints.length > 0) {
+              view = { ...view, checkpoints: view.checkpoints.slice(Math.ceil(view.checkpoints.length / 2)) }
+              text = renderTaskState(view)
+            }
+            if (estimateTokens(text) > budget) {
+              const closing = "\n</task_state>"
+              text = `${text.slice(0, Math.max(0, budget * 4 - closing.length))}${closing}`
+            }
+          }
+          return { items: [message(text, "developer")], tokenCount: estimateTokens(text) }
+        }),
+      store: ({ state, ctx }) => {
+        const current = state ?? emptyTaskState()
+        return Effect.map(checkpoint(current, ctx.depth), (checkpoints) => ({ state: { ...current, checkpoints } }))
+      },
+      onSpawn: ({ parentState }) => Effect.sync(() => ({ childState: structuredClone(parentState), items: [] })),
+      onReturn: ({ childState, parentState, childCtx }) =>
+        Effect.sync(() => {
+          const parent = parentState ?? emptyTaskState()
+          return {
+            parentState: {
+              checkpoints: newestCheckpoints([...parent.checkpoints, ...childState.checkpoints]),
+              files: [...new Set([...parent.files, ...childState.files])],
+              data: mergeData === "shallow"
+                ? { ...parent.data, ...childState.data }
+                : { ...parent.data, [childCtx.id]: childState.data }
+            }
+          }
+        }),
+      onComplete: ({ state, outcome, ctx }) =>
+        state === undefined || state === null
+          ? Effect.succeed(undefined)
+          : Effect.map(checkpoint(state, ctx.depth), (checkpoints) => ({
+            state: { ...state, data: { ...state.data, __outcome: outcome }, checkpoints }
+          }))
+    }
+  }
+}
+
+// -----------------------------------------------------------------------------
+// toolCalls
+// -----------------------------------------------------------------------------
+
+/** State a tool keeps in a layer of its own (noetic's `ToolContextDeclaration`); tools with one `id` share it. */
+export interface ToolContextDeclaration<S = any> {
+  readonly id?: string | undefined
+  readonly init: () => S
+  readonly recall: (state: S) => string | null
+}
+
+/**
+ * noetic's `toolCalls(tools, { slot? })`: one `execution`-scoped layer per distinct
+ * `context.id` (else tool name) among the tools that declare a `context`; its state
+ * starts as `init()` and is recalled as `recall(state)` (a developer message, none
+ * for null). The tools read and write it through their context's layer state.
+ */
+export const toolCalls = (
+  tools: ReadonlyArray<{ readonly name: string; readonly context?: ToolContextDeclaration | undefined }>,
+  options: { readonly slot?: number | undefined } = {}
+): Array<ContextLayer<unknown>> => {
+  const seen = new Map<string, ToolContextDeclaration>()
+  for (const tool of tools) {
+    if (tool.context === undefined || tool.context === null) continue
+    const id = tool.context.id ?? tool.name
+    if (!seen.has(id)) seen.set(id, tool.context)
+  }
+  const slot = options.slot ?? Slot.WORKING_MEMORY + 10
+  return [...seen].map(([id, declaration]): ContextLayer<unknown> => ({
+    id,
+    name: id,
+    slot,
+    scope: "execution",
+    lifecycle: {
+      init: () => Effect.sync(() => ({ state: declaration.init() })),
+      recall: ({ state }) => Effect.sync(() => declaration.recall(state))
+    }
+  }))
 }

@@ -86,7 +86,10 @@ export {
   type LayerTimeouts,
   type RecallResult,
   type ScratchpadState,
-  type SteeringDecision
+  type SteeringDecision,
+  type TaskState,
+  type TaskStateDataMerge,
+  type ToolContextDeclaration
 } from "./layers.ts"
 export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type StreamWriter, type TokenUsage } from "./context.ts"
 export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"

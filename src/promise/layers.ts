@@ -14,7 +14,7 @@ import { NoeticConfigError } from "./errors.ts"
 import { createInMemoryStorage, type StorageAdapter } from "./storage.ts"
 
 export type { Item }
-export type { ScratchpadState } from "../harness/BuiltinLayers.ts"
+export type { ScratchpadState, TaskState, TaskStateDataMerge, ToolContextDeclaration } from "../harness/BuiltinLayers.ts"
 
 /** noetic's slot constants. */
 export const Slot = Builtin.Slot
@@ -65,8 +65,54 @@ const refusedLayer = (name: string) => (..._args: Array<unknown>): never => {
   throw layerConfigError(
     "UNSUPPORTED_OPTION",
     `the built-in layer '${name}()' of noetic is not in noetic-effect`,
-    `Write it as a custom layer (docs/layers-and-channels.md#custom-layers); scratchpad, history and instructions are built in.`
+    `Write it as a custom layer (docs/layers-and-channels.md#custom-layers); see docs/layers-and-channels.md#built-in-layers for the built-in ones.`
   )
+}
+
+/**
+ * noetic's `taskState({ mergeData? })`: checkpoints, file artifacts and data kept
+ * across a thread's executions (layer id `task-state`, tools
+ * `task-state/recordArtifact` and `task-state/setTaskData`).
+ */
+export const taskState = (options: { mergeData?: Builtin.TaskStateDataMerge } = {}): ContextLayer<Builtin.TaskState> => {
+  if (options?.mergeData !== undefined && options.mergeData !== "shallow" && options.mergeData !== "namespace") {
+    throw layerConfigError(
+      "INVALID_CONTEXT_LAYER",
+      `taskState: mergeData ${JSON.stringify(options.mergeData)}`,
+      "Use 'shallow' (the default) or 'namespace'."
+    )
+  }
+  return Builtin.taskState(options ?? {})
+}
+
+/**
+ * noetic's `toolCalls(tools, { slot? })`: one `execution`-scoped layer per distinct
+ * `context.id` of the tools declaring a `context`; tools reach it through
+ * `toolCtx.context.get(id)` / `set(id, state)`.
+ */
+export const toolCalls = (
+  tools: ReadonlyArray<{ readonly name?: string | undefined; readonly context?: Builtin.ToolContextDeclaration | undefined }>,
+  options?: { slot?: number }
+): Array<ContextLayer> => {
+  if (!Array.isArray(tools)) {
+    throw layerConfigError("INVALID_CONTEXT_LAYER", "toolCalls: `tools` must be an array of tools", "Pass the tools the model is given: toolCalls([writeTodos, ...]).")
+  }
+  for (const t of tools) {
+    const declaration = (t as { context?: unknown } | null)?.context
+    if (declaration === undefined || declaration === null) continue
+    const d = declaration as Partial<Builtin.ToolContextDeclaration>
+    if (typeof d.init !== "function" || typeof d.recall !== "function") {
+      throw layerConfigError(
+        "INVALID_CONTEXT_LAYER",
+        `toolCalls: the context of tool '${String(t.name)}' needs init() and recall(state) functions`,
+        "Declare context: { id?, init: () => state, recall: (state) => string | null }."
+      )
+    }
+  }
+  if (options?.slot !== undefined && !Number.isFinite(options.slot)) {
+    throw layerConfigError("INVALID_CONTEXT_LAYER", `toolCalls: slot ${JSON.stringify(options.slot)}`, "Give a finite slot number, e.g. Slot.WORKING_MEMORY + 10.")
+  }
+  return Builtin.toolCalls(tools.map((t) => ({ name: String(t.name), context: t.context })), options ?? {})
 }
 
 /** noetic's built-in layers this library does not have: each throws `UNSUPPORTED_OPTION` naming itself. */
@@ -75,8 +121,6 @@ export const temporal = refusedLayer("temporal")
 export const steering = refusedLayer("steering")
 export const filesystem = refusedLayer("filesystem")
 export const plan = refusedLayer("plan")
-export const taskState = refusedLayer("taskState")
-export const toolCalls = refusedLayer("toolCalls")
 
 // -----------------------------------------------------------------------------
 // Context layers (noetic's definitions)

@@ -12,6 +12,7 @@ import { publish } from "../services/ModelProvider.ts"
 import { type ShellAdapter, ToolExecutionContext, type ToolLayerState } from "./context.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { type Tool, validToolInput } from "./tools.ts"
+import type { ToolContextDeclaration } from "../harness/BuiltinLayers.ts"
 
 export type { ShellAdapter, ToolLayerState }
 export { ToolExecutionContext }
@@ -24,6 +25,8 @@ export interface ToolConfig<I = any, O = unknown> {
   readonly output?: unknown
   /** The parameters' JSON Schema, when `input` cannot give one. */
   readonly inputJsonSchema?: Readonly<Record<string, unknown>>
+  /** State the tool keeps in a layer `toolCalls(tools)` makes (noetic's `ToolContextDeclaration`). */
+  readonly context?: ToolContextDeclaration
   execute(args: I, toolCtx: ToolExecutionContext): O | Promise<O>
 }
 
@@ -34,7 +37,7 @@ export interface GeneratorToolConfig<I = any, E = unknown, O = unknown> extends 
 }
 
 /** The fields of noetic's tool config this library does not run: refused when a tool is built. */
-const UNSUPPORTED_TOOL_FIELDS = ["itemSchemas", "decorateResultItem", "needsApproval", "context", "ui", "acp"] as const
+const UNSUPPORTED_TOOL_FIELDS = ["itemSchemas", "decorateResultItem", "needsApproval", "ui", "acp"] as const
 
 const checkTool = (builder: string, config: { readonly name?: unknown; readonly execute?: unknown }) => {
   if (typeof config.name !== "string" || config.name.trim() === "") {
