@@ -137,19 +137,34 @@ const ReasonFields = {
 export class Corrupt extends Schema.TaggedError<Corrupt>("noetic-effect/StorageError/Corrupt")(
   "Corrupt",
   ReasonFields
-) {}
+) {
+  /** The error code. */
+  get code(): "CORRUPT" {
+    return "CORRUPT"
+  }
+}
 
 /** The backend failed to read or write (disk, network, database). */
 export class Io extends Schema.TaggedError<Io>("noetic-effect/StorageError/Io")("Io", {
   ...ReasonFields,
   cause: Schema.Defect()
-}) {}
+}) {
+  /** The error code. */
+  get code(): "IO" {
+    return "IO"
+  }
+}
 
 /** The backend refused access (file mode, ownership, database grants). */
 export class Permission extends Schema.TaggedError<Permission>("noetic-effect/StorageError/Permission")(
   "Permission",
   { ...ReasonFields, cause: Schema.Defect() }
-) {}
+) {
+  /** The error code. */
+  get code(): "PERMISSION" {
+    return "PERMISSION"
+  }
+}
 
 /**
  * The value cannot be stored as JSON (a cycle, a bigint, a function), or the key cannot
@@ -157,13 +172,23 @@ export class Permission extends Schema.TaggedError<Permission>("noetic-effect/St
  */
 export class Unserializable extends Schema.TaggedError<Unserializable>(
   "noetic-effect/StorageError/Unserializable"
-)("Unserializable", ReasonFields) {}
+)("Unserializable", ReasonFields) {
+  /** The error code. */
+  get code(): "UNSERIALIZABLE" {
+    return "UNSERIALIZABLE"
+  }
+}
 
 /** A compare-and-set found a different value than the caller expected. */
 export class Conflict extends Schema.TaggedError<Conflict>("noetic-effect/StorageError/Conflict")(
   "Conflict",
   ReasonFields
-) {}
+) {
+  /** The error code. */
+  get code(): "CONFLICT" {
+    return "CONFLICT"
+  }
+}
 
 /** Why a storage operation failed. */
 export const StorageErrorReason = Schema.Union([Corrupt, Io, Permission, Unserializable, Conflict])
@@ -176,6 +201,10 @@ export class StorageError extends Schema.TaggedError<StorageError>("noetic-effec
   operation: Schema.String,
   reason: StorageErrorReason
 }) {
+  /** The error code: `STORAGE_` then the reason's code. */
+  get code(): `STORAGE_${StorageErrorReason["code"]}` {
+    return `STORAGE_${this.reason.code}`
+  }
   override get message(): string {
     return `${this.operation} ${JSON.stringify(this.reason.key)}: ${this.reason._tag}: ${this.reason.message}`
   }

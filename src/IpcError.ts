@@ -16,7 +16,12 @@ export class FrameTooLarge extends Schema.TaggedError<FrameTooLarge>("noetic-eff
     limit: Schema.Number,
     message: Schema.String
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "FRAME_TOO_LARGE" {
+    return "FRAME_TOO_LARGE"
+  }
+}
 
 /** A line is not JSON, or is JSON that no frame schema accepts. */
 export class MalformedFrame extends Schema.TaggedError<MalformedFrame>("noetic-effect/IpcError/MalformedFrame")(
@@ -26,7 +31,12 @@ export class MalformedFrame extends Schema.TaggedError<MalformedFrame>("noetic-e
     /** The start of the offending line, for diagnosis. */
     excerpt: Schema.String
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "MALFORMED_FRAME" {
+    return "MALFORMED_FRAME"
+  }
+}
 
 /** A well-formed frame whose `type` this peer does not speak. */
 export class UnknownFrameType extends Schema.TaggedError<UnknownFrameType>(
@@ -34,13 +44,23 @@ export class UnknownFrameType extends Schema.TaggedError<UnknownFrameType>(
 )("UnknownFrameType", {
   frameType: Schema.String,
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "UNKNOWN_FRAME_TYPE" {
+    return "UNKNOWN_FRAME_TYPE"
+  }
+}
 
 /** A value handed to `emit` or `send` has no JSON form (a cycle, a bigint). */
 export class Unencodable extends Schema.TaggedError<Unencodable>("noetic-effect/IpcError/Unencodable")(
   "Unencodable",
   { message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "UNENCODABLE" {
+    return "UNENCODABLE"
+  }
+}
 
 /** The connection is gone (peer closed, reset, or never opened). */
 export class SocketClosed extends Schema.TaggedError<SocketClosed>("noetic-effect/IpcError/SocketClosed")(
@@ -49,13 +69,23 @@ export class SocketClosed extends Schema.TaggedError<SocketClosed>("noetic-effec
     message: Schema.String,
     cause: Schema.Defect()
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "SOCKET_CLOSED" {
+    return "SOCKET_CLOSED"
+  }
+}
 
 /** Another live server already listens on the socket path, or a non-socket file is in the way. */
 export class AddressInUse extends Schema.TaggedError<AddressInUse>("noetic-effect/IpcError/AddressInUse")(
   "AddressInUse",
   { message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "ADDRESS_IN_USE" {
+    return "ADDRESS_IN_USE"
+  }
+}
 
 /** The operating system refused to create, bind or secure the socket. */
 export class ListenFailed extends Schema.TaggedError<ListenFailed>("noetic-effect/IpcError/ListenFailed")(
@@ -64,7 +94,12 @@ export class ListenFailed extends Schema.TaggedError<ListenFailed>("noetic-effec
     message: Schema.String,
     cause: Schema.Defect()
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "LISTEN_FAILED" {
+    return "LISTEN_FAILED"
+  }
+}
 
 /** Why an IPC operation failed. */
 export const IpcErrorReason = Schema.Union([
@@ -85,6 +120,10 @@ export class IpcError extends Schema.TaggedError<IpcError>("noetic-effect/IpcErr
   socketPath: Schema.String,
   reason: IpcErrorReason
 }) {
+  /** The error code: `IPC_` then the reason's code. */
+  get code(): `IPC_${IpcErrorReason["code"]}` {
+    return `IPC_${this.reason.code}`
+  }
   override get message(): string {
     return `${this.socketPath}: ${this.reason._tag}: ${this.reason.message}`
   }

@@ -59,7 +59,12 @@ export class NoeticRecordUnreadable extends Schema.TaggedError<NoeticRecordUnrea
   file: Schema.String,
   kind: Schema.Literals(["snapshot", "ledger", "manifest", "file"]),
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "NOETIC_RECORD_UNREADABLE" {
+    return "NOETIC_RECORD_UNREADABLE"
+  }
+}
 
 /** A directory entry the import did not open: not a regular file (a symbolic link, a FIFO, a device...). */
 export interface NoeticEntryNotRead {
@@ -85,7 +90,12 @@ export const DEFAULT_MAX_DEPTH = 512
 /** The directory could not be listed at all. */
 export class NoeticDirectoryUnreadable extends Schema.TaggedError<NoeticDirectoryUnreadable>(
   "noetic-effect/NoeticDirectoryUnreadable"
-)("NoeticDirectoryUnreadable", { directory: Schema.String, message: Schema.String }) {}
+)("NoeticDirectoryUnreadable", { directory: Schema.String, message: Schema.String }) {
+  /** The error code. */
+  get code(): "NOETIC_DIRECTORY_UNREADABLE" {
+    return "NOETIC_DIRECTORY_UNREADABLE"
+  }
+}
 
 /** What an import brought over. */
 export interface NoeticImportReport {

@@ -26,7 +26,12 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 /** A failure the CLI reports as one line (and a non-zero exit), never as a stack trace. */
 export class CliFailure extends Schema.TaggedError<CliFailure>("noetic-effect/CliFailure")("CliFailure", {
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "CLI_FAILURE" {
+    return "CLI_FAILURE"
+  }
+}
 
 /** The storages a command reads: checkpoints (snapshots, ledgers, leases) and subprocess records (manifests, queues). */
 export interface CliStorages {

@@ -38,6 +38,10 @@ export class AgentStreamError extends Schema.TaggedError<AgentStreamError>("noet
     detail: Schema.String
   }
 ) {
+  /** The error code. */
+  get code(): "AGENT_STREAM" {
+    return "AGENT_STREAM"
+  }
   override get message(): string {
     return `stream ${JSON.stringify(this.name)} of execution ${this.executionId}: ${this.detail}`
   }

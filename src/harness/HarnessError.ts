@@ -11,6 +11,10 @@ export class UnknownTool extends Schema.TaggedError<UnknownTool>("noetic-effect/
   tool: Schema.String,
   known: Schema.Array(Schema.String)
 }) {
+  /** The error code. */
+  get code(): "UNKNOWN_TOOL" {
+    return "UNKNOWN_TOOL"
+  }
   override get message(): string {
     return `step ${this.stepId} invokes unknown tool ${JSON.stringify(this.tool)}; known tools: ${
       this.known.join(", ") || "(none)"
@@ -24,6 +28,10 @@ export class ToolFailed extends Schema.TaggedError<ToolFailed>("noetic-effect/To
   tool: Schema.String,
   cause: Schema.Defect()
 }) {
+  /** The error code. */
+  get code(): "TOOL_FAILED" {
+    return "TOOL_FAILED"
+  }
   override get message(): string {
     return `tool ${JSON.stringify(this.tool)} failed in step ${this.stepId}`
   }
@@ -34,6 +42,10 @@ export class AskUserCancelled extends Schema.TaggedError<AskUserCancelled>("noet
   "AskUserCancelled",
   { promptId: Schema.String, reason: Schema.optionalKey(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "ASK_USER_CANCELLED" {
+    return "ASK_USER_CANCELLED"
+  }
   override get message(): string {
     return `ask-user prompt ${this.promptId} was cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
   }
@@ -43,6 +55,10 @@ export class AskUserCancelled extends Schema.TaggedError<AskUserCancelled>("noet
 export class UnknownAskUserPrompt extends Schema.TaggedError<UnknownAskUserPrompt>(
   "noetic-effect/UnknownAskUserPrompt"
 )("UnknownAskUserPrompt", { executionId: Schema.String, promptId: Schema.String }) {
+  /** The error code. */
+  get code(): "UNKNOWN_ASK_USER_PROMPT" {
+    return "UNKNOWN_ASK_USER_PROMPT"
+  }
   override get message(): string {
     return `no pending ask-user prompt ${this.promptId} in a live context of execution ${this.executionId}`
   }
@@ -55,6 +71,10 @@ export class UnknownAskUserPrompt extends Schema.TaggedError<UnknownAskUserPromp
 export class ResumeInputUnavailable extends Schema.TaggedError<ResumeInputUnavailable>(
   "noetic-effect/ResumeInputUnavailable"
 )("ResumeInputUnavailable", { executionId: Schema.String, rootStepId: Schema.String }) {
+  /** The error code. */
+  get code(): "RESUME_INPUT_UNAVAILABLE" {
+    return "RESUME_INPUT_UNAVAILABLE"
+  }
   override get message(): string {
     return `cannot resume execution ${this.executionId}: the input of root step ${this.rootStepId} is not in its snapshot frontier and its output is not in the ledger`
   }
@@ -65,6 +85,10 @@ export class SpawnTimeout extends Schema.TaggedError<SpawnTimeout>("noetic-effec
   stepId: Schema.String,
   timeoutMs: Schema.Number
 }) {
+  /** The error code. */
+  get code(): "SPAWN_TIMEOUT" {
+    return "SPAWN_TIMEOUT"
+  }
   override get message(): string {
     return `spawn step ${this.stepId} timed out after ${this.timeoutMs}ms`
   }
@@ -75,6 +99,10 @@ export class LoopMaxIterations extends Schema.TaggedError<LoopMaxIterations>("no
   "LoopMaxIterations",
   { stepId: Schema.String, maxIterations: Schema.Number }
 ) {
+  /** The error code. */
+  get code(): "LOOP_MAX_ITERATIONS" {
+    return "LOOP_MAX_ITERATIONS"
+  }
   override get message(): string {
     // noetic's wording (its loop throws step_failed with this cause).
     return `Loop exceeded maximum iterations (${this.maxIterations})`
@@ -92,6 +120,10 @@ export class ForkPartial extends Schema.TaggedError<ForkPartial>("noetic-effect/
   succeeded: Schema.Array(Schema.Struct({ stepId: Schema.String, value: Schema.Unknown })),
   failed: Schema.Array(Schema.Struct({ stepId: Schema.String, error: Schema.Unknown }))
 }) {
+  /** The error code. */
+  get code(): "FORK_PARTIAL" {
+    return "FORK_PARTIAL"
+  }
   override get message(): string {
     return `Fork '${this.stepId}' partial failure: ${this.succeeded.length} succeeded, ${this.failed.length} failed`
   }
@@ -102,6 +134,10 @@ export class InvalidMaxIterations extends Schema.TaggedError<InvalidMaxIteration
   "InvalidMaxIterations",
   { stepId: Schema.String, maxIterations: Schema.Number }
 ) {
+  /** The error code. */
+  get code(): "INVALID_MAX_ITERATIONS" {
+    return "INVALID_MAX_ITERATIONS"
+  }
   override get message(): string {
     return `Invalid maxIterations: ${this.maxIterations}`
   }
@@ -112,6 +148,10 @@ export class StepCancelled extends Schema.TaggedError<StepCancelled>("noetic-eff
   executionId: Schema.String,
   reason: Schema.optionalKey(Schema.String)
 }) {
+  /** The error code. */
+  get code(): "STEP_CANCELLED" {
+    return "STEP_CANCELLED"
+  }
   override get message(): string {
     return `execution ${this.executionId} was cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
   }
@@ -122,6 +162,10 @@ export class ModelOutputInvalid extends Schema.TaggedError<ModelOutputInvalid>("
   "ModelOutputInvalid",
   { stepId: Schema.String, raw: Schema.String, issues: Schema.Array(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "MODEL_OUTPUT_INVALID" {
+    return "MODEL_OUTPUT_INVALID"
+  }
   /** noetic's kind for a reply that fails its output schema. */
   readonly noeticKind = "model_parse_error"
   override get message(): string {
@@ -134,6 +178,10 @@ export class SteeringDenied extends Schema.TaggedError<SteeringDenied>("noetic-e
   "SteeringDenied",
   { stepId: Schema.String, guidance: Schema.String }
 ) {
+  /** The error code. */
+  get code(): "STEERING_DENIED" {
+    return "STEERING_DENIED"
+  }
   /** noetic's kind for a reply a layer denied. */
   readonly noeticKind = "steering_denied"
   override get message(): string {
@@ -161,6 +209,10 @@ export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>("noetic-e
     currentPath: Schema.String
   }
 ) {
+  /** The error code. */
+  get code(): "REPLAY_DIVERGED" {
+    return "REPLAY_DIVERGED"
+  }
   override get message(): string {
     return `replay diverged at ${this.path} of execution ${this.executionId}: the ledger recorded ${this.recorded.kind} ${
       JSON.stringify(this.recorded.stepId)
@@ -180,6 +232,10 @@ export class ToolOutcomeUnknown extends Schema.TaggedError<ToolOutcomeUnknown>("
   "ToolOutcomeUnknown",
   { executionId: Schema.String, path: Schema.String, step: StepIdentity }
 ) {
+  /** The error code. */
+  get code(): "TOOL_OUTCOME_UNKNOWN" {
+    return "TOOL_OUTCOME_UNKNOWN"
+  }
   override get message(): string {
     return `the outcome of at-most-once ${this.step.kind} ${
       JSON.stringify(this.step.stepId)
@@ -209,6 +265,10 @@ export const describeAnswer = (u: unknown): string => {
 export class ReconcileAnswerInvalid extends Schema.TaggedError<ReconcileAnswerInvalid>(
   "noetic-effect/ReconcileAnswerInvalid"
 )("ReconcileAnswerInvalid", { executionId: Schema.String, path: Schema.String, step: StepIdentity, answer: Schema.String }) {
+  /** The error code. */
+  get code(): "RECONCILE_ANSWER_INVALID" {
+    return "RECONCILE_ANSWER_INVALID"
+  }
   override get message(): string {
     return `reconcile of at-most-once ${this.step.kind} ${JSON.stringify(this.step.stepId)} at ${this.path} of execution ${
       this.executionId
@@ -225,6 +285,10 @@ export class HarnessClosed extends Schema.TaggedError<HarnessClosed>("noetic-eff
   "HarnessClosed",
   { harness: Schema.String, executionId: Schema.String, path: Schema.String }
 ) {
+  /** The error code. */
+  get code(): "HARNESS_CLOSED" {
+    return "HARNESS_CLOSED"
+  }
   override get message(): string {
     return `harness ${this.harness} was closed before the step at ${this.path} of execution ${this.executionId} could record its outcome: nothing was recorded`
   }
@@ -238,6 +302,10 @@ export class HarnessClosed extends Schema.TaggedError<HarnessClosed>("noetic-eff
 export class StepLedgerWriteFailed extends Schema.TaggedError<StepLedgerWriteFailed>(
   "noetic-effect/StepLedgerWriteFailed"
 )("StepLedgerWriteFailed", { executionId: Schema.String, path: Schema.String, step: StepIdentity, cause: Schema.Defect() }) {
+  /** The error code. */
+  get code(): "STEP_LEDGER_WRITE_FAILED" {
+    return "STEP_LEDGER_WRITE_FAILED"
+  }
   override get message(): string {
     const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
     return `the ledger record of ${this.step.kind} ${JSON.stringify(this.step.stepId)} at ${this.path} of execution ${

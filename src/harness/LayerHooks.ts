@@ -180,6 +180,10 @@ export class LayerInitFailed extends Schema.TaggedError<LayerInitFailed>("noetic
   "LayerInitFailed",
   { layerId: Schema.String, reason: Schema.String, cause: Schema.Defect() }
 ) {
+  /** The error code. */
+  get code(): "LAYER_INIT_FAILED" {
+    return "LAYER_INIT_FAILED"
+  }
   override get message(): string {
     return `context layer '${this.layerId}' init failed: ${this.reason}`
   }
@@ -190,6 +194,10 @@ export class LayerHookTimeout extends Schema.TaggedError<LayerHookTimeout>("noet
   "LayerHookTimeout",
   { layerId: Schema.String, hook: Schema.String, timeoutMs: Schema.Number }
 ) {
+  /** The error code. */
+  get code(): "LAYER_HOOK_TIMEOUT" {
+    return "LAYER_HOOK_TIMEOUT"
+  }
   override get message(): string {
     return `context layer '${this.layerId}': ${this.hook} timed out after ${this.timeoutMs} ms`
   }

@@ -62,7 +62,12 @@ export class HttpServeError extends Schema.TaggedError<HttpServeError>("noetic-e
     reason: Schema.Literals(["TokenRequired", "InvalidOption", "BindFailed"]),
     message: Schema.String
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "HTTP_SERVE" {
+    return "HTTP_SERVE"
+  }
+}
 
 /**
  * The base URL the app is served at (`http://127.0.0.1:4437`, no trailing slash), with

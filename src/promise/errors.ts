@@ -261,8 +261,33 @@ const isConfigErrorFields = Schema.is(ConfigErrorFields)
 export const isConfigError = (error: unknown): error is EngineConfigError | ConfigError =>
   isConfigErrorFields(error)
 
-/** SCREAMING_SNAKE from PascalCase: `UnknownHandle` to `UNKNOWN_HANDLE`. */
-const screamingSnake = (tag: string): string => tag.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
+/**
+ * SCREAMING_SNAKE from PascalCase (a trailing `Error` dropped when asked): `UnknownHandle` to
+ * `UNKNOWN_HANDLE`. Only for a tagged error that carries no `code` of its own (one of
+ * Effect's, a provider's): every error of this library carries its code.
+ */
+const codeOfTag = (tag: string, dropError: boolean): string => {
+  const name = dropError && tag.endsWith("Error") ? tag.slice(0, -"Error".length) : tag
+  let code = ""
+  for (let i = 0; i < name.length; i++) {
+    const char = name[i]!
+    const previous = i === 0 ? "" : name[i - 1]!
+    const boundary = char >= "A" && char <= "Z" && ((previous >= "a" && previous <= "z") || (previous >= "0" && previous <= "9"))
+    code += boundary ? `_${char}` : char.toUpperCase()
+  }
+  return code
+}
+
+/** The code of an engine failure: the one it carries, else its tag's (and its tagged reason's). */
+const codeOf = (error: { readonly _tag: string; readonly code?: unknown; readonly reason?: unknown }): string => {
+  if (typeof error.code === "string") return error.code
+  const reason = error.reason
+  const reasonTag = typeof reason === "object" && reason !== null && "_tag" in reason && typeof reason._tag === "string"
+    ? reason._tag
+    : undefined
+  const code = codeOfTag(error._tag, true)
+  return reasonTag === undefined ? code : `${code}_${codeOfTag(reasonTag, false)}`
+}
 
 /** The facade error for a typed failure of the engine. */
 export const toFacadeError = (error: unknown): Error => {
@@ -270,11 +295,7 @@ export const toFacadeError = (error: unknown): Error => {
     return new NoeticConfigError({ code: error.code, message: error.message, hint: error.hint, cause: error })
   }
   if (typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string") {
-    const reason = "reason" in error && typeof error.reason === "object" && error.reason !== null &&
-        "_tag" in error.reason && typeof error.reason._tag === "string"
-      ? `_${screamingSnake(error.reason._tag)}`
-      : ""
-    const code = screamingSnake(error._tag.replace(/Error$/, "")) + reason
+    const code = codeOf(error as { readonly _tag: string })
     const message = error instanceof Error ? error.message : String(error._tag)
     const fields = error as { readonly stepId?: unknown; readonly reason?: unknown }
     if (error._tag === "StepCancelled") {

@@ -69,7 +69,12 @@ export class InvalidQueueInput extends Schema.TaggedError<InvalidQueueInput>(
 )("InvalidQueueInput", {
   operation: Schema.String,
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "INVALID_QUEUE_INPUT" {
+    return "INVALID_QUEUE_INPUT"
+  }
+}
 
 /** A range read that stopped short at an unreadable record. */
 export interface RangeDamage {

@@ -51,6 +51,10 @@ export class ExecutionLeaseHeld extends Schema.TaggedError<ExecutionLeaseHeld>("
     expiresAt: Schema.Number
   }
 ) {
+  /** The error code. */
+  get code(): "EXECUTION_LEASE_HELD" {
+    return "EXECUTION_LEASE_HELD"
+  }
   override get message(): string {
     return `execution ${JSON.stringify(this.executionId)} is leased by ${JSON.stringify(this.owner)} until ${
       new Date(this.expiresAt).toISOString()
@@ -68,6 +72,10 @@ export class ExecutionLeaseLost extends Schema.TaggedError<ExecutionLeaseLost>("
     token: Schema.Number
   }
 ) {
+  /** The error code. */
+  get code(): "EXECUTION_LEASE_LOST" {
+    return "EXECUTION_LEASE_LOST"
+  }
   override get message(): string {
     return `the lease of execution ${JSON.stringify(this.executionId)} held by ${
       JSON.stringify(this.owner)
@@ -79,6 +87,10 @@ export class ExecutionLeaseLost extends Schema.TaggedError<ExecutionLeaseLost>("
 export class ExecutionLeaseUnsupported extends Schema.TaggedError<ExecutionLeaseUnsupported>(
   "noetic-effect/ExecutionLeaseUnsupported"
 )("ExecutionLeaseUnsupported", { executionId: Schema.String }) {
+  /** The error code. */
+  get code(): "EXECUTION_LEASE_UNSUPPORTED" {
+    return "EXECUTION_LEASE_UNSUPPORTED"
+  }
   override get message(): string {
     return `cannot lease execution ${
       JSON.stringify(this.executionId)

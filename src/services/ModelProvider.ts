@@ -147,6 +147,10 @@ export class ModelRateLimited extends Schema.TaggedError<ModelRateLimited>("noet
     stepId: Schema.optionalKey(Schema.String)
   }
 ) {
+  /** The error code. */
+  get code(): "MODEL_RATE_LIMITED" {
+    return "MODEL_RATE_LIMITED"
+  }
   readonly noeticKind = "model_rate_limit"
   override get message(): string {
     return `model ${this.model} (${this.provider}) is rate limited (HTTP ${this.status})${
@@ -160,6 +164,10 @@ export class ModelRefused extends Schema.TaggedError<ModelRefused>("noetic-effec
   "ModelRefused",
   { provider: Schema.String, model: Schema.String, refusal: Schema.String, stepId: Schema.optionalKey(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "MODEL_REFUSED" {
+    return "MODEL_REFUSED"
+  }
   readonly noeticKind = "model_refused"
   override get message(): string {
     return `model ${this.model} (${this.provider}) refused: ${this.refusal}`
@@ -171,6 +179,10 @@ export class ModelParseError extends Schema.TaggedError<ModelParseError>("noetic
   "ModelParseError",
   { model: Schema.String, detail: Schema.String, raw: Schema.optionalKey(Schema.String), stepId: Schema.optionalKey(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "MODEL_PARSE" {
+    return "MODEL_PARSE"
+  }
   readonly noeticKind = "model_parse_error"
   override get message(): string {
     return `model ${this.model}: ${this.detail}`
@@ -188,6 +200,10 @@ export class ModelRequestFailed extends Schema.TaggedError<ModelRequestFailed>("
     stepId: Schema.optionalKey(Schema.String)
   }
 ) {
+  /** The error code. */
+  get code(): "MODEL_REQUEST_FAILED" {
+    return "MODEL_REQUEST_FAILED"
+  }
   override get message(): string {
     return `model ${this.model} (${this.provider}) request failed${
       this.status === undefined ? "" : ` (HTTP ${this.status})`
@@ -203,6 +219,10 @@ export class NoModelProvider extends Schema.TaggedError<NoModelProvider>("noetic
   "NoModelProvider",
   { stepId: Schema.String }
 ) {
+  /** The error code. */
+  get code(): "NO_MODEL_PROVIDER" {
+    return "NO_MODEL_PROVIDER"
+  }
   override get message(): string {
     return `callModel '${this.stepId}' has tools, and this harness has no model provider to run them: ` +
       "build it with callModelDefaults: { provider: 'openrouter', ... } (or _testCallModel in tests)"

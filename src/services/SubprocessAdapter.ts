@@ -31,13 +31,23 @@ import { settledRetention } from "../internal/settledHandles.ts"
 export class ChildFailed extends Schema.TaggedError<ChildFailed>("noetic-effect/SubprocessError/ChildFailed")(
   "ChildFailed",
   { handleId: Schema.String, message: Schema.String, error: Schema.Unknown }
-) {}
+) {
+  /** The error code. */
+  get code(): "CHILD_FAILED" {
+    return "CHILD_FAILED"
+  }
+}
 
 /** The child process ended without recording a result (killed, crashed, or died while the host was down). */
 export class ChildExited extends Schema.TaggedError<ChildExited>("noetic-effect/SubprocessError/ChildExited")(
   "ChildExited",
   { handleId: Schema.String, message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "CHILD_EXITED" {
+    return "CHILD_EXITED"
+  }
+}
 
 /** Neither the step's defining module nor the adapter's `entry` exports a step with this id. */
 export class StepUnavailable extends Schema.TaggedError<StepUnavailable>(
@@ -50,13 +60,23 @@ export class StepUnavailable extends Schema.TaggedError<StepUnavailable>(
   /** The adapter's `entry` module, when one was given. */
   entry: Schema.NullOr(Schema.String),
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "STEP_UNAVAILABLE" {
+    return "STEP_UNAVAILABLE"
+  }
+}
 
 /** No child with this handle id is known to the adapter. */
 export class UnknownHandle extends Schema.TaggedError<UnknownHandle>("noetic-effect/SubprocessError/UnknownHandle")(
   "UnknownHandle",
   { handleId: Schema.String, message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "UNKNOWN_HANDLE" {
+    return "UNKNOWN_HANDLE"
+  }
+}
 
 /**
  * A host-written adapter's `get` kept answering null for a child that had not settled
@@ -65,19 +85,34 @@ export class UnknownHandle extends Schema.TaggedError<UnknownHandle>("noetic-eff
 export class HandleEvicted extends Schema.TaggedError<HandleEvicted>("noetic-effect/SubprocessError/HandleEvicted")(
   "HandleEvicted",
   { handleId: Schema.String, gracePeriodMs: Schema.Number, message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "HANDLE_EVICTED" {
+    return "HANDLE_EVICTED"
+  }
+}
 
 /** The child was stopped before it settled. */
 export class Stopped extends Schema.TaggedError<Stopped>("noetic-effect/SubprocessError/Stopped")("Stopped", {
   handleId: Schema.String,
   message: Schema.String
-}) {}
+}) {
+  /** The error code. */
+  get code(): "STOPPED" {
+    return "STOPPED"
+  }
+}
 
 /** The child could not be started. */
 export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("noetic-effect/SubprocessError/SpawnFailed")(
   "SpawnFailed",
   { handleId: Schema.String, message: Schema.String, cause: Schema.Defect() }
-) {}
+) {
+  /** The error code. */
+  get code(): "SPAWN_FAILED" {
+    return "SPAWN_FAILED"
+  }
+}
 
 /**
  * A directory for sockets, child logs or compile caches is not this user's alone (a
@@ -87,7 +122,12 @@ export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("noetic-effect/
 export class UnsafeDirectory extends Schema.TaggedError<UnsafeDirectory>("noetic-effect/SubprocessError/UnsafeDirectory")(
   "UnsafeDirectory",
   { path: Schema.String, message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "UNSAFE_DIRECTORY" {
+    return "UNSAFE_DIRECTORY"
+  }
+}
 
 /** Why a subprocess operation failed. */
 export const SubprocessErrorReason = Schema.Union([
@@ -109,6 +149,10 @@ export class SubprocessError extends Schema.TaggedError<SubprocessError>("noetic
   "SubprocessError",
   { reason: SubprocessErrorReason }
 ) {
+  /** The error code: `SUBPROCESS_` then the reason's code. */
+  get code(): `SUBPROCESS_${SubprocessErrorReason["code"]}` {
+    return `SUBPROCESS_${this.reason.code}`
+  }
   override get message(): string {
     return `${this.reason._tag}: ${this.reason.message}`
   }

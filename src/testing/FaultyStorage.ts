@@ -22,7 +22,12 @@ import { type Fence, make as makeStorage, type StorageAdapterShape } from "../se
 export class HostCrashed extends Schema.TaggedError<HostCrashed>("noetic-effect/testing/HostCrashed")(
   "HostCrashed",
   { message: Schema.String }
-) {}
+) {
+  /** The error code. */
+  get code(): "HOST_CRASHED" {
+    return "HOST_CRASHED"
+  }
+}
 
 /** Whether an exit is a simulated host crash (a `HostCrashed` defect anywhere in its cause). */
 export const isHostCrash = (exit: Exit.Exit<unknown, unknown>): boolean =>

@@ -35,7 +35,12 @@ export class StreamError extends Schema.TaggedError<StreamError>("noetic-effect/
     expectedSeq: Schema.optional(Schema.Number),
     receivedSeq: Schema.optional(Schema.Number)
   }
-) {}
+) {
+  /** The error code. */
+  get code(): "STREAM" {
+    return "STREAM"
+  }
+}
 
 /**
  * A stream's metadata: its content type, tail offset, closure and expiry.
