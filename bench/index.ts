@@ -24,7 +24,7 @@ import { consoleReport, type Results } from "./report.ts"
 const here = Path.dirname(fileURLToPath(import.meta.url))
 
 /** The benchmark modules, in run order. */
-const MODULES = ["steps", "checkpoint", "restore", "storage", "sqlite", "ipc", "subprocess", "childStart", "streams", "agentStreams"] as const
+const MODULES = ["steps", "facade", "checkpoint", "restore", "storage", "sqlite", "ipc", "subprocess", "childStart", "streams", "agentStreams"] as const
 
 const quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
 const selected = process.argv.slice(2)

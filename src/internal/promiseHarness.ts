@@ -24,7 +24,7 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { SubprocessAdapter as SubprocessAdapterTag } from "../services/SubprocessAdapter.ts"
 import * as Bridge from "../promise/bridge.ts"
 import { holdsExecutionLeases, isEngineBackedCheckpointStore, resolveStepLedgerRetention, toEngineCheckpointStore } from "../promise/checkpoint.ts"
-import { type FacadeHarness, StepContext } from "../promise/context.ts"
+import { type FacadeHarness, hostCall, StepContext } from "../promise/context.ts"
 import { NoeticConfigError, toFacadeError } from "../promise/errors.ts"
 import { modelLayer, modelRuntimeLayer, namedTools } from "../promise/models.ts"
 import type { AgentHarnessOptions, RestoreContextOptions } from "../promise/options.ts"
@@ -172,10 +172,10 @@ const toolHandlers = (tools: AgentHarnessOptions["tools"]): Record<string, Engin
       name,
       ((input, ctx) =>
         Effect.flatMap(Effect.context<never>(), (services) =>
-          Effect.tryPromise({
-            try: (signal) => Promise.resolve().then(() => tool(input, new StepContext(ctx, services, signal))),
-            catch: (error) => error
-          }))) satisfies EngineHarness.ToolHandler
+          hostCall(
+            (signal) => Promise.resolve().then(() => tool(input, new StepContext(ctx, services, signal))),
+            (error) => error
+          ))) satisfies EngineHarness.ToolHandler
     ])
   )
 

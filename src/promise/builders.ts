@@ -22,7 +22,7 @@ import { toEngineSubprocessShape } from "./subprocessBridge.ts"
 import type { Channel } from "./channels.ts"
 import type { Channel as EngineChannel } from "../harness/Channels.ts"
 import { type ContextConfig, type ContextLayer, layersOf, layerStorageDefault, toEngineLayer } from "./layers.ts"
-import { type AgentContext, StepContext } from "./context.ts"
+import { type AgentContext, hostCall, StepContext } from "./context.ts"
 import { type AnyStep, asStep, asSteps, registerPlainBuilder } from "./plainSteps.ts"
 
 export type { RetryPolicy, Snapshot, Verdict } from "../harness/Step.ts"
@@ -90,11 +90,10 @@ export const effectBody = <I, O>(
 ) =>
 (input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
   Effect.flatMap(Effect.context<never>(), (services) =>
-    Effect.tryPromise({
-      try: (signal): Promise<Awaited<O>> =>
-        Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))) as Promise<Awaited<O>>,
-      catch: (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
-    }))
+    hostCall(
+      (signal) => body(input, new StepContext(ctx, services, signal)),
+      (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
+    ))
 
 /** A signal that never aborts, for a facade context made outside a running body. */
 export const neverAborted: AbortSignal = new AbortController().signal

@@ -357,14 +357,58 @@ export interface StreamWriter {
   close(): Promise<void>
 }
 
+const isThenable = (u: unknown): u is PromiseLike<unknown> =>
+  (typeof u === "object" || typeof u === "function") && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/** A body's abort signal, or how to make it when first asked for. */
+export type LazySignal = AbortSignal | (() => AbortSignal)
+
+/**
+ * A host's Promise-returning function called as an Effect, its rejection mapped by
+ * `onReject`: `f` gets a signal made when first asked for and aborted when the fiber is
+ * interrupted. Most bodies never read it, and an `AbortController` per step would cost
+ * more than the rest of the facade's share of the step (`Effect.tryPromise` makes one
+ * for any `try` that takes the signal).
+ */
+export const hostCall = <A>(
+  f: (signal: () => AbortSignal) => A | PromiseLike<A>,
+  onReject: (thrown: unknown) => unknown
+): Effect.Effect<Awaited<A>, unknown> =>
+  Effect.callback<Awaited<A>, unknown>((resume) => {
+    let controller: AbortController | undefined
+    let interrupted = false
+    const signal = () => {
+      if (controller === undefined) {
+        controller = new AbortController()
+        if (interrupted) controller.abort()
+      }
+      return controller.signal
+    }
+    // Mapped once the fiber runs again, as Effect.tryPromise maps its rejections.
+    const reject = (thrown: unknown) => resume(Effect.suspend(() => Effect.fail(onReject(thrown))))
+    // Called at once, not on a later tick: a body that returns a value resumes the
+    // fiber without a microtask, one that returns a Promise when it settles.
+    try {
+      const result = f(signal)
+      if (isThenable(result)) result.then((value) => resume(Effect.succeed(value as Awaited<A>)), reject)
+      else resume(Effect.succeed(result as Awaited<A>))
+    } catch (thrown) {
+      reject(thrown)
+    }
+    return Effect.sync(() => {
+      interrupted = true
+      controller?.abort()
+    })
+  })
+
 /** What step bodies see: their context plus `run` for child steps and their own `path`. */
 export class StepContext extends AgentContext {
   readonly #step: Step.StepContext
   readonly #services: Context.Context<never>
-  readonly #signal: AbortSignal
+  #signal: LazySignal
 
   /** @internal */
-  constructor(step: Step.StepContext, services: Context.Context<never>, signal: AbortSignal) {
+  constructor(step: Step.StepContext, services: Context.Context<never>, signal: LazySignal) {
     super(step, Option.getOrUndefined(Context.getOption(services as Context.Context<FacadeHarness>, FacadeHarness)))
     this.#step = step
     this.#services = services
@@ -378,6 +422,7 @@ export class StepContext extends AgentContext {
 
   /** Aborted when the step is interrupted (a race lost, a timeout, a failing sibling). */
   get signal(): AbortSignal {
+    if (typeof this.#signal === "function") this.#signal = this.#signal()
     return this.#signal
   }
 
@@ -385,7 +430,7 @@ export class StepContext extends AgentContext {
   run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
     return Effect.runPromiseExitWith(this.#services)(
       this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
-      { signal: this.#signal }
+      { signal: this.signal }
     ).then(unwrapExit)
   }
 
@@ -459,7 +504,7 @@ export class ToolExecutionContext extends StepContext {
   constructor(
     step: Step.StepContext,
     services: Context.Context<never>,
-    signal: AbortSignal
+    signal: LazySignal
   ) {
     super(step, services, signal)
     this.ctx = new StepContext(step, services, signal)

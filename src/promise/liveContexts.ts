@@ -12,12 +12,23 @@ import type { AgentContext as EngineContext, Item } from "../harness/AgentContex
 const byId = new Map<string, WeakRef<EngineContext>>()
 const latestByThread = new Map<string, WeakRef<EngineContext>>()
 
+/** Whether `ref` holds `ctx`. */
+const holds = (ref: WeakRef<EngineContext> | undefined, ctx: EngineContext): boolean => ref !== undefined && ref.deref() === ctx
+
+/** The size of `byId` past which the entries of collected contexts are dropped (doubles with what stays). */
+let sweepAbove = 10_000
+
 /** @internal Notes a context, so `getLayerState(executionId, ...)` and previews find it. */
 export const register = (ctx: EngineContext): void => {
+  const root = ctx.threadId !== undefined && ctx.parent === undefined
+  // Every step's view of a context notes it again: most find it noted already.
+  if (holds(byId.get(ctx.id), ctx) && (!root || holds(latestByThread.get(ctx.threadId!), ctx))) return
   byId.set(ctx.id, new WeakRef(ctx))
-  if (ctx.threadId !== undefined && ctx.parent === undefined) latestByThread.set(ctx.threadId, new WeakRef(ctx))
-  if (byId.size > 10_000) {
+  if (root) latestByThread.set(ctx.threadId!, new WeakRef(ctx))
+  if (byId.size > sweepAbove) {
     for (const [id, ref] of byId) if (ref.deref() === undefined) byId.delete(id)
+    // While many contexts stay alive, a sweep per new context would cost O(n) each time.
+    sweepAbove = Math.max(10_000, byId.size * 2)
   }
 }
 

@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Step from "../harness/Step.ts"
 import { isNoeticError, bodyFailure, stepFailed } from "./errors.ts"
-import { StepContext } from "./context.ts"
+import { hostCall, StepContext } from "./context.ts"
 import { registerPlainBuilder } from "./plainSteps.ts"
 import { type AnyStep, build, engineEffects, type EffectsOptions, engineStepOptions, type StepBuildOptions } from "./builders.ts"
 
@@ -100,18 +100,18 @@ export function invokeTool(
         ...(given.name === undefined ? {} : { name: given.name }),
         execute: (args, ctx) =>
           Effect.flatMap(Effect.context<never>(), (services) =>
-            Effect.tryPromise({
-              try: (signal) =>
+            hostCall(
+              (signal) =>
                 Promise.resolve()
                   .then(() => validToolInput(given.input, args, idOrOptions.id))
                   .then((parsed) => given.execute(parsed, new StepContext(ctx, services, signal))),
               // noetic: a tool's NoeticError rejects as it is, anything else as the step's failure.
               // (ToolFailed carries it to the facade's error mapping); a cancellation stays one.
-              catch: (thrown) =>
+              (thrown) =>
                 isNoeticError(thrown) && thrown.noeticError.kind === "cancelled"
                   ? bodyFailure(idOrOptions.id, thrown, false)
                   : thrown
-            }))
+            ))
       }
       : undefined
   const built = build(() =>
