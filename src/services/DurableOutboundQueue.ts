@@ -55,6 +55,16 @@ import { type BatchRecordPlan, type PendingBatch, planRecords } from "../interna
 import { type DecodedRecord, readValues } from "../internal/durableQueue/reads.ts"
 import { corrupt, DELETE_CONCURRENCY, firstRecordFrom, type IndexEntry, recover } from "../internal/durableQueue/recovery.ts"
 import { JsonText, StorageAdapter, type StorageAdapterShape } from "./StorageAdapter.ts"
+import {
+  DEFAULT_WINDOW_FRAMES,
+  DEFAULT_WINDOW_BYTES,
+  DEFAULT_BATCH_FRAMES,
+  GROUP_BATCHES,
+  STREAM_FRAMES,
+  RESERVE_SEQS,
+  DECODED_RECORDS,
+  READ_RECORDS,
+} from "../internal/durableQueue/limits.ts"
 
 /** One stored frame and its sequence number. */
 export interface QueueEntry {
@@ -227,23 +237,6 @@ export interface DurableOutboundQueueOptions {
 
 /** The queue's stored layout (see `schema/DurableQueueRecord.ts`). */
 export { appendOnlyLog, batchKey, frameKey, keyPrefix, metaKey } from "../schema/DurableQueueRecord.ts"
-
-const DEFAULT_WINDOW_FRAMES = 65_536
-const DEFAULT_WINDOW_BYTES = 64 * 1024 * 1024
-const DEFAULT_BATCH_FRAMES = 4096
-/** The most frames one write of the writer takes, in batches (whole batches, at least one). */
-const GROUP_BATCHES = 2
-/**
- * Frames pending after a write from which the writer takes them for a stream and
- * yields a turn before the next write (fewer go at once: see the writer).
- */
-const STREAM_FRAMES = 64
-/** How many seqs one high-water mark write reserves ahead, at least. */
-const RESERVE_SEQS = 65_536
-/** How many decoded batch records a queue keeps for the next read. */
-const DECODED_RECORDS = 4
-/** How many batch records one multi-key read fetches. */
-const READ_RECORDS = 64
 
 const isSeq = (n: number) => Number.isSafeInteger(n) && n >= 0
 
