@@ -91,7 +91,8 @@ export const effectBody = <I, O>(
 (input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
   Effect.flatMap(Effect.context<never>(), (services) =>
     hostCall(
-      (signal) => body(input, new StepContext(ctx, services, signal)),
+      // On a later tick, as before: the body never runs inside the engine's own step.
+      (signal) => Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))),
       (thrown) => bodyFailure(stepId, thrown, retriesExhausted)
     ))
 

@@ -366,9 +366,8 @@ export type LazySignal = AbortSignal | (() => AbortSignal)
 /**
  * A host's Promise-returning function called as an Effect, its rejection mapped by
  * `onReject`: `f` gets a signal made when first asked for and aborted when the fiber is
- * interrupted. Most bodies never read it, and an `AbortController` per step would cost
- * more than the rest of the facade's share of the step (`Effect.tryPromise` makes one
- * for any `try` that takes the signal).
+ * interrupted. Most bodies never read it: `Effect.tryPromise` would make an
+ * `AbortController` (and an abort listener) for every call whose `try` takes the signal.
  */
 export const hostCall = <A>(
   f: (signal: () => AbortSignal) => A | PromiseLike<A>,
@@ -386,8 +385,7 @@ export const hostCall = <A>(
     }
     // Mapped once the fiber runs again, as Effect.tryPromise maps its rejections.
     const reject = (thrown: unknown) => resume(Effect.suspend(() => Effect.fail(onReject(thrown))))
-    // Called at once, not on a later tick: a body that returns a value resumes the
-    // fiber without a microtask, one that returns a Promise when it settles.
+    // A value resumes the fiber at once, a Promise when it settles.
     try {
       const result = f(signal)
       if (isThenable(result)) result.then((value) => resume(Effect.succeed(value as Awaited<A>)), reject)
