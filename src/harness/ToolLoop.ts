@@ -40,6 +40,7 @@ import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
 import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { checkResponseItems, checkToolResult } from "../services/ItemSchemas.ts"
 import { outputConstraint } from "./OutputSchema.ts"
 import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
@@ -284,7 +285,10 @@ const callProvider = (
       yield* signal({ type: "model_call_stalled", model: request.model, round, idleTimeoutMs })
       return yield* new ModelStreamStalled({ model: request.model, idleTimeoutMs })
     })
-    return yield* Effect.raceFirst(call, watchdog)
+    const response = yield* Effect.raceFirst(call, watchdog)
+    // As noetic does, the answer's items are checked (docs/runtime.md#item-schemas).
+    const items = yield* checkResponseItems(response.items)
+    return items === response.items ? response : { ...response, items }
   })
 
 /** A function call the model asked for, as a tool runs it. */
@@ -364,6 +368,7 @@ const runRounds = (rounds: Rounds): Effect.Effect<RoundsResult, unknown, unknown
           output: outcome.output,
           status: "completed"
         }
+        yield* checkToolResult(output)
         yield* rounds.onToolOutput(output)
         items.push(output)
       }

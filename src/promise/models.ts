@@ -19,6 +19,7 @@ import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { toModelTool } from "./modelTools.ts"
+import { ItemSchemas, type ItemSchemaConfig } from "../services/ItemSchemas.ts"
 import type { Tool } from "./tools.ts"
 
 /** Options of `callModel` (noetic's `CallModelOpts`). */
@@ -218,12 +219,54 @@ export const modelRuntimeLayer = (options: {
   readonly tools?: unknown
   readonly callModelDefaults?: LlmProviderConfig | undefined
   readonly _testCallModel?: ModelProviderOptions["_testCallModel"]
+  readonly itemSchemas?: unknown
 }): Layer.Layer<never> => {
   const provider = providerLayer(options)
   const tools = Array.isArray(options.tools)
     ? Layer.succeed(ModelTools, engineTools(options.tools) as ReadonlyArray<ModelTool>)
     : Layer.empty
-  return Layer.mergeAll(provider ?? Layer.empty, tools) as Layer.Layer<never>
+  const itemSchemas = options.itemSchemas === undefined
+    ? Layer.empty
+    : Layer.succeed(ItemSchemas, itemSchemaConfig(options.itemSchemas))
+  return Layer.mergeAll(provider ?? Layer.empty, tools, itemSchemas) as Layer.Layer<never>
+}
+
+const CATEGORIES = ["items", "developerMessages", "toolCalls", "toolResults"] as const
+
+const isSchema = (u: unknown): boolean =>
+  (typeof u === "object" || typeof u === "function") && u !== null &&
+  (typeof (u as { safeParse?: unknown }).safeParse === "function" ||
+    typeof (u as { "~standard"?: { validate?: unknown } })["~standard"]?.validate === "function")
+
+/**
+ * noetic's harness option `itemSchemas: { schemas?: ItemSchemaExtensions, strict?: boolean }`
+ * (docs/runtime.md#item-schemas), checked: anything else throws `NoeticConfigError`
+ * `INVALID_ITEM_SCHEMAS` when the harness is built.
+ */
+const itemSchemaConfig = (given: unknown): ItemSchemaConfig => {
+  const invalid = (what: string) =>
+    new NoeticConfigError({
+      code: "INVALID_ITEM_SCHEMAS",
+      message: `itemSchemas ${what}`,
+      hint: "Pass itemSchemas: { schemas: { items: [schema], toolResults: [schema], ... }, strict?: boolean }, each schema a Standard Schema (zod's work)."
+    })
+  if (typeof given !== "object" || given === null || Array.isArray(given)) throw invalid("must be an object")
+  const { schemas, strict, ...rest } = given as { schemas?: unknown; strict?: unknown }
+  const unknownKey = Object.keys(rest)[0]
+  if (unknownKey !== undefined) throw invalid(`has '${unknownKey}'; its fields are schemas and strict`)
+  if (strict !== undefined && typeof strict !== "boolean") throw invalid("strict must be a boolean")
+  if (schemas !== undefined) {
+    if (typeof schemas !== "object" || schemas === null) throw invalid("schemas must be an object")
+    for (const [category, list] of Object.entries(schemas)) {
+      if (!(CATEGORIES as ReadonlyArray<string>).includes(category)) {
+        throw invalid(`schemas has '${category}'; the categories are ${CATEGORIES.join(", ")}`)
+      }
+      if (list !== undefined && (!Array.isArray(list) || !list.every(isSchema))) {
+        throw invalid(`schemas.${category} must be an array of Standard Schemas`)
+      }
+    }
+  }
+  return given as ItemSchemaConfig
 }
 
 /** A harness's tools by name, for `invokeTool(id, name)`: noetic's `Tool[]` or this library's `{ name: fn }`. */
