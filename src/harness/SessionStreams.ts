@@ -207,7 +207,10 @@ export const fromRunEvent = (
         )
       ]
     case "item": {
-      const key = [event.item.id, event.item.callId].find((k): k is string => typeof k === "string" && state.open.has(k))
+      // A tool result shares its call's callId, but it is the framework's item, not the streamed call.
+      const key = event.item.type === "function_call_output"
+        ? undefined
+        : [event.item.id, event.item.callId].find((k): k is string => typeof k === "string" && state.open.has(k))
       return key === undefined
         ? [framework("item_appended", { item: event.item })]
         : [sdk("response.output_item.done", { item: event.item }, state.open.get(key))]

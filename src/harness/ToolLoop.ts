@@ -42,7 +42,7 @@ import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
 import { checkResponseItems, checkToolResult } from "../services/ItemSchemas.ts"
 import { outputConstraint } from "./OutputSchema.ts"
-import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
+import { endsWithUserText, SessionTurn, toolLoopStep } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
@@ -428,7 +428,7 @@ const toolLoop = (
     const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
       Effect.suspend(() => {
         const published = { ...base, ...body } as RunEvent
-        return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published)))
+        return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published, step.emit)))
       })
 
     // The input is logged once: not when the turn (a session) already put it last, nor
@@ -453,7 +453,7 @@ const toolLoop = (
       callRound: (round) =>
         Effect.gen(function*() {
           let replayed = true
-          const roundStep = runCode({
+          const roundStep = toolLoopStep(runCode({
             id: "model-round",
             module: null,
             execute: () =>
@@ -484,7 +484,7 @@ const toolLoop = (
                   return response
                 }
               })
-          })
+          }))
           const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
           yield* event({
             type: "model_call_completed",
@@ -505,7 +505,7 @@ const toolLoop = (
       callTool: (call) =>
         Effect.gen(function*() {
           let ran = false
-          const toolStep = runCode({
+          const toolStep = toolLoopStep(runCode({
             id: "tool-call",
             module: null,
             execute: (_: unknown, toolCtx: StepContext) =>
@@ -524,7 +524,7 @@ const toolLoop = (
                   )
                 )
               })
-          })
+          }))
           const outcome = (yield* ctx.run(toolStep, call)) as ToolCallOutcome
           yield* event({
             type: "tool_call_completed",

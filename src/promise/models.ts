@@ -41,13 +41,18 @@ export interface CallModelOptions<I = unknown, O = string> extends StepBuildOpti
   readonly output?: Step.StandardSchema<O>
   /** The JSON Schema sent for a validation-only `output` (noetic's fallback/override). */
   readonly outputJsonSchema?: Readonly<Record<string, unknown>>
+  /**
+   * The step's framework events on the session streams (docs/runtime.md#sessions):
+   * `false` publishes none, `(eventType, data) => boolean` those it allows; default all.
+   */
+  readonly emit?: boolean | ((eventType: string, data: Record<string, unknown>) => boolean)
   readonly params?: Step.ModelParams
   /** This library's prompt builder, instead of instructions + history + input. */
   readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
 }
 
 /** noetic's `callModel` options this library does not run: refused when the step is built. */
-const UNSUPPORTED_CALL_MODEL_OPTIONS = ["emit", "projection"] as const
+const UNSUPPORTED_CALL_MODEL_OPTIONS = ["projection"] as const
 
 const convertedTools = new WeakMap<object, ModelTool>()
 
@@ -93,6 +98,7 @@ export type CallModelStep<I, O> = AnyStep<I, O> & {
   readonly tools: CallModelOptions<I, O>["tools"]
   readonly output: CallModelOptions<I, O>["output"]
   readonly outputJsonSchema: CallModelOptions<I, O>["outputJsonSchema"]
+  readonly emit: CallModelOptions<I, O>["emit"]
   readonly params: Step.ModelParams | undefined
 }
 
@@ -125,6 +131,13 @@ export function callModel(
       })
     }
   }
+  if (opts.emit !== undefined && typeof opts.emit !== "boolean" && typeof opts.emit !== "function") {
+    throw new NoeticConfigError({
+      code: "INVALID_EMIT",
+      message: `callModel '${opts.id}': emit must be a boolean or (eventType, data) => boolean`,
+      hint: "Pass emit: false to publish none of the step's framework events, or a filter function."
+    })
+  }
   const model = lazyOf(opts.model)
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
@@ -134,7 +147,8 @@ export function callModel(
     ...(instructions === undefined ? {} : { instructions: instructions as Step.Lazy<string | undefined> }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
-    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
+    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any }),
+    ...(opts.emit === undefined ? {} : { emit: opts.emit as Step.EmitOption })
   }
   if (typeof idOrOptions === "string") return build(() => Step.callModel(idOrOptions, engineOptions))
   const built = build(() =>
@@ -153,7 +167,8 @@ export function callModel(
     tools: opts.tools,
     output: opts.output,
     outputJsonSchema: opts.outputJsonSchema,
-    params: opts.params
+    params: opts.params,
+    emit: opts.emit
   })
 }
 

@@ -129,3 +129,88 @@ describe("the stream-idle watchdog", () => {
       assert.notInclude(types, "idle:model_call_stalled")
     }).pipe(Effect.scoped))
 })
+
+describe("callModel's emit option", () => {
+  const run = async (name: string, emit: unknown) => {
+    const server = await startFakeOpenRouter([
+      { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"q\":\"a\"}" }] },
+      { text: "done" }
+    ])
+    servers.push(server)
+    const lookup = tool({ name: "lookup", description: "Looks up", execute: async () => "A" })
+    const step = callModel({ id: "llm", model: "m/x", tools: [lookup], ...(emit === undefined ? {} : { emit: emit as never }) })
+    const h = harness({
+      name,
+      params: {},
+      agentGraph: step,
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    const full = h.getFullStream({ threadId: "t" })
+    await h.execute("go", { threadId: "t" })
+    await h.getAgentResponse({ threadId: "t" })
+    const events: Array<StreamEvent> = []
+    for await (const event of full) {
+      events.push(event as StreamEvent)
+      if (event.type === `${name}:turn_completed`) break
+    }
+    return { step, events }
+  }
+
+  vit("emit: false publishes none of the step's framework events; turn, item and sdk events still go out", async () => {
+    const { step, events } = await run("quiet", false)
+    expect(step.emit).toBe(false)
+    const framework = events.filter((e) => e.source === "framework").map((e) => e.type)
+    expect(framework).toEqual(["quiet:turn_started", "quiet:item_appended", "quiet:item_appended", "quiet:turn_completed"])
+    expect(events.some((e) => e.source === "sdk" && e.type === "response.output_text.delta")).toBe(true)
+  })
+
+  vit("a filter function sees each event's name and data and lets through what it allows", async () => {
+    const asked: Array<string> = []
+    const { events } = await run("filtered", (eventType: string, data: Record<string, unknown>) => {
+      asked.push(eventType)
+      return eventType.startsWith("tool_") || (eventType === "step_started" && data.stepId === "llm")
+    })
+    const framework = events.filter((e) => e.source === "framework" && !/turn_|item_appended/.test(e.type)).map((e) => e.type)
+    expect(framework).toEqual([
+      "filtered:step_started",
+      "filtered:tool_round_started",
+      "filtered:tool_call_started",
+      "filtered:tool_call_completed",
+      "filtered:tool_round_completed"
+    ])
+    expect(asked).toContain("model_call_started")
+    expect(asked).toContain("step_completed")
+  })
+
+  vit("an emit that is neither a boolean nor a function throws INVALID_EMIT", () => {
+    expect(() => callModel({ id: "llm", model: "m/x", emit: "no" as never })).toThrow(expect.objectContaining({ code: "INVALID_EMIT" }))
+  })
+})
+
+describe("the item stream of a tool loop", () => {
+  vit("carries the streamed function call and, apart from it, the tool result", async () => {
+    const server = await startFakeOpenRouter([
+      { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"q\":\"a\"}" }] },
+      { text: "done" }
+    ])
+    servers.push(server)
+    const lookup = tool({ name: "lookup", description: "Looks up", execute: async () => "A" })
+    const h = harness({
+      name: "items",
+      params: {},
+      agentGraph: callModel({ id: "llm", model: "m/x", tools: [lookup] }),
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    const stream = h.getItemStream({ threadId: "t" })
+    await h.execute("go", { threadId: "t" })
+    await h.getAgentResponse({ threadId: "t" })
+    const complete: Array<any> = []
+    for await (const item of stream) {
+      if (item.isComplete) complete.push(item)
+      if (item.isComplete && item.type === "message" && (item as any).role === "assistant") break
+    }
+    expect(complete.map((item) => item.type)).toEqual(["message", "function_call", "function_call_output", "message"])
+    expect(complete[1]).toMatchObject({ type: "function_call", callId: "c1", name: "lookup", arguments: "{\"q\":\"a\"}" })
+    expect(complete[2]).toMatchObject({ type: "function_call_output", callId: "c1", output: "A" })
+  })
+})
