@@ -95,7 +95,8 @@ const toolLoopSteps = new WeakSet<object>()
 
 /**
  * Marks a step the tool loop makes for itself (a model round, a tool call): noetic has
- * no such steps, so the session publishes no `step_started` / `step_completed` for it.
+ * no such steps, so the session publishes no `step_started` / `step_completed` for it
+ * and the harness's `beforeStep` / `afterStep` hooks are not called for it.
  */
 export const toolLoopStep = <S extends object>(step: S): S => {
   toolLoopSteps.add(step)
@@ -113,15 +114,15 @@ export const observeStep = <A, E, R>(
   ctx: AgentContext,
   run: Effect.Effect<A, E, R>
 ): Effect.Effect<A, unknown, R> =>
-  SessionTurn.use((turn) => {
+  // The tool loop's own steps are no steps of noetic's: neither the streams nor the hooks see them.
+  toolLoopSteps.has(step) ? run : SessionTurn.use((turn) => {
     const data = { stepId: step.id, kind: step.kind }
     const before = hooks?.beforeStep
     const after = hooks?.afterStep
     // A callModel's `emit` gates its step events too, as noetic's interpreter does.
     const runs = runsAs(step)
     const emit = runs.kind === "callModel" ? runs.emit : undefined
-    const framework = (name: string) =>
-      !toolLoopSteps.has(step) && allowsEvent(emit, name, data) ? turn.emitFramework(name, data) : Effect.void
+    const framework = (name: string) => allowsEvent(emit, name, data) ? turn.emitFramework(name, data) : Effect.void
     return framework("step_started").pipe(
       Effect.andThen(before === undefined ? Effect.void : Effect.suspend(() => before(step, ctx))),
       Effect.andThen(run),
