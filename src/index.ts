@@ -103,6 +103,12 @@ export * as ScriptedModel from "./layers/ScriptedModel.ts"
 /** Model providers (`ModelProvider`), the run events a model call publishes (`RunEvents`), model errors. */
 export * as ModelProvider from "./services/ModelProvider.ts"
 
+/** noetic's item schemas: the `ItemSchemas` reference the tool loop checks items with, `ItemSchemaMismatch`. */
+export * as ItemSchemas from "./services/ItemSchemas.ts"
+
+/** The structured-output constraint a `callModel` sends its provider (`wireJsonSchema`). */
+export * as OutputSchema from "./harness/OutputSchema.ts"
+
 /** A `ModelProvider` speaking OpenRouter's chat completions API over `effect/http`. */
 export * as OpenRouterModel from "./layers/OpenRouterModel.ts"
 

@@ -138,8 +138,9 @@ export const newRunEventState = (): RunEventState => ({ open: new Map() })
  * provider deltas as `sdk` events (`response.created` per round, `output_item.added`
  * when an item starts streaming, `output_text.delta`, `reasoning.delta`,
  * `function_call_arguments.delta`, `output_item.done` when it lands), the lifecycle as
- * framework events (`model_call_started`, `model_call_completed`, `tool_call_started`,
- * `tool_call_completed`), and an item that did not stream (a tool result, a replayed
+ * framework events (`model_call_started`, `model_call_first_event`, `model_call_stalled`,
+ * `model_call_completed`, `tool_round_started`, `tool_call_started`, `tool_call_progress`,
+ * `tool_call_completed`, `tool_round_completed`), and an item that did not stream (a tool result, a replayed
  * round's items) as `item_appended`.
  */
 export const fromRunEvent = (
@@ -164,13 +165,26 @@ export const fromRunEvent = (
       state.open.clear()
       return [
         sdk("response.created", { model: event.model }),
-        framework("model_call_started", { round: event.round, model: event.model })
+        framework("model_call_started", {
+          round: event.round,
+          model: event.model,
+          messageCount: event.messageCount,
+          toolCount: event.toolCount
+        })
       ]
+    case "model_call_first_event":
+      return [framework("model_call_first_event", { round: event.round, model: event.model })]
+    case "model_call_stalled":
+      return [framework("model_call_stalled", { round: event.round, model: event.model, idleTimeoutMs: event.idleTimeoutMs })]
+    case "tool_round_started":
+    case "tool_round_completed":
+      return [framework(event.type, { round: event.round, toolCount: event.toolCount })]
     case "model_call_completed":
       return [
         framework("model_call_completed", {
           round: event.round,
           model: event.model,
+          itemCount: event.itemCount,
           usage: event.usage,
           ...(event.cost === undefined ? {} : { cost: event.cost }),
           replayed: event.replayed
@@ -193,7 +207,10 @@ export const fromRunEvent = (
         )
       ]
     case "item": {
-      const key = [event.item.id, event.item.callId].find((k): k is string => typeof k === "string" && state.open.has(k))
+      // A tool result shares its call's callId, but it is the framework's item, not the streamed call.
+      const key = event.item.type === "function_call_output"
+        ? undefined
+        : [event.item.id, event.item.callId].find((k): k is string => typeof k === "string" && state.open.has(k))
       return key === undefined
         ? [framework("item_appended", { item: event.item })]
         : [sdk("response.output_item.done", { item: event.item }, state.open.get(key))]

@@ -19,7 +19,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type { RunEvent } from "../services/ModelProvider.ts"
 import type { AgentContext, Item } from "./AgentContext.ts"
-import type { AnyStep } from "./Step.ts"
+import { allowsEvent, type AnyStep, type EmitOption, runsAs } from "./Step.ts"
 
 /** A provider (OpenResponses SSE) event, as noetic's `SdkStreamEvent`. */
 export interface SdkStreamEvent {
@@ -63,7 +63,7 @@ export interface SessionTurnShape {
    * Takes one event of the tool loop (`RunEvent`): the session publishes it on its
    * streams in noetic's names and totals the rounds' usage into the turn's response.
    */
-  readonly runEvent: (event: RunEvent) => Effect.Effect<void>
+  readonly runEvent: (event: RunEvent, emit?: EmitOption) => Effect.Effect<void>
 }
 
 /** The services of no session: nothing is published, nothing is injected, nothing counted. */
@@ -91,6 +91,18 @@ export interface StepHooks {
   readonly afterStep?: ((step: AnyStep, output: unknown, ctx: AgentContext) => Effect.Effect<void, unknown>) | undefined
 }
 
+const toolLoopSteps = new WeakSet<object>()
+
+/**
+ * Marks a step the tool loop makes for itself (a model round, a tool call): noetic has
+ * no such steps, so the session publishes no `step_started` / `step_completed` for it
+ * and the harness's `beforeStep` / `afterStep` hooks are not called for it.
+ */
+export const toolLoopStep = <S extends object>(step: S): S => {
+  toolLoopSteps.add(step)
+  return step
+}
+
 /**
  * A step's dispatch `run`, observed: `step_started` before it and `step_completed`
  * after it succeeded on the session's streams (noetic's interpreter events, data
@@ -102,17 +114,22 @@ export const observeStep = <A, E, R>(
   ctx: AgentContext,
   run: Effect.Effect<A, E, R>
 ): Effect.Effect<A, unknown, R> =>
-  SessionTurn.use((turn) => {
+  // The tool loop's own steps are no steps of noetic's: neither the streams nor the hooks see them.
+  toolLoopSteps.has(step) ? run : SessionTurn.use((turn) => {
     const data = { stepId: step.id, kind: step.kind }
     const before = hooks?.beforeStep
     const after = hooks?.afterStep
-    return turn.emitFramework("step_started", data).pipe(
+    // A callModel's `emit` gates its step events too, as noetic's interpreter does.
+    const runs = runsAs(step)
+    const emit = runs.kind === "callModel" ? runs.emit : undefined
+    const framework = (name: string) => allowsEvent(emit, name, data) ? turn.emitFramework(name, data) : Effect.void
+    return framework("step_started").pipe(
       Effect.andThen(before === undefined ? Effect.void : Effect.suspend(() => before(step, ctx))),
       Effect.andThen(run),
       Effect.tap((output) =>
         Effect.andThen(
           after === undefined ? Effect.void : Effect.suspend(() => after(step, output, ctx)),
-          turn.emitFramework("step_completed", data)
+          framework("step_completed")
         )
       )
     )

@@ -29,6 +29,7 @@ import { type AgentContext, type ContextLayer, type Item, randomUuid } from "./A
 import type { AgentHarness, ExecuteResult } from "./AgentHarness.ts"
 import * as Streams from "./SessionStreams.ts"
 import { inputItems, SessionTurn, type SessionTurnShape, type StreamEvent } from "./SessionTurn.ts"
+import { allowsEvent } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
 export type { StreamEvent } from "./SessionTurn.ts"
@@ -309,7 +310,7 @@ export const make = Effect.fnUntraced(function*(
     turnId: turn.turnId,
     emit: (event) => publish(session, event),
     emitFramework: (name, data) => framework(session, name, data),
-    runEvent: (event) =>
+    runEvent: (event, emit) =>
       Effect.suspend(() => {
         if (event.type === "model_call_completed") {
           turn.usage.inputTokens += event.usage.inputTokens
@@ -319,9 +320,13 @@ export const make = Effect.fnUntraced(function*(
           }
           turn.usage.cost += event.cost ?? 0
         }
-        return Effect.forEach(Streams.fromRunEvent(turn.streamState, event, harness.name), (e) => publish(session, e), {
-          discard: true
-        })
+        // The step's `emit` gates its framework events; provider events and appended items always go out.
+        const prefix = `${harness.name}:`
+        const allowed = (e: StreamEvent) =>
+          e.source === "sdk" || e.type === `${prefix}item_appended` ||
+          allowsEvent(emit, e.type.slice(prefix.length), e.data)
+        return Effect.forEach(Streams.fromRunEvent(turn.streamState, event, harness.name), (e) =>
+          allowed(e) ? publish(session, e) : Effect.void, { discard: true })
       }),
     betweenRounds: (ctx, round) =>
       Effect.gen(function*() {

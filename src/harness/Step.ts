@@ -192,6 +192,16 @@ export interface ModelTurn {
   readonly text: string
 }
 
+/** noetic's `emit` option: whether (or which of) a step's framework events are published. */
+export type EmitOption = boolean | ((eventType: string, data: Readonly<Record<string, unknown>>) => boolean)
+
+/** Whether `emit` lets the framework event `eventType` (unprefixed) with `data` through. */
+export const allowsEvent = (
+  emit: EmitOption | undefined,
+  eventType: string,
+  data: Readonly<Record<string, unknown>>
+): boolean => emit === undefined || emit === true ? true : emit === false ? false : emit(eventType, data)
+
 /** A value given eagerly or computed from the step's context when the step runs. */
 export type Lazy<T> = T | ((ctx: StepContext) => T)
 
@@ -227,6 +237,8 @@ export interface CallModel<I, O = ModelTurn, E = AiError.AiError>
   readonly output: unknown
   /** The structured-output constraint given explicitly (noetic's `outputJsonSchema`). */
   readonly outputJsonSchema: Readonly<Record<string, unknown>> | undefined
+  /** Which of this step's framework events a session publishes (noetic's `emit`); all when absent. */
+  readonly emit: EmitOption | undefined
 }
 
 /** A tool as an object (noetic's `Tool`): a name and an `execute` returning an Effect. */
@@ -387,6 +399,12 @@ export interface CallModelOptions<I, O = string> extends StepOptions {
    * `output` gives none of its own (a validation-only schema); see `OutputSchema.ts`.
    */
   readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The step's framework events on a session's streams (noetic's `emit`): `false` publishes
+   * none, a function those it returns true for (`(eventType, data)`, the name without the
+   * harness prefix). Turn events and provider (`sdk`) events are not gated.
+   */
+  readonly emit?: EmitOption | undefined
   readonly params?: ModelParams | undefined
   /** Builds the prompt instead of the default (instructions, history window, input). */
   readonly prompt?: ((input: I, ctx: StepContext) => Prompt.RawInput) | undefined
@@ -452,7 +470,8 @@ export function callModel(
     params: opts.params,
     tools: opts.tools,
     output: opts.output,
-    outputJsonSchema: opts.outputJsonSchema
+    outputJsonSchema: opts.outputJsonSchema,
+    emit: opts.emit
   }, opts, callModel)
 }
 

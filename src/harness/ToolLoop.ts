@@ -13,7 +13,9 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
@@ -24,11 +26,13 @@ import {
   ModelParseError,
   ModelProvider,
   type ModelProviderShape,
+  ModelStreamStalled,
   NoModelProvider,
   ofStep,
   type ModelResponse,
   publish,
   type RunEvent,
+  StreamIdleTimeout,
   type ToolSpec
 } from "../services/ModelProvider.ts"
 import type { AgentContext, Item } from "./AgentContext.ts"
@@ -36,8 +40,9 @@ import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
 import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { checkResponseItems, checkToolResult } from "../services/ItemSchemas.ts"
 import { outputConstraint } from "./OutputSchema.ts"
-import { endsWithUserText, SessionTurn } from "./SessionTurn.ts"
+import { endsWithUserText, SessionTurn, toolLoopStep } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
@@ -237,17 +242,53 @@ const runTool = (
   )
 }
 
-/** A provider call with an abort signal that fires when the fiber is interrupted. */
+/** The events of one round's stream that are not deltas: its first event, its stall. */
+type RoundSignal =
+  | { readonly type: "model_call_first_event"; readonly model: string; readonly round: number }
+  | { readonly type: "model_call_stalled"; readonly model: string; readonly round: number; readonly idleTimeoutMs: number }
+
+/**
+ * A provider call with an abort signal that fires when the fiber is interrupted, under
+ * noetic's stream-idle watchdog: every event of the provider's stream re-arms it (the
+ * first is announced as `model_call_first_event`); `StreamIdleTimeout` milliseconds
+ * without one announce `model_call_stalled` and fail the round with `ModelStreamStalled`,
+ * aborting the request (docs/runtime.md#run-events).
+ */
 const callProvider = (
   provider: ModelProviderShape,
   request: Omit<Parameters<ModelProviderShape["call"]>[0], "signal">,
-  emit: (delta: ModelDelta) => Effect.Effect<void>
-): Effect.Effect<ModelResponse, unknown> =>
-  Effect.suspend(() => {
+  emit: (delta: ModelDelta) => Effect.Effect<void>,
+  round: number,
+  signal: (event: RoundSignal) => Effect.Effect<void, unknown, unknown>
+): Effect.Effect<ModelResponse, unknown, unknown> =>
+  Effect.gen(function*() {
+    const idleTimeoutMs = yield* StreamIdleTimeout
+    let lastEventAt = yield* Clock.currentTimeMillis
+    let seen = false
+    const onDelta = (delta: ModelDelta): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        lastEventAt = now
+        const first = seen ? Effect.void : Effect.ignore(signal({ type: "model_call_first_event", model: request.model, round }))
+        seen = true
+        return Effect.andThen(first as Effect.Effect<void>, delta.type === "provider_event" ? Effect.void : emit(delta))
+      })
     const controller = new AbortController()
-    return provider.call({ ...request, signal: controller.signal }, emit).pipe(
+    const call = provider.call({ ...request, signal: controller.signal }, onDelta).pipe(
       Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the model call was interrupted"))))
     )
+    const watchdog = Effect.gen(function*() {
+      for (;;) {
+        const wait = lastEventAt + idleTimeoutMs - (yield* Clock.currentTimeMillis)
+        if (wait <= 0) break
+        yield* Effect.sleep(Duration.millis(wait))
+      }
+      yield* signal({ type: "model_call_stalled", model: request.model, round, idleTimeoutMs })
+      return yield* new ModelStreamStalled({ model: request.model, idleTimeoutMs })
+    })
+    const response = yield* Effect.raceFirst(call, watchdog)
+    // As noetic does, the answer's items are checked (docs/runtime.md#item-schemas).
+    const items = yield* checkResponseItems(response.items)
+    return items === response.items ? response : { ...response, items }
   })
 
 /** A function call the model asked for, as a tool runs it. */
@@ -269,6 +310,8 @@ interface Rounds {
   readonly callTool: (call: ToolCall) => Effect.Effect<ToolCallOutcome, unknown, unknown>
   /** Takes the `function_call_output` item of a call that ran. */
   readonly onToolOutput: (output: ModelItem) => Effect.Effect<unknown, unknown, unknown>
+  /** Before and after the function calls of a round run (noetic's `tool_round_started` / `_completed`). */
+  readonly toolRound?: ((phase: "started" | "completed", round: number, toolCount: number) => Effect.Effect<unknown, unknown, unknown>) | undefined
 }
 
 /** What a model call's rounds add up to: every item they produced, the function calls, the usage. */
@@ -310,6 +353,7 @@ const runRounds = (rounds: Rounds): Effect.Effect<RoundsResult, unknown, unknown
       toolCalls.push(...calls)
       const pending = calls.filter((item) => !answered.has(String(item.callId)))
       if (rounds.wholeCall || pending.length === 0) break
+      if (rounds.toolRound !== undefined) yield* rounds.toolRound("started", round, pending.length)
       for (const item of pending) {
         const call: ToolCall = {
           callId: String(item.callId),
@@ -324,9 +368,11 @@ const runRounds = (rounds: Rounds): Effect.Effect<RoundsResult, unknown, unknown
           output: outcome.output,
           status: "completed"
         }
+        yield* checkToolResult(output)
         yield* rounds.onToolOutput(output)
         items.push(output)
       }
+      if (rounds.toolRound !== undefined) yield* rounds.toolRound("completed", round, pending.length)
     }
     return { items, toolCalls, usage, cost }
   })
@@ -382,7 +428,7 @@ const toolLoop = (
     const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
       Effect.suspend(() => {
         const published = { ...base, ...body } as RunEvent
-        return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published)))
+        return Effect.andThen(publish(published), SessionTurn.use((turn) => turn.runEvent(published, step.emit)))
       })
 
     // The input is logged once: not when the turn (a session) already put it last, nor
@@ -407,7 +453,7 @@ const toolLoop = (
       callRound: (round) =>
         Effect.gen(function*() {
           let replayed = true
-          const roundStep = runCode({
+          const roundStep = toolLoopStep(runCode({
             id: "model-round",
             module: null,
             execute: () =>
@@ -417,7 +463,7 @@ const toolLoop = (
                 // projectHistory build the items sent; afterModelCall may deny the reply or guide a retry.
                 for (let retries = 0;; retries++) {
                   const view = yield* LayerLifecycle.assembleView(root, { query: typeof input === "string" ? input : "" })
-                  yield* event({ type: "model_call_started", model, round })
+                  yield* event({ type: "model_call_started", model, round, messageCount: view.items.length, toolCount: specs.length })
                   const response = yield* callProvider(provider, {
                     model,
                     instructions,
@@ -425,7 +471,7 @@ const toolLoop = (
                     tools: specs,
                     params: step.params,
                     outputJsonSchema
-                  }, (delta) => event(delta))
+                  }, (delta) => event(delta as DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">), round, event)
                   root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
                   const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
                   if (decision.action === "deny") {
@@ -438,9 +484,17 @@ const toolLoop = (
                   return response
                 }
               })
-          })
+          }))
           const response = (yield* Effect.mapError(ctx.run(roundStep, round), (error) => ofStep(error, step.id))) as ModelResponse
-          yield* event({ type: "model_call_completed", model, round, usage: response.usage, cost: response.cost, replayed })
+          yield* event({
+            type: "model_call_completed",
+            model,
+            round,
+            itemCount: response.items.length,
+            usage: response.usage,
+            cost: response.cost,
+            replayed
+          })
           yield* root.append(response.items as ReadonlyArray<Item>)
           LayerLifecycle.meterUsage(root, response.usage, response.cost)
           // store runs after the append and waits for the write-through of what it changed.
@@ -451,7 +505,7 @@ const toolLoop = (
       callTool: (call) =>
         Effect.gen(function*() {
           let ran = false
-          const toolStep = runCode({
+          const toolStep = toolLoopStep(runCode({
             id: "tool-call",
             module: null,
             execute: (_: unknown, toolCtx: StepContext) =>
@@ -470,7 +524,7 @@ const toolLoop = (
                   )
                 )
               })
-          })
+          }))
           const outcome = (yield* ctx.run(toolStep, call)) as ToolCallOutcome
           yield* event({
             type: "tool_call_completed",
@@ -482,7 +536,8 @@ const toolLoop = (
           })
           return outcome
         }),
-      onToolOutput: (output) => Effect.andThen(root.append([output as Item]), event({ type: "item", item: output }))
+      onToolOutput: (output) => Effect.andThen(root.append([output as Item]), event({ type: "item", item: output })),
+      toolRound: (phase, round, toolCount) => event({ type: `tool_round_${phase}`, round, toolCount })
     })
     const text = responseText(responseItems)
     const output = step.result === "turn"
@@ -540,7 +595,7 @@ export const directCall = (
     const log: Array<ModelItem> = [...request.items]
     const { items, usage, cost } = yield* runRounds({
       wholeCall: provider.mode === "whole-call",
-      callRound: () =>
+      callRound: (round) =>
         Effect.tap(
           callProvider(provider, {
             model: request.model,
@@ -549,7 +604,7 @@ export const directCall = (
             tools: specs,
             params: request.params,
             outputJsonSchema
-          }, () => Effect.void),
+          }, () => Effect.void, round, () => Effect.void),
           (response) => Effect.sync(() => log.push(...response.items))
         ),
       callTool: (call) =>

@@ -275,14 +275,21 @@ export const make = (options: OpenRouterOptions): Effect.Effect<ModelProviderSha
             Stream.splitLines,
             Stream.mapError((error) => failed(error.message)),
             Stream.runForEach((line) => {
-              if (!line.startsWith("data:")) return Effect.void
+              if (line.trim() === "") return Effect.void
+              // Every line (an event, or a `: keep-alive` comment) says the stream is alive.
+              const alive = emit({ type: "provider_event" })
+              if (!line.startsWith("data:")) return alive
               const data = line.slice(5).trim()
-              if (data === "" || data === "[DONE]") return Effect.void
-              return Effect.flatMap(parse(data), (chunk) => Effect.forEach(absorb(acc, chunk), emit, { discard: true }))
+              if (data === "" || data === "[DONE]") return alive
+              return Effect.andThen(
+                alive,
+                Effect.flatMap(parse(data), (chunk) => Effect.forEach(absorb(acc, chunk), emit, { discard: true }))
+              )
             })
           )
         } else {
           const body = yield* Effect.mapError(response.text, (error) => failed(error.message))
+          yield* emit({ type: "provider_event" })
           const deltas = absorb(acc, yield* parse(body))
           yield* Effect.forEach(deltas, emit, { discard: true })
         }

@@ -368,6 +368,8 @@ const modelPayload = (kind: string, error: object): NoeticErrorPayload => {
     }
     case "steering_denied":
       return { kind, guidance: String(e.guidance) } as NoeticErrorPayload
+    case "item_schema_mismatch":
+      return { kind, category: e.category, ...(typeof e.itemType === "string" ? { itemType: e.itemType } : {}) } as NoeticErrorPayload
     default:
       return { kind, ...stepId, cause: asError(error) }
   }

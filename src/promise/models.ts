@@ -19,6 +19,7 @@ import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { toModelTool } from "./modelTools.ts"
+import { ItemSchemas, type ItemSchemaConfig } from "../services/ItemSchemas.ts"
 import type { Tool } from "./tools.ts"
 
 /** Options of `callModel` (noetic's `CallModelOpts`). */
@@ -40,13 +41,18 @@ export interface CallModelOptions<I = unknown, O = string> extends StepBuildOpti
   readonly output?: Step.StandardSchema<O>
   /** The JSON Schema sent for a validation-only `output` (noetic's fallback/override). */
   readonly outputJsonSchema?: Readonly<Record<string, unknown>>
+  /**
+   * The step's framework events on the session streams (docs/runtime.md#sessions):
+   * `false` publishes none, `(eventType, data) => boolean` those it allows; default all.
+   */
+  readonly emit?: boolean | ((eventType: string, data: Record<string, unknown>) => boolean)
   readonly params?: Step.ModelParams
   /** This library's prompt builder, instead of instructions + history + input. */
   readonly prompt?: (input: I, ctx: Step.StepContext) => string | ReadonlyArray<{ role: string; content: string }>
 }
 
 /** noetic's `callModel` options this library does not run: refused when the step is built. */
-const UNSUPPORTED_CALL_MODEL_OPTIONS = ["emit", "projection"] as const
+const UNSUPPORTED_CALL_MODEL_OPTIONS = ["projection"] as const
 
 const convertedTools = new WeakMap<object, ModelTool>()
 
@@ -92,6 +98,7 @@ export type CallModelStep<I, O> = AnyStep<I, O> & {
   readonly tools: CallModelOptions<I, O>["tools"]
   readonly output: CallModelOptions<I, O>["output"]
   readonly outputJsonSchema: CallModelOptions<I, O>["outputJsonSchema"]
+  readonly emit: CallModelOptions<I, O>["emit"]
   readonly params: Step.ModelParams | undefined
 }
 
@@ -124,6 +131,13 @@ export function callModel(
       })
     }
   }
+  if (opts.emit !== undefined && typeof opts.emit !== "boolean" && typeof opts.emit !== "function") {
+    throw new NoeticConfigError({
+      code: "INVALID_EMIT",
+      message: `callModel '${opts.id}': emit must be a boolean or (eventType, data) => boolean`,
+      hint: "Pass emit: false to publish none of the step's framework events, or a filter function."
+    })
+  }
   const model = lazyOf(opts.model)
   const instructions = lazyOf(opts.instructions)
   const engineOptions = {
@@ -133,7 +147,8 @@ export function callModel(
     ...(instructions === undefined ? {} : { instructions: instructions as Step.Lazy<string | undefined> }),
     ...(opts.params === undefined ? {} : { params: opts.params }),
     ...(opts.tools === undefined ? {} : { tools: engineTools(opts.tools) }),
-    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any })
+    ...(opts.prompt === undefined ? {} : { prompt: opts.prompt as any }),
+    ...(opts.emit === undefined ? {} : { emit: opts.emit as Step.EmitOption })
   }
   if (typeof idOrOptions === "string") return build(() => Step.callModel(idOrOptions, engineOptions))
   const built = build(() =>
@@ -152,7 +167,8 @@ export function callModel(
     tools: opts.tools,
     output: opts.output,
     outputJsonSchema: opts.outputJsonSchema,
-    params: opts.params
+    params: opts.params,
+    emit: opts.emit
   })
 }
 
@@ -218,12 +234,54 @@ export const modelRuntimeLayer = (options: {
   readonly tools?: unknown
   readonly callModelDefaults?: LlmProviderConfig | undefined
   readonly _testCallModel?: ModelProviderOptions["_testCallModel"]
+  readonly itemSchemas?: unknown
 }): Layer.Layer<never> => {
   const provider = providerLayer(options)
   const tools = Array.isArray(options.tools)
     ? Layer.succeed(ModelTools, engineTools(options.tools) as ReadonlyArray<ModelTool>)
     : Layer.empty
-  return Layer.mergeAll(provider ?? Layer.empty, tools) as Layer.Layer<never>
+  const itemSchemas = options.itemSchemas === undefined
+    ? Layer.empty
+    : Layer.succeed(ItemSchemas, itemSchemaConfig(options.itemSchemas))
+  return Layer.mergeAll(provider ?? Layer.empty, tools, itemSchemas) as Layer.Layer<never>
+}
+
+const CATEGORIES = ["items", "developerMessages", "toolCalls", "toolResults"] as const
+
+const isSchema = (u: unknown): boolean =>
+  (typeof u === "object" || typeof u === "function") && u !== null &&
+  (typeof (u as { safeParse?: unknown }).safeParse === "function" ||
+    typeof (u as { "~standard"?: { validate?: unknown } })["~standard"]?.validate === "function")
+
+/**
+ * noetic's harness option `itemSchemas: { schemas?: ItemSchemaExtensions, strict?: boolean }`
+ * (docs/runtime.md#item-schemas), checked: anything else throws `NoeticConfigError`
+ * `INVALID_ITEM_SCHEMAS` when the harness is built.
+ */
+const itemSchemaConfig = (given: unknown): ItemSchemaConfig => {
+  const invalid = (what: string) =>
+    new NoeticConfigError({
+      code: "INVALID_ITEM_SCHEMAS",
+      message: `itemSchemas ${what}`,
+      hint: "Pass itemSchemas: { schemas: { items: [schema], toolResults: [schema], ... }, strict?: boolean }, each schema a Standard Schema (zod's work)."
+    })
+  if (typeof given !== "object" || given === null || Array.isArray(given)) throw invalid("must be an object")
+  const { schemas, strict, ...rest } = given as { schemas?: unknown; strict?: unknown }
+  const unknownKey = Object.keys(rest)[0]
+  if (unknownKey !== undefined) throw invalid(`has '${unknownKey}'; its fields are schemas and strict`)
+  if (strict !== undefined && typeof strict !== "boolean") throw invalid("strict must be a boolean")
+  if (schemas !== undefined) {
+    if (typeof schemas !== "object" || schemas === null) throw invalid("schemas must be an object")
+    for (const [category, list] of Object.entries(schemas)) {
+      if (!(CATEGORIES as ReadonlyArray<string>).includes(category)) {
+        throw invalid(`schemas has '${category}'; the categories are ${CATEGORIES.join(", ")}`)
+      }
+      if (list !== undefined && (!Array.isArray(list) || !list.every(isSchema))) {
+        throw invalid(`schemas.${category} must be an array of Standard Schemas`)
+      }
+    }
+  }
+  return given as ItemSchemaConfig
 }
 
 /** A harness's tools by name, for `invokeTool(id, name)`: noetic's `Tool[]` or this library's `{ name: fn }`. */

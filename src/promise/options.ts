@@ -20,6 +20,7 @@ import type { FsAdapter } from "./ipc.ts"
 import type { ShellAdapter } from "./modelTools.ts"
 import type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
 import type { Tool } from "./tools.ts"
+import type { ItemSchemaExtensions } from "./itemSchemas.ts"
 
 /** A harness tool as a plain function, called by `invokeTool(id, name)`. */
 export type HarnessTool = (input: unknown, ctx: StepContext) => unknown
@@ -67,6 +68,12 @@ export interface AgentHarnessOptions<I = any, O = any> {
   readonly callModelDefaults?: LlmProviderConfig
   /** noetic's testing seam: answers every model call with an `LLMResponse` (docs/runtime.md#testing). */
   readonly _testCallModel?: (request: CallModelRequest) => Promise<LLMResponse>
+  /**
+   * noetic's `ItemSchemaConfig` (docs/runtime.md#item-schemas): extension schemas the
+   * items a model answers and the tool results are checked against, and whether an
+   * unknown item type is refused (`strict`, default true).
+   */
+  readonly itemSchemas?: { readonly schemas?: ItemSchemaExtensions; readonly strict?: boolean }
   /** The context layers of every context; defaults to scratchpad, instructions and history. */
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers` (this library's earlier name). */

@@ -21,7 +21,6 @@ import {
   type ToolSpec
 } from "../services/ModelProvider.ts"
 import { NoeticConfigError } from "./errors.ts"
-import { defaultItemSchemaRegistry } from "./itemSchemas.ts"
 
 /** noetic's `LlmProviderConfig`, the fields this library runs. */
 export interface LlmProviderConfig {
@@ -107,17 +106,12 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
             catch: (thrown) => thrown as ModelError
           }),
           (response) => response
-        ).pipe(Effect.flatMap((response) =>
-          // As noetic does, the answer's items are checked: an item of a type no schema knows rejects item_schema_mismatch.
-          Effect.try({
-            try: () => ({
-              items: defaultItemSchemaRegistry.parseMany(Array.isArray(response?.items) ? response.items : []),
-              usage: response?.usage ?? { inputTokens: 0, outputTokens: 0 },
-              ...(typeof response?.cost === "number" ? { cost: response.cost } : {})
-            }),
-            catch: (thrown) => thrown as ModelError
-          })
-        ))
+        ).pipe(Effect.map((response) => ({
+          // The tool loop checks the items against the harness's item schemas (docs/runtime.md#item-schemas).
+          items: Array.isArray(response?.items) ? response.items : [],
+          usage: response?.usage ?? { inputTokens: 0, outputTokens: 0 },
+          ...(typeof response?.cost === "number" ? { cost: response.cost } : {})
+        })))
     })
   }
   const config = options.callModelDefaults
@@ -155,7 +149,6 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 
 /** noetic's harness options this library does not run. */
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
-  ["itemSchemas", "Item schema extensions are not checked by this library."],
   ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."],
   ["contextCache", "Prompt-cache anchoring is not tuned here: anchored layers are pinned per thread and superseded by <context_updates> (docs/layers-and-channels.md#the-assembled-view); drop contextCache."],
   ["projection", "The projection policy is noetic's default (tokenBudget 128000, responseReserve 4000) and not configurable here; drop projection."],

@@ -73,6 +73,12 @@ export type ModelDelta =
     readonly name: string
     readonly argumentsDelta: string
   }
+  /**
+   * The provider received an event of its stream (any server-sent event, a delta or
+   * not): it re-arms the stream-idle watchdog and marks the first event of a round
+   * (docs/runtime.md#run-events). Not published.
+   */
+  | { readonly type: "provider_event" }
 
 /**
  * What the runtime publishes while it runs model calls and tool calls (docs/runtime.md#run-events).
@@ -81,18 +87,35 @@ export type ModelDelta =
 export type RunEvent =
   & { readonly executionId: string; readonly threadId: string | undefined; readonly path: string }
   & (
-    | ModelDelta
-    | { readonly type: "model_call_started"; readonly model: string; readonly round: number }
+    | Exclude<ModelDelta, { readonly type: "provider_event" }>
+    | {
+      readonly type: "model_call_started"
+      readonly model: string
+      readonly round: number
+      /** The items sent (the assembled view of the log). */
+      readonly messageCount: number
+      readonly toolCount: number
+    }
+    /** The round's first stream event arrived (time to first token). */
+    | { readonly type: "model_call_first_event"; readonly model: string; readonly round: number }
+    /** No stream event came for `idleTimeoutMs`: the round is about to fail. */
+    | { readonly type: "model_call_stalled"; readonly model: string; readonly round: number; readonly idleTimeoutMs: number }
     | {
       readonly type: "model_call_completed"
       readonly model: string
       readonly round: number
+      /** The items the round answered. */
+      readonly itemCount: number
       readonly usage: RoundUsage
       readonly cost: number | undefined
       /** Whether the round was replayed from the step ledger (no request was made). */
       readonly replayed: boolean
     }
     | { readonly type: "item"; readonly item: Item }
+    /** The function calls of round `round` are about to run (`toolCount` of them). */
+    | { readonly type: "tool_round_started"; readonly round: number; readonly toolCount: number }
+    /** Every function call of round `round` has run. */
+    | { readonly type: "tool_round_completed"; readonly round: number; readonly toolCount: number }
     | { readonly type: "tool_call_started"; readonly callId: string; readonly name: string; readonly arguments: string }
     | { readonly type: "tool_call_progress"; readonly callId: string; readonly name: string; readonly event: unknown }
     | {
@@ -125,6 +148,15 @@ export class ModelProvider extends Context.Service<ModelProvider, ModelProviderS
 
 /** Where the runtime publishes `RunEvent`s; a session subscribes to it. Optional: without it nothing is published. */
 export class RunEvents extends Context.Service<RunEvents, PubSub.PubSub<RunEvent>>()("noetic-effect/RunEvents") {}
+
+/**
+ * Milliseconds a model round may go without a stream event before it fails with
+ * `ModelStreamStalled` (noetic's stream-idle watchdog: 120 s, re-armed by every event).
+ */
+export const StreamIdleTimeout: Context.Reference<number> = Context.Reference<number>(
+  "noetic-effect/StreamIdleTimeout",
+  { defaultValue: () => 120_000 }
+)
 
 /** Publishes `event` to `RunEvents` when it is provided. */
 export const publish = (event: RunEvent): Effect.Effect<void> =>
@@ -211,6 +243,16 @@ export class ModelRequestFailed extends Schema.TaggedError<ModelRequestFailed>("
   }
 }
 
+/** No stream event came from the provider for `idleTimeoutMs`: the round was aborted (noetic's watchdog). */
+export class ModelStreamStalled extends Schema.TaggedError<ModelStreamStalled>("noetic-effect/ModelStreamStalled")(
+  "ModelStreamStalled",
+  { model: Schema.String, idleTimeoutMs: Schema.Number, stepId: Schema.optionalKey(Schema.String) }
+) {
+  override get message(): string {
+    return `model stream idle timeout after ${this.idleTimeoutMs}ms`
+  }
+}
+
 /**
  * A `callModel` with tools ran on a harness without a `ModelProvider`: its `LanguageModel`
  * answers text only, and the tools would be ignored (docs/runtime.md#providers).
@@ -238,6 +280,7 @@ export const ofStep = (error: unknown, stepId: string): unknown => {
   if (error instanceof ModelRefused) return new ModelRefused({ ...fieldsOf(error), stepId } as never)
   if (error instanceof ModelParseError) return new ModelParseError({ ...fieldsOf(error), stepId } as never)
   if (error instanceof ModelRequestFailed) return new ModelRequestFailed({ ...fieldsOf(error), stepId } as never)
+  if (error instanceof ModelStreamStalled) return new ModelStreamStalled({ ...fieldsOf(error), stepId } as never)
   return error
 }
 

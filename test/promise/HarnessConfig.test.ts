@@ -1,9 +1,10 @@
 /**
  * noetic's harness configuration the facade runs (docs/runtime.md#harness-configuration):
  * `config`, `hooks`, `paramsSchema`, `initialCwd` / `setRootCwd` / `rootCwdState`.
+ * Hooks see noetic's steps only: not the tool loop's own round and tool-call steps.
  */
 import { describe, expect, it } from "vitest"
-import { AgentHarness, runCode } from "../../src/promise/index.ts"
+import { AgentHarness, callModel, runCode, tool } from "../../src/promise/index.ts"
 
 describe("harness configuration (Promise API)", () => {
   it("hooks run before and after every step dispatch, with the step, its result and the context; a rejecting hook fails the turn", async () => {
@@ -68,5 +69,35 @@ describe("harness configuration (Promise API)", () => {
     // A child keeps its parent's cwd, not the root's.
     const parent = harness.createContext({ cwdInit: "/tmp/p" })
     expect(harness.createContext({ parent }).cwdState.cwd).toBe("/tmp/p")
+  })
+})
+
+describe("hooks around a callModel (Promise API)", () => {
+  it("see the callModel step as noetic's plain data, and not the tool loop's own round and tool-call steps", async () => {
+    const seen: Array<string> = []
+    const lookup = tool({ name: "lookup", description: "Looks up", execute: async () => "A" })
+    let round = 0
+    await using harness = new AgentHarness({
+      name: "hooked-model",
+      params: {},
+      agentGraph: callModel({ id: "llm", model: "m/x", tools: [lookup] }),
+      _testCallModel: async () => ({
+        items: round++ === 0
+          ? [{ id: "fc1", type: "function_call", callId: "c1", name: "lookup", arguments: "{}", status: "completed" }]
+          : [{ id: "m1", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "ok" }] }],
+        usage: { inputTokens: 1, outputTokens: 1 }
+      }),
+      hooks: {
+        async beforeStep(step) {
+          seen.push(`before ${step.id} ${(step as { model?: unknown }).model}`)
+        },
+        async afterStep(step) {
+          seen.push(`after ${step.id}`)
+        }
+      }
+    })
+    await harness.execute("go", { threadId: "t" })
+    await harness.getAgentResponse({ threadId: "t" })
+    expect(seen).toEqual(["before llm m/x", "after llm"])
   })
 })

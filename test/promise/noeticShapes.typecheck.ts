@@ -186,6 +186,18 @@ const takesContext = (ctx: Context<AppContext>): string => ctx.threadId
 void [asNoeticStep, takesContext]
 void [explicitLoop, explicitSpawn, explicitModel, explicitRoute, explicitFan, explicitTool]
 
+// noetic's steps are plain data: the fields read back as noetic's Step types declare them.
+const toolName: string | undefined = search.tool.name
+const searchArgs: Partial<{ query: string; limit: number }> | undefined = search.args
+const pathsNow: ReadonlyArray<unknown> = fanOut.paths("topic", undefined as never) as ReadonlyArray<unknown>
+const executeAgain: (input: string, ctx: never) => unknown = explicit.execute
+const loopSteps: ReadonlyArray<unknown> = refine.steps
+const loopCap: number | undefined = refine.maxIterations
+const childStep: unknown = child.child
+const childTimeout: number | undefined = child.timeout
+const modelName: unknown = draft.model
+void [toolName, searchArgs, pathsNow, executeAgain, loopSteps, loopCap, childStep, childTimeout, modelName, route.route]
+
 // -----------------------------------------------------------------------------
 // The harness, contexts and handles
 // -----------------------------------------------------------------------------

@@ -102,15 +102,26 @@ describe("RunEvents", () => {
         const kinds = Array.from(seen, (event) => event.type).filter((type) => type !== "tool_call_delta" && type !== "text_delta")
         assert.deepStrictEqual(kinds, [
           "model_call_started",
+          "model_call_first_event",
           "model_call_completed",
           "item",
+          "tool_round_started",
           "tool_call_started",
           "tool_call_completed",
           "item",
+          "tool_round_completed",
           "model_call_started",
+          "model_call_first_event",
           "model_call_completed",
           "item"
         ])
+        // noetic's data: what was sent and what came back, and the size of each tool round.
+        const [started, , completedRound, , toolRound] = Array.from(seen).filter((event) =>
+          event.type !== "tool_call_delta" && event.type !== "text_delta"
+        )
+        assert.deepInclude(started, { type: "model_call_started", round: 0, messageCount: 1, toolCount: 1 })
+        assert.deepInclude(completedRound, { type: "model_call_completed", round: 0, itemCount: 1 })
+        assert.deepInclude(toolRound, { type: "tool_round_started", round: 0, toolCount: 1 })
         const completed = Array.from(seen).find((event) => event.type === "tool_call_completed")
         assert.deepStrictEqual(completed && { ...completed }, {
           executionId: result.executionId,

@@ -463,7 +463,7 @@ describe("options noetic documents and this library does not run", () => {
     refused(() => harness({ name: "h", params: {}, traceExporter: {} } as any), "traceExporter")
     refused(() => harness({ name: "h", params: {}, callModelDefaults: { apiKey: "k" } }), "noetic")
     refused(() => harness({ name: "h", params: {}, callModelDefaults: { provider: "openrouter", cache: true } as any }), "cache")
-    refused(() => callModel({ id: "c", model: "m", emit: false } as any), "emit")
+    refused(() => callModel({ id: "c", model: "m", projection: {} } as any), "projection")
     refused(() => tool({ name: "t", description: "", execute: async () => 1, needsApproval: true } as any), "needsApproval")
     expect(codeOf(() => tool({ name: "", description: "", execute: async () => 1 }))).toBe("EMPTY_TOOL_NAME")
   })
