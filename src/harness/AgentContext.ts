@@ -13,6 +13,7 @@ import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ChannelHub } from "./Channels.ts"
+import type { LastLayerUsage } from "./LayerLifecycle.ts"
 import {
   type BudgetConfig,
   type ContextScope,
@@ -159,7 +160,8 @@ export interface ContextMeter {
   cost: number
   readonly startedAt: number
   lastStepMeta: unknown
-  lastLayerUsage: unknown
+  /** The context window of the last model call (docs/layers-and-channels.md#context-members). */
+  lastLayerUsage: LastLayerUsage | undefined
   completed: boolean
   completionValue: unknown
 }

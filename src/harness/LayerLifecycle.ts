@@ -248,6 +248,20 @@ interface Pin {
   readonly items: ReadonlyArray<Item>
   readonly state: unknown
   readonly json: string
+  /** Assemblies that watched this pin, and those in which the layer's output differed from it. */
+  observed: number
+  changed: number
+  /** Tokens the changed outputs would have re-billed had the pin not held. */
+  rebillTokens: number
+}
+
+/** How one layer's output was served in an assembly (noetic's `LayerServeInfo`). */
+export interface ServeInfo {
+  readonly placement: "anchor" | "live"
+  readonly served: "fresh" | "pinned"
+  readonly changed: boolean
+  readonly churnRate: number
+  readonly rebillTokens: number
 }
 // The pins of anchored layers, by layer and thread: what the first assembly rendered.
 const pins = new WeakMap<ContextLayer<any>, Map<string, Pin>>()
@@ -259,6 +273,8 @@ export interface AssembledView {
   readonly anchor: ReadonlyArray<RecallEntry>
   readonly live: ReadonlyArray<RecallEntry>
   readonly history: ReadonlyArray<Item>
+  /** By layer id: its band, whether a pin was replayed, and the pin's churn. */
+  readonly serveInfo: ReadonlyMap<string, ServeInfo>
 }
 
 /**
@@ -298,10 +314,13 @@ export const assembleView = (
     const live: Array<RecallEntry> = []
     const updates: Array<string> = []
     const lineage = ctx.threadId ?? ctx.id
+    const serveInfo = new Map<string, ServeInfo>()
+    const fresh = (placement: "anchor" | "live"): ServeInfo => ({ placement, served: "fresh", changed: false, churnRate: 0, rebillTokens: 0 })
     for (const entry of recalled) {
       const layer = byId.get(entry.layerId)!
       if (layer.placement === "live" || entry.mutatedState === true) {
         live.push(entry)
+        serveInfo.set(layer.id, fresh("live"))
         continue
       }
       let byThread = pins.get(layer)
@@ -309,12 +328,30 @@ export const assembleView = (
       const pin = byThread.get(lineage)
       const json = JSON.stringify(entry.items.map(textOf))
       if (pin === undefined) {
-        if (options.readOnly !== true) byThread.set(lineage, { items: entry.items, state: ctx.layerState(layer.id), json })
+        if (options.readOnly !== true) {
+          byThread.set(lineage, { items: entry.items, state: ctx.layerState(layer.id), json, observed: 0, changed: 0, rebillTokens: 0 })
+        }
         anchor.push(entry)
+        serveInfo.set(layer.id, fresh("anchor"))
         continue
       }
       anchor.push({ ...entry, items: pin.items })
-      if (pin.json === json) continue
+      const changed = pin.json !== json
+      if (options.readOnly !== true) {
+        pin.observed++
+        if (changed) {
+          pin.changed++
+          pin.rebillTokens += entry.tokenCount
+        }
+      }
+      serveInfo.set(layer.id, {
+        placement: "anchor",
+        served: "pinned",
+        changed,
+        churnRate: pin.observed === 0 ? 0 : pin.changed / pin.observed,
+        rebillTokens: pin.rebillTokens
+      })
+      if (!changed) continue
       let text: string | null | undefined = null
       if (layer.lifecycle?.renderDelta !== undefined) {
         const delta = yield* runHook(ctx, layer, "renderDelta", () =>
@@ -336,6 +373,13 @@ export const assembleView = (
       const pin = pins.get(layer)?.get(lineage)
       if (pin !== undefined && layer.placement !== "live" && !recalled.some((entry) => entry.layerId === layerId)) {
         anchor.push({ layerId, items: pin.items, tokenCount: 0 })
+        serveInfo.set(layerId, {
+          placement: "anchor",
+          served: "pinned",
+          changed: true,
+          churnRate: pin.observed === 0 ? 0 : pin.changed / pin.observed,
+          rebillTokens: pin.rebillTokens
+        })
         updates.push(`<update layer="${layerId}" action="retract">\n</update>`)
       }
     }
@@ -351,7 +395,8 @@ export const assembleView = (
       items: [...system, ...anchor.flatMap((e) => e.items), ...history, ...live.flatMap((e) => e.items), ...delta],
       anchor,
       live,
-      history
+      history,
+      serveInfo
     }
   })
 
@@ -605,26 +650,66 @@ export const meterUsage = (
   if (typeof cost === "number") meter.cost += cost
 }
 
-/** noetic's `ctx.lastLayerUsage` of one assembly: what each layer contributed and where it landed. */
-export const layerUsage = (ctx: AgentContext, modelId: string, view: AssembledView) => {
-  const entry = (placement: "anchor" | "live") => (e: RecallEntry) => ({
-    layerId: e.layerId,
-    tokenCount: e.tokenCount,
-    items: e.items,
-    placement,
-    served: "fresh" as const,
-    changed: false,
-    churnRate: 0,
-    rebillTokens: 0
-  })
-  const historyTokens = view.history.reduce((sum, item) => sum + estimateTokens(textOf(item)), 0)
+/** One layer's part of the last assembled request (noetic's `LayerUsageEntry`). */
+export interface LayerUsageEntry extends ServeInfo {
+  readonly layerId: string
+  /** What the layer's `recall` reported. */
+  readonly tokenCount: number
+  /** The items it contributed to the view the model was sent (a pinned replay's items when pinned). */
+  readonly items: ReadonlyArray<Item>
+}
+
+/** The context window of the last model call, by bucket (noetic's `LastLayerUsage`). */
+export interface LastLayerUsage {
+  readonly executionId: string
+  readonly modelId: string
+  /** Sorted by layer id. */
+  readonly layers: ReadonlyArray<LayerUsageEntry>
+  readonly systemPromptTokens: number
+  readonly toolsTokens: number
+  readonly historyTokens: number
+  /** The four buckets summed: system prompt, tools, history, layers. */
+  readonly totalUsedTokens: number
+}
+
+const estimateJsonTokens = (value: unknown): number => {
+  try {
+    return estimateTokens(JSON.stringify(value) ?? "")
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * noetic's `ctx.lastLayerUsage` of one assembly: what each layer contributed, the
+ * band it landed in and whether a pin was replayed; the tokens of the instructions
+ * and tool definitions sent with it, and of the log's items (four characters a
+ * token, as noetic's `estimateTokens`; the log's items as JSON).
+ */
+export const layerUsage = (
+  ctx: AgentContext,
+  modelId: string,
+  view: AssembledView,
+  request: { readonly instructions?: string | undefined; readonly tools?: ReadonlyArray<unknown> | undefined } = {}
+): LastLayerUsage => {
+  const layers = [...view.anchor, ...view.live].map((entry): LayerUsageEntry => ({
+    layerId: entry.layerId,
+    tokenCount: entry.tokenCount,
+    items: entry.items,
+    ...(view.serveInfo.get(entry.layerId) ?? { placement: "anchor", served: "fresh", changed: false, churnRate: 0, rebillTokens: 0 })
+  })).sort((a, b) => a.layerId < b.layerId ? -1 : a.layerId > b.layerId ? 1 : 0)
+  const historyTokens = ctx.items.reduce((sum, item) => sum + estimateJsonTokens(item), 0)
+  const systemPromptTokens = request.instructions ? estimateTokens(request.instructions) : 0
+  const toolsTokens = request.tools !== undefined && request.tools.length > 0 ? estimateJsonTokens(request.tools) : 0
+  const layerTokens = layers.reduce((sum, entry) => sum + entry.tokenCount, 0)
   return {
     executionId: ctx.id,
     modelId,
-    layers: [...view.anchor.map(entry("anchor")), ...view.live.map(entry("live"))],
-    systemPromptTokens: 0,
-    toolsTokens: 0,
-    historyTokens
+    layers,
+    systemPromptTokens,
+    toolsTokens,
+    historyTokens,
+    totalUsedTokens: systemPromptTokens + toolsTokens + historyTokens + layerTokens
   }
 }
 

@@ -232,8 +232,8 @@ export class AgentContext {
   get lastStepMeta(): StepMeta | null {
     return lastStepMeta(Bridge.context.of(this)) ?? null
   }
-  /** Per-layer breakdown of the last model call's view; undefined before the first. */
-  get lastLayerUsage(): any {
+  /** Per-layer breakdown of the last model call's view (noetic's `LastLayerUsage`); undefined before the first. */
+  get lastLayerUsage(): LayerLifecycle.LastLayerUsage | undefined {
     return Bridge.context.of(this).meter.lastLayerUsage
   }
   /** Marks this context complete with `value` (noetic's `complete`). */
