@@ -9,6 +9,7 @@ import * as AgentHarness from "../../src/harness/AgentHarness.ts"
 import type { ContextLayer } from "../../src/harness/AgentContext.ts"
 import * as LayerLifecycle from "../../src/harness/LayerLifecycle.ts"
 import { callModel, runCode } from "../../src/harness/Step.ts"
+import * as ScriptedModel from "../../src/layers/ScriptedModel.ts"
 import { ModelProvider } from "../../src/services/ModelProvider.ts"
 
 /** An anchored layer rendering its state, and a live one. */
@@ -82,7 +83,9 @@ describe("lastLayerUsage", () => {
               items: [{ type: "message", id: "a1", role: "assistant", content: [{ type: "output_text", text: "carry on" }] }],
               usage: { inputTokens: 10, outputTokens: 2 }
             })
-        }))
+        })),
+        // The step's type asks for a LanguageModel; the ModelProvider above is the one called.
+        Effect.provide(ScriptedModel.layer([]))
       )
       const usage = ctx.meter.lastLayerUsage!
       assert.strictEqual(usage.executionId, ctx.id)
