@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { randomId } from "../internal/randomId.ts"
@@ -23,9 +24,8 @@ import {
   type LayerProvides,
   type LayerTimeouts,
   scopedStorage,
-  scopeKeyOf,
-  timeoutOf,
-  withHookTimeout
+  runHook,
+  scopeKeyOf
 } from "./LayerHooks.ts"
 
 /** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
@@ -376,31 +376,30 @@ export class AgentContext {
     const storage = this.store.layerStorage
     const init = layer.lifecycle!.init!
     // A context without layer storage (made before any harness ran it) gives init an empty one.
-    const run = withHookTimeout(
-        Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
-          init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })),
-        layer.id,
-        "init",
-        timeoutOf(layer.timeouts, "init")
-      )
-    return Effect.matchEffect(run, {
-      onSuccess: (result) =>
-        Effect.sync(() => {
+    const run = runHook(layer, "init", () =>
+      Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
+        init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })), { report: false })
+    return Effect.flatMap(run, (result) => {
+      if (result.ok) {
+        return Effect.sync(() => {
           if (!this.store.pendingInit.delete(layer.id)) return
-          const state = result?.state
+          const state = result.value?.state
           this.store.layerState.set(layer.id, state)
           this.store.persisted.set(layer.id, state)
           this.store.version++
-        }),
-      onFailure: (cause) => {
-        if (!this.store.pendingInit.delete(layer.id)) return Effect.void
-        const reason = cause instanceof Error ? cause.message : String(cause)
-        if (layer.onInitError === "disable") {
-          this.store.disabled.add(layer.id)
-          return logWarning(`context layer '${layer.id}' init failed (${reason}); it runs disabled`)
-        }
-        return Effect.die(new LayerInitFailed({ layerId: layer.id, reason, cause }))
+        })
       }
+      // A defect or an interruption is not an init failure: it goes on as it was.
+      const failure = result.cause.reasons.find(Cause.isFailReason)
+      if (failure === undefined) return Effect.failCause(result.cause as Cause.Cause<never>)
+      if (!this.store.pendingInit.delete(layer.id)) return Effect.void
+      const cause = failure.error
+      const reason = cause instanceof Error ? cause.message : String(cause)
+      if (layer.onInitError === "disable") {
+        this.store.disabled.add(layer.id)
+        return logWarning(`context layer '${layer.id}' init failed (${reason}); it runs disabled`)
+      }
+      return Effect.die(new LayerInitFailed({ layerId: layer.id, reason, cause }))
     })
   }
 

@@ -7,12 +7,14 @@
  *
  * @since 0.2.0
  */
+import type * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import type { AgentContext, Item } from "./AgentContext.ts"
+import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 
 /** How far a layer's state is shared, and so where it is stored (noetic's `ContextScope`). */
 export type ContextScope = "thread" | "resource" | "global" | "execution"
@@ -253,3 +255,37 @@ export const withHookTimeout = <A, E, R>(
       duration: timeoutMs,
       orElse: () => Effect.fail(new LayerHookTimeout({ layerId, hook, timeoutMs }))
     })
+
+/** What one hook run gave: its value, or the cause of its failure or timeout. */
+export type HookResult<A> =
+  | { readonly ok: true; readonly value: A }
+  | { readonly ok: false; readonly cause: Cause.Cause<unknown> }
+
+/**
+ * Runs one hook of one layer (every runner goes through here): under the hook's
+ * timeout (`renderDelta` borrows `recall`'s), with a failure, defect or timeout
+ * caught and returned as `{ ok: false }`. `report` (the default) warns of it, as a
+ * hook that contributes nothing to its phase; `init` reports its own.
+ */
+export const runHook = <A>(
+  layer: ContextLayer<any>,
+  hook: TimedHook | "renderDelta",
+  effect: () => Effect.Effect<A, unknown>,
+  options: { readonly report?: boolean } = {}
+): Effect.Effect<HookResult<A>> =>
+  Effect.suspend(() =>
+    withHookTimeout(
+      Effect.suspend(effect),
+      layer.id,
+      hook,
+      timeoutOf(layer.timeouts, hook === "renderDelta" ? "recall" : hook)
+    )
+  ).pipe(
+    Effect.map((value): HookResult<A> => ({ ok: true, value })),
+    Effect.catchCause((cause) => {
+      const failed: HookResult<A> = { ok: false, cause }
+      return options.report === false
+        ? Effect.succeed(failed)
+        : Effect.as(logWarning(`context layer '${layer.id}': ${hook} failed; it contributes nothing to this phase`, cause), failed)
+    })
+  )

@@ -12,18 +12,16 @@
  * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
-import { logWarning } from "../internal/diagnostics.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
   type BudgetConfig,
   type ExecutionOutcome,
   type LayerFunction,
+  type HookResult,
   type ModelResponse,
+  runHook,
   type SteeringDecision,
-  scopeKeyOf,
-  type TimedHook,
-  timeoutOf,
-  withHookTimeout
+  scopeKeyOf
 } from "./LayerHooks.ts"
 
 /** What one layer's recall contributed. */
@@ -58,33 +56,6 @@ export const message = (text: string, role: "user" | "assistant" | "system" | "d
 
 const bySlot = (layers: ReadonlyArray<ContextLayer<any>>): Array<ContextLayer<any>> =>
   [...layers].sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
-
-/**
- * Runs one hook of one layer: skipped (none) when the layer is disabled or has no
- * such hook; a failure or timeout is warned of and gives none.
- */
-const runHook = <A>(
-  ctx: AgentContext,
-  layer: ContextLayer<any>,
-  hook: TimedHook | "renderDelta",
-  effect: () => Effect.Effect<A, unknown>
-): Effect.Effect<{ readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: unknown }> =>
-  Effect.suspend(() =>
-    withHookTimeout(
-      Effect.suspend(effect),
-      layer.id,
-      hook,
-      timeoutOf(layer.timeouts, hook === "renderDelta" ? "recall" : hook)
-    )
-  ).pipe(
-    Effect.map((value) => ({ ok: true as const, value })),
-    Effect.catchCause((cause) =>
-      Effect.as(
-        logWarning(`context layer '${layer.id}': ${hook} failed; it contributes nothing to this phase`, cause),
-        { ok: false as const, error: cause }
-      )
-    )
-  )
 
 const activeWith = (ctx: AgentContext, layers: ReadonlyArray<ContextLayer<any>>, hook: string) =>
   bySlot(layers).filter((layer) => (layer.lifecycle as any)?.[hook] !== undefined && !ctx.isLayerDisabled(layer))
@@ -165,7 +136,7 @@ const recallOne = (
   budget: number
 ): Effect.Effect<RecallEntry | undefined> =>
   Effect.map(
-    runHook(ctx, layer, "recall", () =>
+    runHook(layer, "recall", () =>
       layer.lifecycle!.recall!({ log: ctx.items, query, ctx, state: ctx.layerState(layer.id), budget })),
     (result) => {
       if (!result.ok || result.value === null || result.value === undefined) return undefined
@@ -233,7 +204,7 @@ export const projectHistoryLayers = (
   Effect.gen(function*() {
     let current = items
     for (const layer of activeWith(ctx, layers, "projectHistory")) {
-      const result = yield* runHook(ctx, layer, "projectHistory", () =>
+      const result = yield* runHook(layer, "projectHistory", () =>
         layer.lifecycle!.projectHistory!({ items: current, ctx, state: ctx.layerState(layer.id) }))
       if (result.ok && Array.isArray(result.value?.items)) current = result.value.items
     }
@@ -354,7 +325,7 @@ export const assembleView = (
       if (!changed) continue
       let text: string | null | undefined = null
       if (layer.lifecycle?.renderDelta !== undefined) {
-        const delta = yield* runHook(ctx, layer, "renderDelta", () =>
+        const delta = yield* runHook(layer, "renderDelta", () =>
           layer.lifecycle!.renderDelta!({
             prev: pin.items,
             next: entry.items,
@@ -428,51 +399,25 @@ export const mostRestrictive = (decisions: ReadonlyArray<SteeringDecision>): Ste
 }
 
 /**
- * Runs `afterModelCall` of every active layer in slot order after a model response
- * (before it is appended): the first deny wins, guidances are joined.
+ * Runs one steering hook of every active layer in slot order: the first deny wins,
+ * guidances are joined, a returned state is written back (and through, before this
+ * returns). `onFailure` says what a failed or timed-out hook decides (none: nothing).
  */
-export const afterModelCallLayers = (
+const steer = (
   ctx: AgentContext,
-  response: ModelResponse,
-  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+  layers: ReadonlyArray<ContextLayer<any>>,
+  hook: "afterModelCall" | "beforeToolCall",
+  run: (layer: ContextLayer<any>) => Effect.Effect<{ readonly decision: SteeringDecision; readonly state?: unknown }, unknown>,
+  onFailure: (layer: ContextLayer<any>) => SteeringDecision | undefined = () => undefined
 ): Effect.Effect<SteeringDecision> =>
   Effect.gen(function*() {
     const decisions: Array<SteeringDecision> = []
     try {
-      for (const layer of activeWith(ctx, layers, "afterModelCall")) {
-        const result = yield* runHook(ctx, layer, "afterModelCall", () =>
-          layer.lifecycle!.afterModelCall!({ response, ctx, state: ctx.layerState(layer.id) }))
-        if (!result.ok) continue
-        if (result.value.state !== undefined) ctx.setLayerStateValue(layer.id, result.value.state)
-        if (result.value.decision?.action === "deny") return result.value.decision
-        if (result.value.decision !== undefined) decisions.push(result.value.decision)
-      }
-      return mostRestrictive(decisions)
-    } finally {
-      yield* ctx.persistLayerState()
-    }
-  })
-
-/**
- * Runs `beforeToolCall` of every active layer in slot order before a tool runs:
- * the first deny wins. A layer with `onBeforeToolCallError: 'deny'` whose hook fails
- * or times out denies the call.
- */
-export const beforeToolCallLayers = (
-  ctx: AgentContext,
-  call: { readonly toolName: string; readonly toolArgs: unknown; readonly callId?: string | undefined },
-  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
-): Effect.Effect<SteeringDecision> =>
-  Effect.gen(function*() {
-    const decisions: Array<SteeringDecision> = []
-    try {
-      for (const layer of activeWith(ctx, layers, "beforeToolCall")) {
-        const result = yield* runHook(ctx, layer, "beforeToolCall", () =>
-          layer.lifecycle!.beforeToolCall!({ ...call, ctx, state: ctx.layerState(layer.id) }))
+      for (const layer of activeWith(ctx, layers, hook)) {
+        const result = yield* runHook(layer, hook, () => run(layer))
         if (!result.ok) {
-          if (layer.onBeforeToolCallError === "deny") {
-            return { action: "deny", guidance: `tool call denied: gating layer '${layer.id}' failed` } as const
-          }
+          const decided = onFailure(layer)
+          if (decided !== undefined) return decided
           continue
         }
         if (result.value.state !== undefined) ctx.setLayerStateValue(layer.id, result.value.state)
@@ -484,6 +429,46 @@ export const beforeToolCallLayers = (
       yield* ctx.persistLayerState()
     }
   })
+
+/**
+ * Runs `afterModelCall` of every active layer in slot order after a model response
+ * (before it is appended): the first deny wins, guidances are joined.
+ */
+export const afterModelCallLayers = (
+  ctx: AgentContext,
+  response: ModelResponse,
+  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+): Effect.Effect<SteeringDecision> =>
+  steer(ctx, layers, "afterModelCall", (layer) =>
+    layer.lifecycle!.afterModelCall!({ response, ctx, state: ctx.layerState(layer.id) }))
+
+/**
+ * Runs `beforeToolCall` of every active layer in slot order before a tool runs:
+ * the first deny wins. A layer with `onBeforeToolCallError: 'deny'` whose hook fails
+ * or times out denies the call.
+ */
+export const beforeToolCallLayers = (
+  ctx: AgentContext,
+  call: { readonly toolName: string; readonly toolArgs: unknown; readonly callId?: string | undefined },
+  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+): Effect.Effect<SteeringDecision> =>
+  steer(
+    ctx,
+    layers,
+    "beforeToolCall",
+    (layer) => layer.lifecycle!.beforeToolCall!({ ...call, ctx, state: ctx.layerState(layer.id) }),
+    (layer) =>
+      layer.onBeforeToolCallError === "deny"
+        ? { action: "deny", guidance: `tool call denied: gating layer '${layer.id}' failed` }
+        : undefined
+  )
+
+/** Writes back the state a hook returned under a `state` key (`{ state: undefined }` clears it); true when it did. */
+const takeState = (ctx: AgentContext, layer: ContextLayer<any>, result: HookResult<unknown>): boolean => {
+  if (!result.ok || typeof result.value !== "object" || result.value === null || !("state" in result.value)) return false
+  ctx.setLayerStateValue(layer.id, (result.value as { readonly state: unknown }).state)
+  return true
+}
 
 /**
  * Runs `store` of every active layer concurrently, each on its own state, after a
@@ -501,11 +486,10 @@ export const storeLayers = (
     yield* Effect.forEach(active, (layer) => {
       const state = ctx.layerState(layer.id)
       return Effect.map(
-        runHook(ctx, layer, "store", () =>
+        runHook(layer, "store", () =>
           layer.lifecycle!.store!({ newItems: response.items, log: ctx.items, response, ctx, state })),
         (result) => {
-          if (!result.ok || result.value === undefined || result.value === null || !("state" in result.value)) return
-          ctx.setLayerStateValue(layer.id, result.value.state)
+          if (!takeState(ctx, layer, result)) return
           if (layer.recallMode === "eventual") {
             const cached = recallCache.get(layer)?.get(scopeKeyOf(layer.scope ?? "execution", ctx))
             if (cached !== undefined) cached.stale = true
@@ -533,7 +517,7 @@ export const spawnLayers = (
   Effect.gen(function*() {
     const items: Array<Item> = []
     for (const layer of activeWith(parent, layers, "onSpawn")) {
-      const result = yield* runHook(parent, layer, "onSpawn", () =>
+      const result = yield* runHook(layer, "onSpawn", () =>
         layer.lifecycle!.onSpawn!({ parentState: parent.layerState(layer.id), childCtx: child }))
       if (!result.ok || result.value === null || result.value === undefined || result.value.childState === null) continue
       child.store.pendingInit.delete(layer.id)
@@ -561,7 +545,7 @@ export const returnLayers = <A>(
       if (layer.lifecycle?.onReturn === undefined) continue
       const childState = child.layerState(layer.id)
       if (childState === undefined) continue
-      const outcome = yield* runHook(parent, layer, "onReturn", () =>
+      const outcome = yield* runHook(layer, "onReturn", () =>
         layer.lifecycle!.onReturn!({
           childState,
           childLog: child.items,
@@ -600,11 +584,9 @@ export const completeLayers = (
   Effect.gen(function*() {
     for (const layer of layers) {
       if (layer.lifecycle?.onComplete === undefined || ctx.isLayerDisabled(layer)) continue
-      const result = yield* runHook(ctx, layer, "onComplete", () =>
+      const result = yield* runHook(layer, "onComplete", () =>
         layer.lifecycle!.onComplete!({ log: ctx.items, ctx, state: ctx.layerState(layer.id), outcome }))
-      if (result.ok && result.value !== undefined && result.value !== null && "state" in result.value) {
-        ctx.setLayerStateValue(layer.id, result.value.state)
-      }
+      takeState(ctx, layer, result)
     }
     yield* ctx.persistLayerState()
   })
@@ -622,7 +604,7 @@ export const disposeLayers = (
     yield* ctx.persistLayerState()
     for (const layer of [...layers].reverse()) {
       if (layer.lifecycle?.dispose === undefined || ctx.isLayerDisabled(layer)) continue
-      yield* runHook(ctx, layer, "dispose", () => layer.lifecycle!.dispose!({ state: ctx.layerState(layer.id) }))
+      yield* runHook(layer, "dispose", () => layer.lifecycle!.dispose!({ state: ctx.layerState(layer.id) }))
     }
   })
 
