@@ -136,7 +136,7 @@ const recallOne = (
   budget: number
 ): Effect.Effect<RecallEntry | undefined> =>
   Effect.map(
-    runHook(layer, "recall", () =>
+    runHook(ctx, layer, "recall", () =>
       layer.lifecycle!.recall!({ log: ctx.items, query, ctx, state: ctx.layerState(layer.id), budget })),
     (result) => {
       if (!result.ok || result.value === null || result.value === undefined) return undefined
@@ -204,7 +204,7 @@ export const projectHistoryLayers = (
   Effect.gen(function*() {
     let current = items
     for (const layer of activeWith(ctx, layers, "projectHistory")) {
-      const result = yield* runHook(layer, "projectHistory", () =>
+      const result = yield* runHook(ctx, layer, "projectHistory", () =>
         layer.lifecycle!.projectHistory!({ items: current, ctx, state: ctx.layerState(layer.id) }))
       if (result.ok && Array.isArray(result.value?.items)) current = result.value.items
     }
@@ -325,7 +325,7 @@ export const assembleView = (
       if (!changed) continue
       let text: string | null | undefined = null
       if (layer.lifecycle?.renderDelta !== undefined) {
-        const delta = yield* runHook(layer, "renderDelta", () =>
+        const delta = yield* runHook(ctx, layer, "renderDelta", () =>
           layer.lifecycle!.renderDelta!({
             prev: pin.items,
             next: entry.items,
@@ -414,7 +414,7 @@ const steer = (
     const decisions: Array<SteeringDecision> = []
     try {
       for (const layer of activeWith(ctx, layers, hook)) {
-        const result = yield* runHook(layer, hook, () => run(layer))
+        const result = yield* runHook(ctx, layer, hook, () => run(layer))
         if (!result.ok) {
           const decided = onFailure(layer)
           if (decided !== undefined) return decided
@@ -486,7 +486,7 @@ export const storeLayers = (
     yield* Effect.forEach(active, (layer) => {
       const state = ctx.layerState(layer.id)
       return Effect.map(
-        runHook(layer, "store", () =>
+        runHook(ctx, layer, "store", () =>
           layer.lifecycle!.store!({ newItems: response.items, log: ctx.items, response, ctx, state })),
         (result) => {
           if (!takeState(ctx, layer, result)) return
@@ -517,7 +517,7 @@ export const spawnLayers = (
   Effect.gen(function*() {
     const items: Array<Item> = []
     for (const layer of activeWith(parent, layers, "onSpawn")) {
-      const result = yield* runHook(layer, "onSpawn", () =>
+      const result = yield* runHook(parent, layer, "onSpawn", () =>
         layer.lifecycle!.onSpawn!({ parentState: parent.layerState(layer.id), childCtx: child }))
       if (!result.ok || result.value === null || result.value === undefined || result.value.childState === null) continue
       child.store.pendingInit.delete(layer.id)
@@ -545,7 +545,7 @@ export const returnLayers = <A>(
       if (layer.lifecycle?.onReturn === undefined) continue
       const childState = child.layerState(layer.id)
       if (childState === undefined) continue
-      const outcome = yield* runHook(layer, "onReturn", () =>
+      const outcome = yield* runHook(parent, layer, "onReturn", () =>
         layer.lifecycle!.onReturn!({
           childState,
           childLog: child.items,
@@ -584,7 +584,7 @@ export const completeLayers = (
   Effect.gen(function*() {
     for (const layer of layers) {
       if (layer.lifecycle?.onComplete === undefined || ctx.isLayerDisabled(layer)) continue
-      const result = yield* runHook(layer, "onComplete", () =>
+      const result = yield* runHook(ctx, layer, "onComplete", () =>
         layer.lifecycle!.onComplete!({ log: ctx.items, ctx, state: ctx.layerState(layer.id), outcome }))
       takeState(ctx, layer, result)
     }
@@ -594,7 +594,8 @@ export const completeLayers = (
 /**
  * Runs `dispose` of every active layer in reverse array order, after the last
  * write-through; the context's layer state stays (a snapshot may still need it),
- * but its init runs again if the context is used after this.
+ * but its init runs again if the context is used after this. A host's layer-state
+ * store is flushed and then told to `cleanup` the execution, as noetic does.
  */
 export const disposeLayers = (
   ctx: AgentContext,
@@ -604,7 +605,12 @@ export const disposeLayers = (
     yield* ctx.persistLayerState()
     for (const layer of [...layers].reverse()) {
       if (layer.lifecycle?.dispose === undefined || ctx.isLayerDisabled(layer)) continue
-      yield* runHook(layer, "dispose", () => layer.lifecycle!.dispose!({ state: ctx.layerState(layer.id) }))
+      yield* runHook(ctx, layer, "dispose", () => layer.lifecycle!.dispose!({ state: ctx.layerState(layer.id) }))
+    }
+    const store = ctx.store.layerStateStore
+    if (store !== undefined) {
+      if (store.flush !== undefined) yield* store.flush(ctx.id)
+      store.cleanup(ctx.id)
     }
   })
 
