@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { randomId } from "../internal/randomId.ts"
@@ -13,6 +14,7 @@ import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ChannelHub } from "./Channels.ts"
+import type { LastLayerUsage } from "./LayerLifecycle.ts"
 import {
   type BudgetConfig,
   type ContextScope,
@@ -20,11 +22,12 @@ import {
   LayerInitFailed,
   type LayerHooks,
   type LayerProvides,
+  LayerStateMap,
+  type LayerStateStore,
   type LayerTimeouts,
   scopedStorage,
-  scopeKeyOf,
-  timeoutOf,
-  withHookTimeout
+  runHook,
+  scopeKeyOf
 } from "./LayerHooks.ts"
 
 /** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
@@ -159,7 +162,8 @@ export interface ContextMeter {
   cost: number
   readonly startedAt: number
   lastStepMeta: unknown
-  lastLayerUsage: unknown
+  /** The context window of the last model call (docs/layers-and-channels.md#context-members). */
+  lastLayerUsage: LastLayerUsage | undefined
   completed: boolean
   completionValue: unknown
 }
@@ -192,6 +196,8 @@ export interface AgentContextOptions {
   readonly layerStorage?: StorageAdapterShape | undefined
   /** The channels `send` / `recv` use (the harness's; a child shares its parent's). */
   readonly channels?: ChannelHub | undefined
+  /** A host's store of live layer state (docs/layers-and-channels.md#a-layer-state-store); a child shares its parent's. */
+  readonly layerStateStore?: LayerStateStore | undefined
   /** Saves a snapshot of this context; the harness supplies it (a no-op without storage). */
   readonly checkpoint: (context: AgentContext) => Effect.Effect<void>
 }
@@ -219,6 +225,8 @@ export interface ContextStore {
   /** The state last written through to the layer storage, by layer id. */
   readonly persisted: Map<string, unknown>
   channels: ChannelHub | undefined
+  /** A host's store the layer state is written to and read from, if any. */
+  readonly layerStateStore: LayerStateStore | undefined
   /** Counters and marks noetic's context carries (docs/layers-and-channels.md#context-members). */
   readonly meter: ContextMeter
   aborted: boolean
@@ -262,13 +270,15 @@ export class AgentContext {
     this.resourceId = options.resourceId
     this.parent = options.parent
     this.restoredFrontier = options.frontier ?? []
+    const layerStateStore = options.layerStateStore ?? options.parent?.store.layerStateStore
     this.store = {
       checkpoint: options.checkpoint,
       items: [],
       itemIds: new Set(),
       responseIds: new Set(),
       layers: options.layers,
-      layerState: new Map(),
+      layerState: layerStateStore === undefined ? new Map() : new LayerStateMap(options.id, layerStateStore),
+      layerStateStore,
       cwd: options.cwd ?? null,
       pending: new Map(),
       settledRestored: new Map(),
@@ -374,31 +384,32 @@ export class AgentContext {
     const storage = this.store.layerStorage
     const init = layer.lifecycle!.init!
     // A context without layer storage (made before any harness ran it) gives init an empty one.
-    const run = withHookTimeout(
-        Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
-          init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })),
-        layer.id,
-        "init",
-        timeoutOf(layer.timeouts, "init")
-      )
-    return Effect.matchEffect(run, {
-      onSuccess: (result) =>
-        Effect.sync(() => {
+    const run = runHook(this, layer, "init", () =>
+      Effect.flatMap(storage === undefined ? makeMemoryStorage : Effect.succeed(storage), (s) =>
+        init({ storage: scopedStorage(s, layer.id, scopeKey), scopeKey, ctx: this })), { report: false })
+    return Effect.flatMap(run, (result) => {
+      if (result.ok) {
+        return Effect.sync(() => {
           if (!this.store.pendingInit.delete(layer.id)) return
-          const state = result?.state
+          const state = result.value?.state
           this.store.layerState.set(layer.id, state)
           this.store.persisted.set(layer.id, state)
           this.store.version++
-        }),
-      onFailure: (cause) => {
-        if (!this.store.pendingInit.delete(layer.id)) return Effect.void
-        const reason = cause instanceof Error ? cause.message : String(cause)
-        if (layer.onInitError === "disable") {
-          this.store.disabled.add(layer.id)
-          return logWarning(`context layer '${layer.id}' init failed (${reason}); it runs disabled`)
-        }
-        return Effect.die(new LayerInitFailed({ layerId: layer.id, reason, cause }))
+        })
       }
+      // A defect or an interruption is not an init failure: it goes on as it was.
+      const failure = result.cause.reasons.find(Cause.isFailReason)
+      if (failure === undefined) return Effect.failCause(result.cause as Cause.Cause<never>)
+      if (!this.store.pendingInit.delete(layer.id)) return Effect.void
+      const cause = failure.error
+      const reason = cause instanceof Error ? cause.message : String(cause)
+      if (layer.onInitError === "disable") {
+        this.store.disabled.add(layer.id)
+        this.store.layerStateStore?.disable?.(this.id, layer.id)
+        this.store.layerStateStore?.diagnostic(layer.id, "init", cause)
+        return logWarning(`context layer '${layer.id}' init failed (${reason}); it runs disabled`)
+      }
+      return Effect.die(new LayerInitFailed({ layerId: layer.id, reason, cause }))
     })
   }
 
@@ -408,6 +419,7 @@ export class AgentContext {
    */
   isLayerDisabled(layer: ContextLayer<any>): boolean {
     if (this.store.disabled.has(layer.id)) return true
+    if (this.store.layerStateStore?.isDisabled?.(this.id, layer.id) === true) return true
     const hasInit = layer.initEffect !== undefined || layer.lifecycle?.init !== undefined
     return hasInit && !this.store.layerState.has(layer.id)
   }
@@ -434,20 +446,24 @@ export class AgentContext {
   persistLayerState(): Effect.Effect<void> {
     return Effect.suspend(() => {
       const storage = this.store.layerStorage
-      if (storage === undefined) return Effect.void
       const writes: Array<Effect.Effect<void>> = []
-      for (const layer of this.store.layers) {
+      for (const layer of storage === undefined ? [] : this.store.layers) {
         const scope = layer.scope ?? "execution"
         if (scope === "execution" || !this.store.layerState.has(layer.id)) continue
         const state = this.store.layerState.get(layer.id)
         if (this.store.persisted.has(layer.id) && this.store.persisted.get(layer.id) === state) continue
         const key = durableStateKey(layer.id, scopeKeyOf(scope, this))
-        const write = state === undefined ? storage.delete(key) : storage.set(key, state)
+        const write = state === undefined ? storage!.delete(key) : storage!.set(key, state)
         writes.push(Effect.matchEffect(write, {
           onSuccess: () => Effect.sync(() => void this.store.persisted.set(layer.id, state)),
-          onFailure: (error) => logWarning(`context layer '${layer.id}': writing its state to storage failed`, error)
+          onFailure: (error) => {
+            this.store.layerStateStore?.diagnostic(layer.id, "persist", error)
+            return logWarning(`context layer '${layer.id}': writing its state to storage failed`, error)
+          }
         }))
       }
+      const flush = this.store.layerStateStore?.flush
+      if (flush !== undefined) writes.push(flush(this.id))
       return writes.length === 0 ? Effect.void : Effect.all(writes, { concurrency: "unbounded", discard: true })
     })
   }

@@ -46,6 +46,7 @@ import {
 } from "./HarnessError.ts"
 import * as AgentStreams from "./AgentStreams.ts"
 import { ChannelHub } from "./Channels.ts"
+import type { LayerStateStore } from "./LayerHooks.ts"
 import * as Checkpointing from "./Checkpointing.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import * as Interpreter from "./Interpreter.ts"
@@ -116,6 +117,12 @@ export interface AgentHarnessOptions<G extends AnyStep | undefined = AnyStep | u
   readonly layerStorage?: StorageAdapterShape
   /** The channels of this harness's contexts; one is made when absent. */
   readonly channels?: ChannelHub
+  /**
+   * A host's store of live layer state (noetic's `storage.layerStateStore`): every
+   * context of this harness writes its layer state to it and reads it back from it
+   * (docs/layers-and-channels.md#a-layer-state-store).
+   */
+  readonly layerStateStore?: LayerStateStore
 }
 
 export { DEFAULT_LEASE_TTL, type HarnessLeaseOptions, LeaseTtlInvalid } from "./LeasedRuns.ts"
@@ -387,6 +394,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       frontier: init.snapshot?.frontier,
       layerStorage,
       channels,
+      layerStateStore: options.layerStateStore,
       checkpoint
     })
 

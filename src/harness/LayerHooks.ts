@@ -7,12 +7,14 @@
  *
  * @since 0.2.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
+import { logWarning } from "../internal/diagnostics.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import type { AgentContext, Item } from "./AgentContext.ts"
+import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 
 /** How far a layer's state is shared, and so where it is stored (noetic's `ContextScope`). */
 export type ContextScope = "thread" | "resource" | "global" | "execution"
@@ -80,6 +82,84 @@ export interface ScopedStorage {
   readonly delete: (key: string) => Effect.Effect<void, StorageError>
   readonly list: (prefix?: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
   readonly getMany: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, unknown>, StorageError>
+}
+
+/**
+ * noetic's `LayerStateStore`: where a host keeps the live state of context layers,
+ * by execution and layer (docs/layers-and-channels.md#a-layer-state-store). The engine
+ * writes every state change to it and reads state back from it (what the host
+ * sets there is what the next hook sees), reports hook and write failures to
+ * `diagnostic`, awaits `flush` wherever it waits for the write-through, and calls
+ * `cleanup` once the execution's layers are disposed. Durable write-through stays
+ * the engine's: `registerDurable` is not called.
+ */
+export interface LayerStateStore {
+  readonly get: (executionId: string, layerId: string) => unknown
+  readonly set: (executionId: string, layerId: string, state: unknown) => void
+  readonly cleanup: (executionId: string) => void
+  readonly diagnostic: (layerId: string, hook: string, error: unknown) => void
+  /** Whether the store holds an entry (a cleared state included); none: an entry is a state not undefined. */
+  readonly has?: ((executionId: string, layerId: string) => boolean) | undefined
+  readonly flush?: ((executionId: string) => Effect.Effect<void>) | undefined
+  readonly disable?: ((executionId: string, layerId: string) => void) | undefined
+  readonly isDisabled?: ((executionId: string, layerId: string) => boolean) | undefined
+}
+
+/**
+ * A context's layer states, by layer id, written through to a host's
+ * `LayerStateStore` and read back from it; the map itself keeps the last state the
+ * context wrote, which is what a snapshot records when the store holds none.
+ */
+export class LayerStateMap extends Map<string, unknown> {
+  readonly #executionId: string
+  readonly #store: LayerStateStore
+
+  constructor(executionId: string, store: LayerStateStore) {
+    super()
+    this.#executionId = executionId
+    this.#store = store
+  }
+
+  #held(layerId: string): boolean {
+    const store = this.#store
+    return store.has !== undefined ? store.has(this.#executionId, layerId) : store.get(this.#executionId, layerId) !== undefined
+  }
+
+  override get(layerId: string): unknown {
+    return this.#held(layerId) ? this.#store.get(this.#executionId, layerId) : super.get(layerId)
+  }
+
+  override has(layerId: string): boolean {
+    return super.has(layerId) || this.#held(layerId)
+  }
+
+  override set(layerId: string, state: unknown): this {
+    super.set(layerId, state)
+    this.#store.set(this.#executionId, layerId, state)
+    return this
+  }
+
+  override delete(layerId: string): boolean {
+    const had = super.delete(layerId)
+    this.#store.set(this.#executionId, layerId, undefined)
+    return had
+  }
+
+  override *entries(): MapIterator<[string, unknown]> {
+    for (const layerId of super.keys()) yield [layerId, this.get(layerId)]
+  }
+
+  override *values(): MapIterator<unknown> {
+    for (const layerId of super.keys()) yield this.get(layerId)
+  }
+
+  override [Symbol.iterator](): MapIterator<[string, unknown]> {
+    return this.entries()
+  }
+
+  override forEach(f: (value: unknown, key: string, map: Map<string, unknown>) => void, thisArg?: unknown): void {
+    for (const [layerId, state] of this.entries()) f.call(thisArg, state, layerId, this)
+  }
 }
 
 /** How an execution ended, as `onComplete` is told. */
@@ -261,3 +341,39 @@ export const withHookTimeout = <A, E, R>(
       duration: timeoutMs,
       orElse: () => Effect.fail(new LayerHookTimeout({ layerId, hook, timeoutMs }))
     })
+
+/** What one hook run gave: its value, or the cause of its failure or timeout. */
+export type HookResult<A> =
+  | { readonly ok: true; readonly value: A }
+  | { readonly ok: false; readonly cause: Cause.Cause<unknown> }
+
+/**
+ * Runs one hook of one layer (every runner goes through here): under the hook's
+ * timeout (`renderDelta` borrows `recall`'s), with a failure, defect or timeout
+ * caught and returned as `{ ok: false }`. `report` (the default) warns of it, as a
+ * hook that contributes nothing to its phase, and tells the context's layer-state
+ * store (`diagnostic`); `init` reports its own.
+ */
+export const runHook = <A>(
+  ctx: AgentContext,
+  layer: ContextLayer<any>,
+  hook: TimedHook | "renderDelta",
+  effect: () => Effect.Effect<A, unknown>,
+  options: { readonly report?: boolean } = {}
+): Effect.Effect<HookResult<A>> =>
+  Effect.suspend(() =>
+    withHookTimeout(
+      Effect.suspend(effect),
+      layer.id,
+      hook,
+      timeoutOf(layer.timeouts, hook === "renderDelta" ? "recall" : hook)
+    )
+  ).pipe(
+    Effect.map((value): HookResult<A> => ({ ok: true, value })),
+    Effect.catchCause((cause) => {
+      const failed: HookResult<A> = { ok: false, cause }
+      if (options.report === false) return Effect.succeed(failed)
+      ctx.store.layerStateStore?.diagnostic(layer.id, hook, Cause.squash(cause))
+      return Effect.as(logWarning(`context layer '${layer.id}': ${hook} failed; it contributes nothing to this phase`, cause), failed)
+    })
+  )

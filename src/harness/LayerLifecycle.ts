@@ -12,18 +12,16 @@
  * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
-import { logWarning } from "../internal/diagnostics.ts"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
 import {
   type BudgetConfig,
   type ExecutionOutcome,
   type LayerFunction,
+  type HookResult,
   type ModelResponse,
+  runHook,
   type SteeringDecision,
-  scopeKeyOf,
-  type TimedHook,
-  timeoutOf,
-  withHookTimeout
+  scopeKeyOf
 } from "./LayerHooks.ts"
 
 /** What one layer's recall contributed. */
@@ -58,33 +56,6 @@ export const message = (text: string, role: "user" | "assistant" | "system" | "d
 
 const bySlot = (layers: ReadonlyArray<ContextLayer<any>>): Array<ContextLayer<any>> =>
   [...layers].sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
-
-/**
- * Runs one hook of one layer: skipped (none) when the layer is disabled or has no
- * such hook; a failure or timeout is warned of and gives none.
- */
-const runHook = <A>(
-  ctx: AgentContext,
-  layer: ContextLayer<any>,
-  hook: TimedHook | "renderDelta",
-  effect: () => Effect.Effect<A, unknown>
-): Effect.Effect<{ readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: unknown }> =>
-  Effect.suspend(() =>
-    withHookTimeout(
-      Effect.suspend(effect),
-      layer.id,
-      hook,
-      timeoutOf(layer.timeouts, hook === "renderDelta" ? "recall" : hook)
-    )
-  ).pipe(
-    Effect.map((value) => ({ ok: true as const, value })),
-    Effect.catchCause((cause) =>
-      Effect.as(
-        logWarning(`context layer '${layer.id}': ${hook} failed; it contributes nothing to this phase`, cause),
-        { ok: false as const, error: cause }
-      )
-    )
-  )
 
 const activeWith = (ctx: AgentContext, layers: ReadonlyArray<ContextLayer<any>>, hook: string) =>
   bySlot(layers).filter((layer) => (layer.lifecycle as any)?.[hook] !== undefined && !ctx.isLayerDisabled(layer))
@@ -248,6 +219,20 @@ interface Pin {
   readonly items: ReadonlyArray<Item>
   readonly state: unknown
   readonly json: string
+  /** Assemblies that watched this pin, and those in which the layer's output differed from it. */
+  observed: number
+  changed: number
+  /** Tokens the changed outputs would have re-billed had the pin not held. */
+  rebillTokens: number
+}
+
+/** How one layer's output was served in an assembly (noetic's `LayerServeInfo`). */
+export interface ServeInfo {
+  readonly placement: "anchor" | "live"
+  readonly served: "fresh" | "pinned"
+  readonly changed: boolean
+  readonly churnRate: number
+  readonly rebillTokens: number
 }
 // The pins of anchored layers, by layer and thread: what the first assembly rendered.
 const pins = new WeakMap<ContextLayer<any>, Map<string, Pin>>()
@@ -259,6 +244,8 @@ export interface AssembledView {
   readonly anchor: ReadonlyArray<RecallEntry>
   readonly live: ReadonlyArray<RecallEntry>
   readonly history: ReadonlyArray<Item>
+  /** By layer id: its band, whether a pin was replayed, and the pin's churn. */
+  readonly serveInfo: ReadonlyMap<string, ServeInfo>
 }
 
 /**
@@ -298,10 +285,13 @@ export const assembleView = (
     const live: Array<RecallEntry> = []
     const updates: Array<string> = []
     const lineage = ctx.threadId ?? ctx.id
+    const serveInfo = new Map<string, ServeInfo>()
+    const fresh = (placement: "anchor" | "live"): ServeInfo => ({ placement, served: "fresh", changed: false, churnRate: 0, rebillTokens: 0 })
     for (const entry of recalled) {
       const layer = byId.get(entry.layerId)!
       if (layer.placement === "live" || entry.mutatedState === true) {
         live.push(entry)
+        serveInfo.set(layer.id, fresh("live"))
         continue
       }
       let byThread = pins.get(layer)
@@ -309,12 +299,30 @@ export const assembleView = (
       const pin = byThread.get(lineage)
       const json = JSON.stringify(entry.items.map(textOf))
       if (pin === undefined) {
-        if (options.readOnly !== true) byThread.set(lineage, { items: entry.items, state: ctx.layerState(layer.id), json })
+        if (options.readOnly !== true) {
+          byThread.set(lineage, { items: entry.items, state: ctx.layerState(layer.id), json, observed: 0, changed: 0, rebillTokens: 0 })
+        }
         anchor.push(entry)
+        serveInfo.set(layer.id, fresh("anchor"))
         continue
       }
       anchor.push({ ...entry, items: pin.items })
-      if (pin.json === json) continue
+      const changed = pin.json !== json
+      if (options.readOnly !== true) {
+        pin.observed++
+        if (changed) {
+          pin.changed++
+          pin.rebillTokens += entry.tokenCount
+        }
+      }
+      serveInfo.set(layer.id, {
+        placement: "anchor",
+        served: "pinned",
+        changed,
+        churnRate: pin.observed === 0 ? 0 : pin.changed / pin.observed,
+        rebillTokens: pin.rebillTokens
+      })
+      if (!changed) continue
       let text: string | null | undefined = null
       if (layer.lifecycle?.renderDelta !== undefined) {
         const delta = yield* runHook(ctx, layer, "renderDelta", () =>
@@ -336,6 +344,13 @@ export const assembleView = (
       const pin = pins.get(layer)?.get(lineage)
       if (pin !== undefined && layer.placement !== "live" && !recalled.some((entry) => entry.layerId === layerId)) {
         anchor.push({ layerId, items: pin.items, tokenCount: 0 })
+        serveInfo.set(layerId, {
+          placement: "anchor",
+          served: "pinned",
+          changed: true,
+          churnRate: pin.observed === 0 ? 0 : pin.changed / pin.observed,
+          rebillTokens: pin.rebillTokens
+        })
         updates.push(`<update layer="${layerId}" action="retract">\n</update>`)
       }
     }
@@ -351,7 +366,8 @@ export const assembleView = (
       items: [...system, ...anchor.flatMap((e) => e.items), ...history, ...live.flatMap((e) => e.items), ...delta],
       anchor,
       live,
-      history
+      history,
+      serveInfo
     }
   })
 
@@ -383,51 +399,25 @@ export const mostRestrictive = (decisions: ReadonlyArray<SteeringDecision>): Ste
 }
 
 /**
- * Runs `afterModelCall` of every active layer in slot order after a model response
- * (before it is appended): the first deny wins, guidances are joined.
+ * Runs one steering hook of every active layer in slot order: the first deny wins,
+ * guidances are joined, a returned state is written back (and through, before this
+ * returns). `onFailure` says what a failed or timed-out hook decides (none: nothing).
  */
-export const afterModelCallLayers = (
+const steer = (
   ctx: AgentContext,
-  response: ModelResponse,
-  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+  layers: ReadonlyArray<ContextLayer<any>>,
+  hook: "afterModelCall" | "beforeToolCall",
+  run: (layer: ContextLayer<any>) => Effect.Effect<{ readonly decision: SteeringDecision; readonly state?: unknown }, unknown>,
+  onFailure: (layer: ContextLayer<any>) => SteeringDecision | undefined = () => undefined
 ): Effect.Effect<SteeringDecision> =>
   Effect.gen(function*() {
     const decisions: Array<SteeringDecision> = []
     try {
-      for (const layer of activeWith(ctx, layers, "afterModelCall")) {
-        const result = yield* runHook(ctx, layer, "afterModelCall", () =>
-          layer.lifecycle!.afterModelCall!({ response, ctx, state: ctx.layerState(layer.id) }))
-        if (!result.ok) continue
-        if (result.value.state !== undefined) ctx.setLayerStateValue(layer.id, result.value.state)
-        if (result.value.decision?.action === "deny") return result.value.decision
-        if (result.value.decision !== undefined) decisions.push(result.value.decision)
-      }
-      return mostRestrictive(decisions)
-    } finally {
-      yield* ctx.persistLayerState()
-    }
-  })
-
-/**
- * Runs `beforeToolCall` of every active layer in slot order before a tool runs:
- * the first deny wins. A layer with `onBeforeToolCallError: 'deny'` whose hook fails
- * or times out denies the call.
- */
-export const beforeToolCallLayers = (
-  ctx: AgentContext,
-  call: { readonly toolName: string; readonly toolArgs: unknown; readonly callId?: string | undefined },
-  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
-): Effect.Effect<SteeringDecision> =>
-  Effect.gen(function*() {
-    const decisions: Array<SteeringDecision> = []
-    try {
-      for (const layer of activeWith(ctx, layers, "beforeToolCall")) {
-        const result = yield* runHook(ctx, layer, "beforeToolCall", () =>
-          layer.lifecycle!.beforeToolCall!({ ...call, ctx, state: ctx.layerState(layer.id) }))
+      for (const layer of activeWith(ctx, layers, hook)) {
+        const result = yield* runHook(ctx, layer, hook, () => run(layer))
         if (!result.ok) {
-          if (layer.onBeforeToolCallError === "deny") {
-            return { action: "deny", guidance: `tool call denied: gating layer '${layer.id}' failed` } as const
-          }
+          const decided = onFailure(layer)
+          if (decided !== undefined) return decided
           continue
         }
         if (result.value.state !== undefined) ctx.setLayerStateValue(layer.id, result.value.state)
@@ -439,6 +429,46 @@ export const beforeToolCallLayers = (
       yield* ctx.persistLayerState()
     }
   })
+
+/**
+ * Runs `afterModelCall` of every active layer in slot order after a model response
+ * (before it is appended): the first deny wins, guidances are joined.
+ */
+export const afterModelCallLayers = (
+  ctx: AgentContext,
+  response: ModelResponse,
+  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+): Effect.Effect<SteeringDecision> =>
+  steer(ctx, layers, "afterModelCall", (layer) =>
+    layer.lifecycle!.afterModelCall!({ response, ctx, state: ctx.layerState(layer.id) }))
+
+/**
+ * Runs `beforeToolCall` of every active layer in slot order before a tool runs:
+ * the first deny wins. A layer with `onBeforeToolCallError: 'deny'` whose hook fails
+ * or times out denies the call.
+ */
+export const beforeToolCallLayers = (
+  ctx: AgentContext,
+  call: { readonly toolName: string; readonly toolArgs: unknown; readonly callId?: string | undefined },
+  layers: ReadonlyArray<ContextLayer<any>> = ctx.store.layers
+): Effect.Effect<SteeringDecision> =>
+  steer(
+    ctx,
+    layers,
+    "beforeToolCall",
+    (layer) => layer.lifecycle!.beforeToolCall!({ ...call, ctx, state: ctx.layerState(layer.id) }),
+    (layer) =>
+      layer.onBeforeToolCallError === "deny"
+        ? { action: "deny", guidance: `tool call denied: gating layer '${layer.id}' failed` }
+        : undefined
+  )
+
+/** Writes back the state a hook returned under a `state` key (`{ state: undefined }` clears it); true when it did. */
+const takeState = (ctx: AgentContext, layer: ContextLayer<any>, result: HookResult<unknown>): boolean => {
+  if (!result.ok || typeof result.value !== "object" || result.value === null || !("state" in result.value)) return false
+  ctx.setLayerStateValue(layer.id, (result.value as { readonly state: unknown }).state)
+  return true
+}
 
 /**
  * Runs `store` of every active layer concurrently, each on its own state, after a
@@ -459,8 +489,7 @@ export const storeLayers = (
         runHook(ctx, layer, "store", () =>
           layer.lifecycle!.store!({ newItems: response.items, log: ctx.items, response, ctx, state })),
         (result) => {
-          if (!result.ok || result.value === undefined || result.value === null || !("state" in result.value)) return
-          ctx.setLayerStateValue(layer.id, result.value.state)
+          if (!takeState(ctx, layer, result)) return
           if (layer.recallMode === "eventual") {
             const cached = recallCache.get(layer)?.get(scopeKeyOf(layer.scope ?? "execution", ctx))
             if (cached !== undefined) cached.stale = true
@@ -557,9 +586,7 @@ export const completeLayers = (
       if (layer.lifecycle?.onComplete === undefined || ctx.isLayerDisabled(layer)) continue
       const result = yield* runHook(ctx, layer, "onComplete", () =>
         layer.lifecycle!.onComplete!({ log: ctx.items, ctx, state: ctx.layerState(layer.id), outcome }))
-      if (result.ok && result.value !== undefined && result.value !== null && "state" in result.value) {
-        ctx.setLayerStateValue(layer.id, result.value.state)
-      }
+      takeState(ctx, layer, result)
     }
     yield* ctx.persistLayerState()
   })
@@ -567,7 +594,8 @@ export const completeLayers = (
 /**
  * Runs `dispose` of every active layer in reverse array order, after the last
  * write-through; the context's layer state stays (a snapshot may still need it),
- * but its init runs again if the context is used after this.
+ * but its init runs again if the context is used after this. A host's layer-state
+ * store is flushed and then told to `cleanup` the execution, as noetic does.
  */
 export const disposeLayers = (
   ctx: AgentContext,
@@ -578,6 +606,11 @@ export const disposeLayers = (
     for (const layer of [...layers].reverse()) {
       if (layer.lifecycle?.dispose === undefined || ctx.isLayerDisabled(layer)) continue
       yield* runHook(ctx, layer, "dispose", () => layer.lifecycle!.dispose!({ state: ctx.layerState(layer.id) }))
+    }
+    const store = ctx.store.layerStateStore
+    if (store !== undefined) {
+      if (store.flush !== undefined) yield* store.flush(ctx.id)
+      store.cleanup(ctx.id)
     }
   })
 
@@ -605,26 +638,66 @@ export const meterUsage = (
   if (typeof cost === "number") meter.cost += cost
 }
 
-/** noetic's `ctx.lastLayerUsage` of one assembly: what each layer contributed and where it landed. */
-export const layerUsage = (ctx: AgentContext, modelId: string, view: AssembledView) => {
-  const entry = (placement: "anchor" | "live") => (e: RecallEntry) => ({
-    layerId: e.layerId,
-    tokenCount: e.tokenCount,
-    items: e.items,
-    placement,
-    served: "fresh" as const,
-    changed: false,
-    churnRate: 0,
-    rebillTokens: 0
-  })
-  const historyTokens = view.history.reduce((sum, item) => sum + estimateTokens(textOf(item)), 0)
+/** One layer's part of the last assembled request (noetic's `LayerUsageEntry`). */
+export interface LayerUsageEntry extends ServeInfo {
+  readonly layerId: string
+  /** What the layer's `recall` reported. */
+  readonly tokenCount: number
+  /** The items it contributed to the view the model was sent (a pinned replay's items when pinned). */
+  readonly items: ReadonlyArray<Item>
+}
+
+/** The context window of the last model call, by bucket (noetic's `LastLayerUsage`). */
+export interface LastLayerUsage {
+  readonly executionId: string
+  readonly modelId: string
+  /** Sorted by layer id. */
+  readonly layers: ReadonlyArray<LayerUsageEntry>
+  readonly systemPromptTokens: number
+  readonly toolsTokens: number
+  readonly historyTokens: number
+  /** The four buckets summed: system prompt, tools, history, layers. */
+  readonly totalUsedTokens: number
+}
+
+const estimateJsonTokens = (value: unknown): number => {
+  try {
+    return estimateTokens(JSON.stringify(value) ?? "")
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * noetic's `ctx.lastLayerUsage` of one assembly: what each layer contributed, the
+ * band it landed in and whether a pin was replayed; the tokens of the instructions
+ * and tool definitions sent with it, and of the log's items (four characters a
+ * token, as noetic's `estimateTokens`; the log's items as JSON).
+ */
+export const layerUsage = (
+  ctx: AgentContext,
+  modelId: string,
+  view: AssembledView,
+  request: { readonly instructions?: string | undefined; readonly tools?: ReadonlyArray<unknown> | undefined } = {}
+): LastLayerUsage => {
+  const layers = [...view.anchor, ...view.live].map((entry): LayerUsageEntry => ({
+    layerId: entry.layerId,
+    tokenCount: entry.tokenCount,
+    items: entry.items,
+    ...(view.serveInfo.get(entry.layerId) ?? { placement: "anchor", served: "fresh", changed: false, churnRate: 0, rebillTokens: 0 })
+  })).sort((a, b) => a.layerId < b.layerId ? -1 : a.layerId > b.layerId ? 1 : 0)
+  const historyTokens = ctx.items.reduce((sum, item) => sum + estimateJsonTokens(item), 0)
+  const systemPromptTokens = request.instructions ? estimateTokens(request.instructions) : 0
+  const toolsTokens = request.tools !== undefined && request.tools.length > 0 ? estimateJsonTokens(request.tools) : 0
+  const layerTokens = layers.reduce((sum, entry) => sum + entry.tokenCount, 0)
   return {
     executionId: ctx.id,
     modelId,
-    layers: [...view.anchor.map(entry("anchor")), ...view.live.map(entry("live"))],
-    systemPromptTokens: 0,
-    toolsTokens: 0,
-    historyTokens
+    layers,
+    systemPromptTokens,
+    toolsTokens,
+    historyTokens,
+    totalUsedTokens: systemPromptTokens + toolsTokens + historyTokens + layerTokens
   }
 }
 

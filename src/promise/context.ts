@@ -6,7 +6,9 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 import { AgentContext as EngineContext, type Item } from "../harness/AgentContext.ts"
 import * as Step from "../harness/Step.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
@@ -34,26 +36,49 @@ export interface TokenUsage {
   cached?: number
 }
 
-/** A context's span (noetic's `Span`, the parts a step uses). */
+/**
+ * A context's span (noetic's `Span`) over a span of Effect's tracer, so what a step
+ * sets reaches whatever the tracer exports to (an OpenTelemetry layer on the Effect
+ * API). In a step body it is the step's own span (`<kind> <id>`, which its dispatch
+ * ends); on a context outside a step, a span `context <id>` under its parent's.
+ */
 export interface Span {
   readonly name: string
-  readonly attributes: Record<string, string | number | boolean>
-  readonly events: Array<{ name: string; attributes?: Record<string, string | number | boolean> }>
+  /** Shared by the spans of one trace. */
+  readonly traceId: string
+  readonly spanId: string
+  /** The enclosing span's id; null for a root span. */
+  readonly parentSpanId: string | null
+  /** What `setAttribute` (and the runtime) put on the span. */
+  readonly attributes: ReadonlyMap<string, unknown>
   setAttribute(key: string, value: string | number | boolean): void
   addEvent(name: string, attributes?: Record<string, string | number | boolean>): void
+  /** Ends the span now (a step's span ends with its dispatch: then this does nothing). */
   end(): void
+  /** The Effect span underneath. */
+  readonly effectSpan: Tracer.Span
 }
 
-const makeSpan = (name: string): Span => {
-  const attributes: Record<string, string | number | boolean> = {}
-  const events: Span["events"] = []
+/** noetic's span methods over an Effect span; `owned`: whether `end()` may end it. */
+const spanOf = (span: Tracer.Span, owned: boolean): Span => {
+  let ended = false
+  const now = () => BigInt(Date.now()) * 1_000_000n
   return {
-    name,
-    attributes,
-    events,
-    setAttribute: (key, value) => void (attributes[key] = value),
-    addEvent: (event, attrs) => void events.push(attrs === undefined ? { name: event } : { name: event, attributes: attrs }),
-    end: () => {}
+    name: span.name,
+    traceId: span.traceId,
+    spanId: span.spanId,
+    parentSpanId: Option.getOrNull(Option.map(span.parent, (parent) => parent.spanId)),
+    get attributes() {
+      return span.attributes
+    },
+    effectSpan: span,
+    setAttribute: (key, value) => span.attribute(key, value),
+    addEvent: (name, attributes) => span.event(name, now(), attributes),
+    end: () => {
+      if (!owned || ended) return
+      ended = true
+      span.end(now(), Exit.void)
+    }
   }
 }
 
@@ -218,9 +243,20 @@ export class AgentContext {
   get context(): any {
     return LayerLifecycle.contextView(Bridge.context.of(this), (effect) => runChannel(effect))
   }
-  /** This context's span (noetic's `span`): attributes and events a step adds, kept on the context. */
+  /**
+   * This context's span (noetic's `span`), of Effect's tracer: `context <id>`, made on
+   * first use under the parent context's span. A step's context gives the step's span.
+   */
   get span(): Span {
-    return this.#span ??= makeSpan(`context ${this.id}`)
+    if (this.#span === undefined) {
+      const parent = this.parent?.span.effectSpan
+      const made = Effect.runSync(Effect.makeSpan(`context ${this.id}`, {
+        attributes: { executionId: this.id, threadId: this.threadId },
+        ...(parent === undefined ? { root: true } : { parent })
+      }))
+      this.#span = spanOf(made, true)
+    }
+    return this.#span
   }
   /** The harness's filesystem adapter (`environment.fs`). */
   get fs(): FsAdapter {
@@ -232,8 +268,8 @@ export class AgentContext {
   get lastStepMeta(): StepMeta | null {
     return lastStepMeta(Bridge.context.of(this)) ?? null
   }
-  /** Per-layer breakdown of the last model call's view; undefined before the first. */
-  get lastLayerUsage(): any {
+  /** Per-layer breakdown of the last model call's view (noetic's `LastLayerUsage`); undefined before the first. */
+  get lastLayerUsage(): LayerLifecycle.LastLayerUsage | undefined {
     return Bridge.context.of(this).meter.lastLayerUsage
   }
   /** Marks this context complete with `value` (noetic's `complete`). */
@@ -416,6 +452,13 @@ export class StepContext extends AgentContext {
   /** This dispatch's path, e.g. `/agent#0/search#1`. */
   get path(): string {
     return this.#step.path
+  }
+
+  /** The span of this step's dispatch (`<kind> <id>`, Effect's tracer): what a body sets lands on the step's span. */
+  override get span(): Span {
+    const current = Context.getOption(this.#services, Tracer.ParentSpan)
+    if (Option.isSome(current) && current.value._tag === "Span") return spanOf(current.value, false)
+    return super.span
   }
 
   /** Aborted when the step is interrupted (a race lost, a timeout, a failing sibling). */

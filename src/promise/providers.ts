@@ -164,7 +164,7 @@ export const refuseUnsupportedHarnessOptions = (options: object): void => {
   if (storage?.layerStateStore !== undefined) {
     throw unsupported(
       "AgentHarness option 'environment.storage.layerStateStore'",
-      "Layer state is kept by the engine and written through to environment.storage.adapter (else the checkpoint store's storage) at every change; drop layerStateStore (docs/layers-and-channels.md#durable-layer-state)."
+      "The Promise API keeps layer state in the engine, written through to environment.storage.adapter (else the checkpoint store's storage) at every change; drop layerStateStore, or give it to the Effect API's AgentHarness.make (docs/layers-and-channels.md#a-layer-state-store)."
     )
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Durable layer state and external channels across a real SIGKILL of the host
  * (docs/layers-and-channels.md#durable-layer-state, #channels): a thread's scratchpad
- * written in one turn is there for the next turn after `kill -9`; a value sent by
+ * written in one turn (or acknowledged in a turn that never ends) is there for the
+ * next turn after `kill -9`; a value sent by
  * another process while no host runs is received by the host that restores.
  * SQLite always; Postgres when `NOETIC_PG_URL` is set.
  */
@@ -57,6 +58,16 @@ describe("durable layer state and channels across a host SIGKILL (real processes
         yield* sigkill(first.proc)
         const second = yield* host(["read", where])
         assert.deepStrictEqual((yield* second.nextLine).snapshot, { goal: "ship v2" })
+      }), { timeout: 60_000 })
+
+    it.live(`${backend.name}: a scratchpad update acknowledged mid-turn survives kill -9 before the turn ends`, () =>
+      Effect.gen(function*() {
+        const where = yield* backend.where
+        const first = yield* host(["midturn", where, "ship v3"])
+        assert.deepStrictEqual((yield* first.nextLine).updated, { goal: "ship v3" })
+        yield* sigkill(first.proc)
+        const second = yield* host(["read", where])
+        assert.deepStrictEqual((yield* second.nextLine).snapshot, { goal: "ship v3" })
       }), { timeout: 60_000 })
 
     for (const how of ["recv", "tryRecv"] as const) {

@@ -536,6 +536,19 @@ describe("context layers (noetic's definitions)", () => {
     expect(configCode(() => h.createContext({ contextLayers: [layer] }))).toBe("UNSUPPORTED_OPTION")
   })
 
+  it("environment.storage.layerStateStore is refused by name (the Effect API takes one)", () => {
+    const store = { get: () => undefined, set: () => {}, cleanup: () => {}, diagnostic: () => {} }
+    let error: unknown
+    try {
+      new AgentHarness({ name: "x", params: {}, environment: { storage: { layerStateStore: store } } as never })
+    } catch (e) {
+      error = e
+    }
+    expect(isNoeticConfigError(error)).toBe(true)
+    expect(error).toMatchObject({ code: "UNSUPPORTED_OPTION" })
+    expect((error as Error).message).toContain("layerStateStore")
+  })
+
   it("restore accepts contextLayers: they replace the harness layers, as createContext's do", async () => {
     const storage = createInMemoryStorage()
     const harnessHooks: Array<string> = []
