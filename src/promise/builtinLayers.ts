@@ -210,10 +210,24 @@ export const temporal = (config: {
   })
 }
 
-/** What a steering rule's predicate is given (noetic's `BeforeToolCallParams` / `AfterModelCallParams`). */
-export type SteeringRuleParams =
-  | { toolName: string; toolArgs: unknown; callId?: string; ctx: ExecutionContext; state: SteeringLayer.SteeringState }
-  | { response: LLMResponse; ctx: ExecutionContext; state: SteeringLayer.SteeringState }
+/** What a steering check before a tool call is given (noetic's `BeforeToolCallParams`). */
+export interface BeforeToolCallParams<TState = unknown> {
+  toolName: string
+  toolArgs: unknown
+  callId?: string
+  ctx: ExecutionContext
+  state: TState
+}
+
+/** What a steering check after a model call is given (noetic's `AfterModelCallParams`). */
+export interface AfterModelCallParams<TState = unknown> {
+  response: LLMResponse
+  ctx: ExecutionContext
+  state: TState
+}
+
+/** What a steering rule's predicate is given. */
+export type SteeringRuleParams = BeforeToolCallParams | AfterModelCallParams
 
 /** noetic's `SteeringRule`; `llmEval` is refused by name. */
 export interface SteeringRule {

@@ -77,6 +77,8 @@ export {
   type SteeringDecision
 } from "./layers.ts"
 export {
+  type AfterModelCallParams,
+  type BeforeToolCallParams,
   type FactExtractor,
   type FactSearcher,
   filesystem,
