@@ -9,9 +9,12 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import type { AgentContext as EngineContext } from "../harness/AgentContext.ts"
 import * as Builtin from "../harness/BuiltinLayers.ts"
+import * as FilesystemLayer from "../harness/FilesystemLayer.ts"
 import * as MemoryLayers from "../harness/MemoryLayers.ts"
 import * as SteeringLayer from "../harness/SteeringLayer.ts"
+import * as Bridge from "./bridge.ts"
 import {
   type ContextLayer,
   type ContextScope,
@@ -27,6 +30,7 @@ import {
 export type { ScratchpadState, TaskState, TaskStateDataMerge, ToolContextDeclaration } from "../harness/BuiltinLayers.ts"
 export type { ObservationsState, TemporalFact, TemporalSearchResult, TemporalState } from "../harness/MemoryLayers.ts"
 export type { LedgerEntry, SteeringState } from "../harness/SteeringLayer.ts"
+export type { FilesystemState, TrackedFile } from "../harness/FilesystemLayer.ts"
 
 /** noetic's slot constants. */
 export const Slot = Builtin.Slot
@@ -270,7 +274,38 @@ export const steering = (config: {
   return made.success
 }
 
-/** noetic's built-in layers this library does not have: each throws `UNSUPPORTED_OPTION` naming itself. */
-export const filesystem = refusedLayer("filesystem")
+const readers = new WeakMap<object, FilesystemLayer.FileReader>()
+
+/** The file reader of the harness that made `ctx` (or a context it was spawned under): its `environment.fs`. */
+const environmentReader = (ctx: EngineContext): FilesystemLayer.FileReader | undefined => {
+  for (let c: EngineContext | undefined = ctx; c !== undefined; c = c.parent) {
+    const fs = Bridge.environmentFs.get(c)
+    if (fs === undefined) continue
+    let reader = readers.get(fs)
+    if (reader === undefined) readers.set(fs, reader = FilesystemLayer.fileReaderOf(fs))
+    return reader
+  }
+  return undefined
+}
+
+/**
+ * noetic's `filesystem({ baseDir?, slot?, maxFileSize?, followSymlinks?, allowedExtensions? })`:
+ * `#path` references in messages read through the harness's `environment.fs` and
+ * recalled as `# Referenced Files`; `scoringModel` throws `UNSUPPORTED_OPTION`.
+ */
+export const filesystem = (options: {
+  baseDir?: string
+  slot?: number
+  scoringModel?: string
+  maxFileSize?: number
+  followSymlinks?: boolean
+  allowedExtensions?: Array<string>
+} = {}): ContextLayer<FilesystemLayer.FilesystemState> => {
+  const made = Effect.runSync(Effect.result(FilesystemLayer.filesystem({ ...(options ?? {}), fs: environmentReader })))
+  if (Result.isFailure(made)) throw layerConfigError(made.failure.code, made.failure.message, made.failure.hint)
+  return made.success
+}
+
+/** noetic's built-in layer this library does not have: it throws `UNSUPPORTED_OPTION` naming itself. */
 export const plan = refusedLayer("plan")
 

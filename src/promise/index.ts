@@ -82,6 +82,7 @@ export {
   type FactExtractor,
   type FactSearcher,
   filesystem,
+  type FilesystemState,
   history,
   instructions,
   type LedgerEntry,
@@ -105,7 +106,8 @@ export {
   type TemporalState,
   temporal,
   type ToolContextDeclaration,
-  toolCalls
+  toolCalls,
+  type TrackedFile
 } from "./builtinLayers.ts"
 export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type StreamWriter, type TokenUsage } from "./context.ts"
 export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"

@@ -15,6 +15,7 @@ import {
   type BeforeToolCallParams,
   callModel,
   createCheckpointStore,
+  createLocalFsAdapter,
   createSqliteStorage,
   filesystem,
   loop,
@@ -364,16 +365,53 @@ describe("steering()", () => {
   })
 })
 
+describe("filesystem()", () => {
+  it("filesystem.mdx's usage; a message's #references reach the model as # Referenced Files, read through environment.fs", async () => {
+    const layer = filesystem({
+      baseDir: "/workspace/my-project",
+      maxFileSize: 512 * 1024
+    })
+    expect([layer.id, layer.slot, layer.scope]).toEqual(["filesystem", 350, "thread"])
+
+    const dir = Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "fs-layer-")))
+    Fs.mkdirSync(Path.join(dir, "src"))
+    Fs.writeFileSync(Path.join(dir, "src/index.ts"), "export const main = () => 1")
+    Fs.writeFileSync(Path.join(dir, "package.json"), "{\"name\":\"demo\"}")
+    const server = await serve([{ text: "seen" }])
+    const h = harness({
+      name: "files",
+      params: {},
+      contextLayers: [filesystem({ baseDir: dir })],
+      callModelDefaults: openrouter(server),
+      environment: { fs: createLocalFsAdapter() }
+    })
+    const ctx = h.createContext()
+    await ctx.append([{ type: "message", role: "user", content: [{ type: "input_text", text: "Look at #src/index.ts and #package.json" }] }])
+    expect((ctx.items[0]!.content as Array<{ text: string }>)[0]!.text).toBe(
+      "Look at [#src/index.ts](#src-index-ts) and [#package.json](#package-json)"
+    )
+    await h.run(callModel({ id: "llm", model: "openai/gpt-4o" }), "what do they do?", ctx)
+    expect(sent(server, 0)).toContain("# Referenced Files")
+    expect(sent(server, 0)).toContain("export const main = () => 1")
+    expect(sent(server, 0)).toContain("## package.json")
+  })
+
+  it("without environment.fs the layer's init fails the run by name; scoringModel is refused", async () => {
+    const h = harness({ name: "files", params: {}, contextLayers: [filesystem({ baseDir: "/tmp" })] })
+    const error = await h.run(runCode({ id: "noop", execute: async () => 1 }), "", h.createContext()).then(() => undefined, (e: unknown) => e)
+    expect(String((error as Error)?.message ?? error)).toContain("no file reader")
+    expect(configCode(() => filesystem({ scoringModel: "anthropic/claude-haiku-4-5-20251001" }))).toBe("UNSUPPORTED_OPTION")
+  })
+})
+
 describe("layers still refused", () => {
-  it("filesystem() and plan() throw UNSUPPORTED_OPTION naming themselves", () => {
-    for (const [make, name] of [[filesystem, "filesystem"], [plan, "plan"]] as const) {
-      try {
-        make()
-        expect.fail(`${name}() should throw`)
-      } catch (error) {
-        expect((error as NoeticConfigError).code).toBe("UNSUPPORTED_OPTION")
-        expect((error as NoeticConfigError).message).toContain(`'${name}()'`)
-      }
+  it("plan() throws UNSUPPORTED_OPTION naming itself", () => {
+    try {
+      plan()
+      expect.fail("plan() should throw")
+    } catch (error) {
+      expect((error as NoeticConfigError).code).toBe("UNSUPPORTED_OPTION")
+      expect((error as NoeticConfigError).message).toContain("'plan()'")
     }
   })
 })
