@@ -65,6 +65,18 @@ export * as LayerLifecycle from "./harness/LayerLifecycle.ts"
 /** The shapes of layer hooks, scopes, budgets and timeouts. */
 export * as LayerHooks from "./harness/LayerHooks.ts"
 
+/** noetic's built-in layers: scratchpad, history, instructions, taskState, toolCalls (docs/layers-and-channels.md#built-in-layers). */
+export * as BuiltinLayers from "./harness/BuiltinLayers.ts"
+
+/** noetic's memory layers: observations, temporal. */
+export * as MemoryLayers from "./harness/MemoryLayers.ts"
+
+/** noetic's steering layer: rules before tool calls and after model calls, with a ledger. */
+export * as SteeringLayer from "./harness/SteeringLayer.ts"
+
+/** noetic's filesystem layer: `#path` references read through a file reader and recalled. */
+export * as FilesystemLayer from "./harness/FilesystemLayer.ts"
+
 /** Typed channels: value, queue, topic; handles and streams for outside code (docs/layers-and-channels.md#channels). */
 export * as Channels from "./harness/Channels.ts"
 

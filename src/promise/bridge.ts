@@ -18,6 +18,7 @@ import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { DurableOutboundQueueShape } from "../services/DurableOutboundQueue.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
+import type { FileStats } from "../harness/FilesystemLayer.ts"
 
 /** One kind of link, from facade objects to their engine objects. */
 export interface Link<E> {
@@ -48,6 +49,16 @@ const makeLink = <E>(kind: string): Link<E> => {
 
 /** A facade context (and every step view of it) to its engine context. */
 export const context: Link<EngineContext> = makeLink("context")
+
+/** The reads of an `FsAdapter` (`ipc.ts`) the `filesystem()` layer makes. */
+export interface FsReads {
+  stat(path: string): Promise<FileStats>
+  lstat(path: string): Promise<FileStats>
+  readFileText(path: string): Promise<string>
+}
+
+/** An engine root context to the `environment.fs` of the harness that made it (the `filesystem()` layer reads through it). */
+export const environmentFs: Link<FsReads> = makeLink("environmentFs")
 
 /** A storage made by this library's factories to the engine storage it wraps (built once, lazily). */
 export const storage: Link<Effect.Effect<StorageAdapterShape, StorageError>> = makeLink("storage")

@@ -108,6 +108,15 @@ export interface ItemLog {
   append(item: Item): void
 }
 
+/** Notes on an engine context the harness's `environment.fs`, for the `filesystem()` layer's reads. */
+const noteEnvironmentFs = (engine: EngineContext, harness: AgentHarness | undefined): void => {
+  const fs = (harness as { readonly fs?: FsAdapter | undefined } | undefined)?.fs
+  // A step's view is made with Object.create over its context: the note goes on the context itself.
+  let root: EngineContext = engine
+  while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
+  if (fs !== undefined && !Bridge.environmentFs.has(root)) Bridge.environmentFs.attach(root, fs)
+}
+
 /**
  * The live context of an execution (noetic's `Context`): `id`, `threadId`,
  * `resourceId`, assignable `state`, `parent` (null at the root), `itemLog`,
@@ -127,11 +136,13 @@ export class AgentContext {
     while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
     LiveContexts.register(root)
     this.#harness = harness
+    noteEnvironmentFs(root, harness)
   }
 
   /** @internal Attaches the harness to a context first seen without one. */
   adoptHarness(harness: AgentHarness | undefined): void {
     if (this.#harness === undefined) this.#harness = harness
+    noteEnvironmentFs(Bridge.context.of(this), harness)
   }
 
   /** The execution id. */

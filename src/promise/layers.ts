@@ -5,122 +5,13 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import { AgentContext as EngineContext, type ContextLayer as EngineContextLayer, type Item } from "../harness/AgentContext.ts"
-import * as Builtin from "../harness/BuiltinLayers.ts"
 import * as LayerHooks from "../harness/LayerHooks.ts"
 import * as LayerLifecycle from "../harness/LayerLifecycle.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { createInMemoryStorage, type StorageAdapter } from "./storage.ts"
 
 export type { Item }
-export type { ScratchpadState, TaskState, TaskStateDataMerge, ToolContextDeclaration } from "../harness/BuiltinLayers.ts"
-
-/** noetic's slot constants. */
-export const Slot = Builtin.Slot
-
-/**
- * noetic's `scratchpad(config?)`: notes kept across turns, scope `thread` by default
- * (durable between executions of a thread on durable storage); `ctx.context.scratchpad`
- * has `snapshot` and `update`, and the model gets the tool `scratchpad/update`.
- */
-export const scratchpad = (config: {
-  scope?: "thread" | "resource"
-  schema?: unknown
-  template?: string
-  readOnly?: boolean
-} = {}): ContextLayer<Builtin.ScratchpadState> => {
-  if (config.scope !== undefined && config.scope !== "thread" && config.scope !== "resource") {
-    throw layerConfigError("INVALID_CONTEXT_LAYER", `scratchpad: scope ${JSON.stringify(config.scope)}`, "Use 'thread' or 'resource'.")
-  }
-  return Builtin.scratchpad(config)
-}
-
-/**
- * noetic's `history({ maxItems })`: caps the items projected to the model (default 40)
- * keeping the last exchange and dropping orphaned tool calls; throws
- * `NoeticConfigError` `INVALID_HISTORY_MAX_ITEMS` for a cap outside [2, 10000].
- */
-export const history = (config: { maxItems?: number } = {}): ContextLayer<null> => {
-  const made = Effect.runSync(Effect.result(Builtin.history(config)))
-  if (Result.isFailure(made)) throw layerConfigError(made.failure.code, made.failure.message, made.failure.hint)
-  return made.success
-}
-
-/** noetic's `instructions({ load, id?, slot?, scope?, tag? })`: content loaded once, in the anchor band. */
-export const instructions = (options: {
-  id?: string
-  slot?: number
-  scope?: ContextScope
-  tag?: string
-  load: () => Promise<string>
-}): ContextLayer<string> => {
-  if (typeof options?.load !== "function") {
-    throw layerConfigError("INVALID_CONTEXT_LAYER", "instructions: `load` must be a function returning the content", "Pass { load: async () => '...' }.")
-  }
-  return Builtin.instructions({ ...options, load: () => lift(() => options.load()) })
-}
-
-const refusedLayer = (name: string) => (..._args: Array<unknown>): never => {
-  throw layerConfigError(
-    "UNSUPPORTED_OPTION",
-    `the built-in layer '${name}()' of noetic is not in noetic-effect`,
-    `Write it as a custom layer (docs/layers-and-channels.md#custom-layers); see docs/layers-and-channels.md#built-in-layers for the built-in ones.`
-  )
-}
-
-/**
- * noetic's `taskState({ mergeData? })`: checkpoints, file artifacts and data kept
- * across a thread's executions (layer id `task-state`, tools
- * `task-state/recordArtifact` and `task-state/setTaskData`).
- */
-export const taskState = (options: { mergeData?: Builtin.TaskStateDataMerge } = {}): ContextLayer<Builtin.TaskState> => {
-  if (options?.mergeData !== undefined && options.mergeData !== "shallow" && options.mergeData !== "namespace") {
-    throw layerConfigError(
-      "INVALID_CONTEXT_LAYER",
-      `taskState: mergeData ${JSON.stringify(options.mergeData)}`,
-      "Use 'shallow' (the default) or 'namespace'."
-    )
-  }
-  return Builtin.taskState(options ?? {})
-}
-
-/**
- * noetic's `toolCalls(tools, { slot? })`: one `execution`-scoped layer per distinct
- * `context.id` of the tools declaring a `context`; tools reach it through
- * `toolCtx.context.get(id)` / `set(id, state)`.
- */
-export const toolCalls = (
-  tools: ReadonlyArray<{ readonly name?: string | undefined; readonly context?: Builtin.ToolContextDeclaration | undefined }>,
-  options?: { slot?: number }
-): Array<ContextLayer> => {
-  if (!Array.isArray(tools)) {
-    throw layerConfigError("INVALID_CONTEXT_LAYER", "toolCalls: `tools` must be an array of tools", "Pass the tools the model is given: toolCalls([writeTodos, ...]).")
-  }
-  for (const t of tools) {
-    const declaration = (t as { context?: unknown } | null)?.context
-    if (declaration === undefined || declaration === null) continue
-    const d = declaration as Partial<Builtin.ToolContextDeclaration>
-    if (typeof d.init !== "function" || typeof d.recall !== "function") {
-      throw layerConfigError(
-        "INVALID_CONTEXT_LAYER",
-        `toolCalls: the context of tool '${String(t.name)}' needs init() and recall(state) functions`,
-        "Declare context: { id?, init: () => state, recall: (state) => string | null }."
-      )
-    }
-  }
-  if (options?.slot !== undefined && !Number.isFinite(options.slot)) {
-    throw layerConfigError("INVALID_CONTEXT_LAYER", `toolCalls: slot ${JSON.stringify(options.slot)}`, "Give a finite slot number, e.g. Slot.WORKING_MEMORY + 10.")
-  }
-  return Builtin.toolCalls(tools.map((t) => ({ name: String(t.name), context: t.context })), options ?? {})
-}
-
-/** noetic's built-in layers this library does not have: each throws `UNSUPPORTED_OPTION` naming itself. */
-export const observations = refusedLayer("observations")
-export const temporal = refusedLayer("temporal")
-export const steering = refusedLayer("steering")
-export const filesystem = refusedLayer("filesystem")
-export const plan = refusedLayer("plan")
 
 // -----------------------------------------------------------------------------
 // Context layers (noetic's definitions)
@@ -368,7 +259,8 @@ export const isContextConfig = (value: unknown): value is ContextConfig =>
 export const layersOf = (value: ReadonlyArray<ContextLayer> | ContextConfig | undefined): ReadonlyArray<ContextLayer> | undefined =>
   value === undefined ? undefined : isContextConfig(value) ? value.layers : value
 
-const SCOPES = new Set(["thread", "resource", "global", "execution"])
+/** @internal The scope names noetic accepts. */
+export const SCOPES: ReadonlySet<string> = new Set(["thread", "resource", "global", "execution"])
 const HOOKS = new Set([
   "init",
   "recall",
@@ -403,7 +295,8 @@ const OPTIONS = new Set([
 const isNoeticLayer = (layer: ContextLayer): layer is NoeticContextLayer<any> =>
   typeof layer === "object" && layer !== null && "hooks" in layer
 
-const layerConfigError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
+/** @internal A `NoeticConfigError` of a layer definition. */
+export const layerConfigError = (code: string, message: string, hint: string) => new NoeticConfigError({ code, message, hint })
 
 /** noetic's `ScopedStorage` (Promises) over the engine's. */
 const promiseScoped = (storage: LayerHooks.ScopedStorage): ScopedStorage => ({
@@ -435,7 +328,8 @@ export const executionContextOf = (ctx: EngineContext): ExecutionContext => ({
 })
 
 /** A Promise-returning hook as an Effect (its rejection is the Effect's failure). */
-const lift = <A>(f: (signal: AbortSignal) => PromiseLike<A> | A): Effect.Effect<A, unknown> =>
+/** @internal */
+export const lift = <A>(f: (signal: AbortSignal) => PromiseLike<A> | A): Effect.Effect<A, unknown> =>
   Effect.tryPromise({ try: async (signal) => await f(signal), catch: (cause) => cause })
 
 const logOf = (items: ReadonlyArray<Item>) => ({ items })

@@ -65,8 +65,15 @@ const checkTool = (builder: string, config: { readonly name?: unknown; readonly 
   }
 }
 
-/** A tool (noetic's `tool()`): checked, and returned as the plain object it is. */
-export const tool = <I = any, O = unknown>(config: ToolConfig<I, O>): Tool<I, O> & ToolConfig<I, O> => {
+/** What a Standard Schema (zod 4, Effect's) validates to; `any` for anything else, as noetic types a tool's `args`. */
+export type SchemaOutput<S> = S extends { readonly "~standard": { readonly types?: infer T } }
+  ? NonNullable<T> extends { readonly output: infer Out } ? Out : any
+  : any
+
+/** A tool (noetic's `tool()`): checked, and returned as the plain object it is; `execute`'s `args` typed by `input`. */
+export const tool = <S = unknown, O = unknown>(
+  config: ToolConfig<SchemaOutput<S>, O> & { readonly input?: S }
+): Tool<SchemaOutput<S>, O> & ToolConfig<SchemaOutput<S>, O> => {
   checkTool("tool", config)
   return { ...config }
 }

@@ -168,3 +168,21 @@ describe("toolCalls", () => {
       assert.strictEqual(textOf(entry!.items[0]), "<todos>\nship\n</todos>")
     }).pipe(Effect.scoped))
 })
+
+describe("the Effect entry", () => {
+  it("exports every built-in layer factory", async () => {
+    const entry = await import("../../src/index.ts")
+    const factories = [
+      entry.BuiltinLayers.scratchpad,
+      entry.BuiltinLayers.history,
+      entry.BuiltinLayers.instructions,
+      entry.BuiltinLayers.taskState,
+      entry.BuiltinLayers.toolCalls,
+      entry.MemoryLayers.observations,
+      entry.MemoryLayers.temporal,
+      entry.SteeringLayer.steering,
+      entry.FilesystemLayer.filesystem
+    ]
+    assert.deepStrictEqual(factories.map((f) => typeof f), Array(9).fill("function"))
+  })
+})
