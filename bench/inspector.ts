@@ -6,9 +6,12 @@
  * - `first page, warm`: a later request when nothing changed (two key listings, the
  *   page's 50 executions read again);
  * - `after one new run`: a request after one more execution was recorded.
- * Each is the median of 5. Figures go to docs/inspector.md#how-fast.
+ * Each is the median of 5. On PostgreSQL too when NOETIC_PG_URL is set (a fresh table,
+ * dropped after). Figures go to docs/inspector.md#how-fast.
  */
-import { Effect, type Scope } from "effect"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Layer, Redacted, type Scope } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -19,6 +22,7 @@ import { runCode } from "../src/harness/Step.ts"
 import * as ExecutionIndex from "../src/inspector/ExecutionIndex.ts"
 import * as Views from "../src/inspector/Views.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
 import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
@@ -99,4 +103,15 @@ const measure = (name: string, open: (dir: string) => Effect.Effect<StorageAdapt
 await Effect.runPromise(Effect.gen(function*() {
   yield* measure("SQLite", (dir) => SqliteStorage.make({ path: Path.join(dir, "checkpoints.db") }))
   if (process.env.BENCH_SQLITE_ONLY === undefined) yield* measure("file storage", (dir) => FileStorage.make({ root: dir }))
+  const pg = process.env.NOETIC_PG_URL
+  if (pg !== undefined && process.env.BENCH_SQLITE_ONLY === undefined) {
+    // A fresh table per run, dropped afterwards.
+    const table = `bench_inspector_${process.pid}`
+    yield* measure("PostgreSQL", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
+        return yield* PostgresStorage.make({ table })
+      }).pipe(Effect.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(pg) })))))
+  }
 }))
