@@ -31,6 +31,7 @@ import type { StorageError } from "../Errors.ts"
 import { RunFailed, runFailedKey, snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
 import {
   isAtOrBelow,
+  LEDGER_ENTRY_VERSION,
   LedgerEntry,
   ledgerPrefix,
   ledgerStatsKey,
@@ -210,12 +211,34 @@ const isSnapshotHead = (value: unknown, executionId: string): value is StoredSna
   return log.chunks === undefined || (isRecord(log.chunks) && isInt(log.chunks.size) && isInt(log.chunks.count))
 }
 
+/** What the status needs of the newest ledger record: its kind and path. */
+interface NewestRecord {
+  readonly _tag: string
+  readonly path: string
+}
+
+/**
+ * The kind and path of a stored ledger record: read off a record that has them as
+ * strings (a list reads one per execution), through the schema otherwise; undefined
+ * when it does not decode.
+ */
+const newestOf = (stored: unknown): NewestRecord | undefined => {
+  if (
+    isRecord(stored) && stored._tag === "StepRecorded" && stored.version === LEDGER_ENTRY_VERSION && isString(stored.path) &&
+    isString(stored.stepId) && isRecord(stored.output)
+  ) {
+    return { _tag: "StepRecorded", path: stored.path }
+  }
+  const decoded = decodeLedgerEntry(stored)
+  return Exit.isSuccess(decoded) ? decoded.value : undefined
+}
+
 /** The statuses of a snapshot head given its lease and the newest ledger record. */
 const statusOf = (
   head: StoredSnapshotHead,
   lease: ExecutionRow["lease"],
   stepsRecorded: number,
-  newest: LedgerEntry | undefined
+  newest: NewestRecord | undefined
 ): ExecutionStatus => {
   if (lease !== null && lease.live) return "running"
   if (head.frontier.length === 0) return stepsRecorded > 0 ? "finished" : "idle"
@@ -317,11 +340,10 @@ export const rowsFor = (
         })
         continue
       }
-      const head = yield* Effect.exit(
+      // The hand check passes a good head without running an effect per row.
+      const head = isSnapshotHead(stored, id) ? Exit.succeed(stored) : yield* Effect.exit(
         stored instanceof DamagedRecord
           ? Effect.fail({ message: `record ${stored.key} is damaged: ${stored.message}` })
-          : isSnapshotHead(stored, id)
-          ? Effect.succeed(stored)
           : decodeStoredSnapshot(id, stored)
       )
       if (Exit.isFailure(head)) {
@@ -339,13 +361,8 @@ export const rowsFor = (
         continue
       }
       const newestKey = own.length === 0 ? undefined : `${ledgerPrefix(id)}${String(own[own.length - 1]).padStart(16, "0")}`
-      const newestRecord = newestKey === undefined || !newest.has(newestKey) ? undefined : decodeLedgerEntry(newest.get(newestKey))
-      const status = statusOf(
-        head.value,
-        lease,
-        own.length,
-        newestRecord !== undefined && Exit.isSuccess(newestRecord) ? newestRecord.value : undefined
-      )
+      const newestRecord = newestKey === undefined || !newest.has(newestKey) ? undefined : newestOf(newest.get(newestKey))
+      const status = statusOf(head.value, lease, own.length, newestRecord)
       const mark = failures.has(runFailedKey(id)) ? decodeRunFailed(failures.get(runFailedKey(id))) : undefined
       const failed = status === "interrupted" && mark !== undefined && Exit.isSuccess(mark) &&
         Date.parse(mark.value.at) >= Date.parse(head.value.capturedAt)
