@@ -81,6 +81,12 @@ const agentCase: BenchCase = {
           }
           return rate(count, now() - start)
         },
+        writes: async () => {
+          const executionId = `bench-${run++}`
+          const start = now()
+          await Effect.runPromise(harness.execute(count, { executionId }))
+          return rate(count, now() - start)
+        },
         agent: async () => {
           const executionId = `bench-${run++}`
           const start = now()
@@ -107,6 +113,7 @@ const agentCase: BenchCase = {
       const detail = { chunks: count, bytes: JSON.stringify(chunk(1)).length }
       const figures = [
         figureOf(samples, "appends", "awaited durable appends alone (DurableStreams service, SQLite)", "baseline", "/s", detail),
+        figureOf(samples, "writes", "a step's awaited write with no reader (the run alone), SQLite", "this", "/s", detail),
         figureOf(samples, "agent", "a step's awaited write to a readStream reader's iterator over HTTP, SQLite", "this", "/s", detail)
       ]
       return {

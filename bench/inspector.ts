@@ -6,9 +6,13 @@
  * - `first page, warm`: a later request when nothing changed (two key listings, the
  *   page's 50 executions read again);
  * - `after one new run`: a request after one more execution was recorded.
- * Each is the median of 5. Figures go to docs/inspector.md#how-fast.
+ * Each is the median of 5, as wall time and this process's CPU time. On PostgreSQL too
+ * when NOETIC_PG_URL is set (a fresh table, dropped after); `BENCH_STORAGES` picks some. Figures go to docs/inspector.md#how-fast.
  */
-import { Effect, type Scope } from "effect"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Redacted, type Scope } from "effect"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -19,6 +23,7 @@ import { runCode } from "../src/harness/Step.ts"
 import * as ExecutionIndex from "../src/inspector/ExecutionIndex.ts"
 import * as Views from "../src/inspector/Views.ts"
 import * as FileStorage from "../src/layers/FileStorage.ts"
+import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
 import * as SqliteStorage from "../src/layers/SqliteStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
@@ -61,12 +66,25 @@ const seed = (storage: StorageAdapterShape) =>
 
 const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
+/** CPU time of this process per measurement, beside the wall time (the machine may be shared). */
+const cpuOf = new Map<Array<number>, Array<number>>()
+
 const time = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const start = performance.now()
+    const cpu = process.cpuUsage()
     yield* effect
+    const used = process.cpuUsage(cpu)
+    lastCpu = (used.user + used.system) / 1000
     return performance.now() - start
   })
+let lastCpu = 0
+const record = (into: Array<number>, ms: number) => {
+  into.push(ms)
+  let cpu = cpuOf.get(into)
+  if (cpu === undefined) cpuOf.set(into, cpu = [])
+  cpu.push(lastCpu)
+}
 
 const measure = (name: string, open: (dir: string) => Effect.Effect<StorageAdapterShape, unknown, Scope.Scope>) =>
   Effect.scoped(Effect.gen(function*() {
@@ -81,22 +99,39 @@ const measure = (name: string, open: (dir: string) => Effect.Effect<StorageAdapt
     const warm: Array<number> = []
     const afterRun: Array<number> = []
     for (let round = 0; round < 5; round++) {
-      full.push(yield* time(Executions.listExecutions(storage, silent, Date.now())))
+      record(full, yield* time(Executions.listExecutions(storage, silent, Date.now())))
       const index = yield* ExecutionIndex.make(storage)
-      cold.push(yield* time(index.refresh(Date.now(), pageOf)))
-      warm.push(yield* time(index.refresh(Date.now(), pageOf)))
+      record(cold, yield* time(index.refresh(Date.now(), pageOf)))
+      record(warm, yield* time(index.refresh(Date.now(), pageOf)))
       yield* run(storage, `new-${round}`)
-      afterRun.push(yield* time(index.refresh(Date.now(), pageOf)))
+      record(afterRun, yield* time(index.refresh(Date.now(), pageOf)))
     }
     const ms = (value: number) => `${value.toFixed(0)} ms`
-    console.log(`${name}, ${COUNT} executions (seeded in ${ms(seeding)}):`)
-    console.log(`  full read (executions list)  ${ms(median(full))}`)
-    console.log(`  first page, cold             ${ms(median(cold))}`)
-    console.log(`  first page, warm             ${ms(median(warm))}`)
-    console.log(`  after one new run            ${ms(median(afterRun))}`)
+    const both = (values: Array<number>) => `${ms(median(values))} (CPU ${ms(median(cpuOf.get(values)!))})`
+    console.log(`${name}, ${COUNT} executions (seeded in ${ms(seeding)}; wall time, and this process's CPU time):`)
+    console.log(`  full read (executions list)  ${both(full)}`)
+    console.log(`  first page, cold             ${both(cold)}`)
+    console.log(`  first page, warm             ${both(warm)}`)
+    console.log(`  after one new run            ${both(afterRun)}`)
   }))
 
+/** Which storages to measure: `BENCH_STORAGES=sqlite,file,postgres` (default all; postgres needs NOETIC_PG_URL). */
+const wanted = new Set((process.env.BENCH_STORAGES ?? (process.env.BENCH_SQLITE_ONLY !== undefined ? "sqlite" : "sqlite,file,postgres")).split(","))
+
 await Effect.runPromise(Effect.gen(function*() {
-  yield* measure("SQLite", (dir) => SqliteStorage.make({ path: Path.join(dir, "checkpoints.db") }))
-  if (process.env.BENCH_SQLITE_ONLY === undefined) yield* measure("file storage", (dir) => FileStorage.make({ root: dir }))
+  if (wanted.has("sqlite")) yield* measure("SQLite", (dir) => SqliteStorage.make({ path: Path.join(dir, "checkpoints.db") }))
+  if (wanted.has("file")) yield* measure("file storage", (dir) => FileStorage.make({ root: dir }))
+  const pg = process.env.NOETIC_PG_URL
+  if (pg !== undefined && wanted.has("postgres")) {
+    // A fresh table per run, dropped afterwards.
+    const table = `bench_inspector_${process.pid}`
+    yield* measure("PostgreSQL", () =>
+      Effect.gen(function*() {
+        const client = yield* PgClient.make({ url: Redacted.make(pg) }).pipe(
+          Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make)
+        )
+        yield* Effect.addFinalizer(() => Effect.ignore(client`DROP TABLE IF EXISTS ${client(table)}`))
+        return yield* PostgresStorage.make({ table }).pipe(Effect.provideService(SqlClient.SqlClient, client))
+      }))
+  }
 }))

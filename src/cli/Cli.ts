@@ -262,6 +262,7 @@ const executionsShow = Command.make(
         const counts = { live: 0, superseded: 0, discarded: 0, tombstone: 0, corrupt: 0 }
         for (const record of view.records) counts[record.state]++
         const lines: Array<string> = [label("execution", executionId), label("status", row?.status ?? "-")]
+        if (row?.status === "failed" && row.problem !== undefined) lines.push(label("failure", row.problem))
         if (snapshot === null) {
           lines.push(label("snapshot", "none recorded"))
         } else {

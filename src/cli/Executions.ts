@@ -13,6 +13,9 @@
  * - `interrupted`: a step was in flight at the last snapshot and the root has no
  *   recorded output: a resume runs it on. Without a lease a run in progress reads the
  *   same, since nothing then records that a host is working on it.
+ * - `failed`: what reads `interrupted`, but its last run ended in a failure: the
+ *   harness left a failure mark (`runFailedKey`) no older than the snapshot's
+ *   `capturedAt`; a resume runs it again.
  * - `idle`: a context with nothing in flight that never recorded a step (one built
  *   with `createContext`, say a parent of detached children).
  * - `empty`: the index lists it but no snapshot landed (a crash between the two writes
@@ -25,9 +28,10 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
-import { snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
+import { RunFailed, runFailedKey, snapshotKey, type StoredSnapshotHead } from "../schema/CheckpointSnapshot.ts"
 import {
   isAtOrBelow,
+  LEDGER_ENTRY_VERSION,
   LedgerEntry,
   ledgerPrefix,
   ledgerStatsKey,
@@ -42,12 +46,13 @@ import type { Progress } from "./Render.ts"
 import { CliFailure } from "./Storages.ts"
 
 /** The status of an execution; see the module doc. */
-export type ExecutionStatus = "running" | "interrupted" | "finished" | "idle" | "empty" | "unreadable"
+export type ExecutionStatus = "running" | "interrupted" | "failed" | "finished" | "idle" | "empty" | "unreadable"
 
 /** The statuses `--status` accepts. */
 export const EXECUTION_STATUSES: ReadonlyArray<ExecutionStatus> = [
   "running",
   "interrupted",
+  "failed",
   "finished",
   "idle",
   "empty",
@@ -70,7 +75,7 @@ export interface ExecutionRow {
   readonly pendingAskUser: number
   /** The lease record, when the execution ever had one. */
   readonly lease: { readonly owner: string; readonly expiresAt: number; readonly live: boolean } | null
-  /** Why the snapshot could not be read (status `unreadable`). */
+  /** Why the snapshot could not be read (status `unreadable`), or the failure's first line (status `failed`). */
   readonly problem?: string
   /** The live child process running it (local subprocess adapter), when one does. */
   readonly runningIn?: { readonly handleId: string; readonly pid: number | null }
@@ -107,6 +112,7 @@ export const withLiveChildren = (
 const BATCH = 256
 
 const decodeLease = Schema.decodeUnknownExit(ExecutionLeaseRecord)
+const decodeRunFailed = Schema.decodeUnknownExit(RunFailed)
 const decodeLedgerEntry = Schema.decodeUnknownExit(LedgerEntry)
 
 /** Index of the first key not below `prefix` in sorted `keys`. */
@@ -178,12 +184,61 @@ const readBatched = (
     return found
   })
 
+const isString = (value: unknown): value is string => typeof value === "string"
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+const isInt = (value: unknown): boolean => typeof value === "number" && Number.isSafeInteger(value)
+
+/**
+ * Whether `value` is a snapshot head of `executionId` as the schema reads it
+ * (`StoredSnapshotHead`), checked by hand: a list reads thousands of snapshots, and a
+ * schema walk over each costs more than reading it. What fails this check goes through
+ * `decodeStoredSnapshot`, which says why (or accepts what this check is too strict for).
+ */
+const isSnapshotHead = (value: unknown, executionId: string): value is StoredSnapshotHead => {
+  if (!isRecord(value) || value.schemaVersion !== 2 || value.executionId !== executionId || !isString(value.capturedAt)) return false
+  if ((value.threadId !== undefined && !isString(value.threadId)) || (value.resourceId !== undefined && !isString(value.resourceId))) return false
+  if (!Array.isArray(value.frontier) || !value.frontier.every((entry) => isRecord(entry) && isString(entry.stepId))) return false
+  if (!isRecord(value.layers)) return false
+  const cwd = value.cwd
+  if (cwd !== null && !(isRecord(cwd) && (cwd.current === null || isString(cwd.current)) &&
+    (cwd.previous === undefined || cwd.previous === null || isString(cwd.previous)))) return false
+  if (!Array.isArray(value.askUser) || !value.askUser.every((prompt) => isRecord(prompt) && isString(prompt.id) && typeof prompt.createdAt === "number")) {
+    return false
+  }
+  const log = value.itemLog
+  if (!isRecord(log) || !Array.isArray(log.items)) return false
+  return log.chunks === undefined || (isRecord(log.chunks) && isInt(log.chunks.size) && isInt(log.chunks.count))
+}
+
+/** What the status needs of the newest ledger record: its kind and path. */
+interface NewestRecord {
+  readonly _tag: string
+  readonly path: string
+}
+
+/**
+ * The kind and path of a stored ledger record: read off a record that has them as
+ * strings (a list reads one per execution), through the schema otherwise; undefined
+ * when it does not decode.
+ */
+const newestOf = (stored: unknown): NewestRecord | undefined => {
+  if (
+    isRecord(stored) && stored._tag === "StepRecorded" && stored.version === LEDGER_ENTRY_VERSION && isString(stored.path) &&
+    isString(stored.stepId) && isRecord(stored.output)
+  ) {
+    return { _tag: "StepRecorded", path: stored.path }
+  }
+  const decoded = decodeLedgerEntry(stored)
+  return Exit.isSuccess(decoded) ? decoded.value : undefined
+}
+
 /** The statuses of a snapshot head given its lease and the newest ledger record. */
 const statusOf = (
   head: StoredSnapshotHead,
   lease: ExecutionRow["lease"],
   stepsRecorded: number,
-  newest: LedgerEntry | undefined
+  newest: NewestRecord | undefined
 ): ExecutionStatus => {
   if (lease !== null && lease.live) return "running"
   if (head.frontier.length === 0) return stepsRecorded > 0 ? "finished" : "idle"
@@ -209,7 +264,7 @@ export const listExecutions = (
     // storage lists by reading its whole directory.
     progress.update("listing ledgers")
     const keys = yield* storage.list(only !== undefined ? ledgerPrefix(only) : "execution:")
-    return sortRows(yield* rowsFor(storage, ids, keys, progress, now))
+    return sortRows(yield* rowsFor(storage, ids, keys, progress, now, only !== undefined ? "ledger keys" : "every execution key"))
   })
 
 /** Newest checkpoint first, then by id; executions without a snapshot last. */
@@ -243,15 +298,24 @@ export const rowsFor = (
   ids: ReadonlyArray<string>,
   keys: ReadonlyArray<string>,
   progress: Progress,
-  now: number
+  now: number,
+  listing: "every execution key" | "ledger keys" = "ledger keys"
 ): Effect.Effect<Array<ExecutionRow>, StorageError> =>
   Effect.gen(function*() {
     const seqs = new Map(ids.map((id) => [id, ledgerSeqsIn(keys, id)]))
     const heads = yield* readBatched(storage, ids.map(snapshotKey), progress, "reading snapshots")
-    const leases = yield* readBatched(storage, ids.map(leaseKey), progress, "reading leases")
+    // A listing of every execution key names the leases there are: only those are read.
+    const leaseKeys = ids.map(leaseKey).filter((key) => listing === "ledger keys" || keys[lowerBound(keys, key)] === key)
+    const leases = yield* readBatched(storage, leaseKeys, progress, "reading leases")
+    const failedKeys = ids.map(runFailedKey).filter((key) => listing === "ledger keys" || keys[lowerBound(keys, key)] === key)
+    const failures = yield* readBatched(storage, failedKeys, progress, "reading failures")
+    // The newest ledger record only tells apart a root in flight that finished since
+    // (statusOf): it is read for executions whose snapshot holds a root in flight.
     const newestKeys = ids.flatMap((id) => {
       const own = seqs.get(id)!
-      return own.length === 0 ? [] : [`${ledgerPrefix(id)}${String(own[own.length - 1]).padStart(16, "0")}`]
+      const stored = heads.get(snapshotKey(id))
+      const rootInFlight = !isRecord(stored) || !Array.isArray(stored.frontier) || stored.frontier.length > 0
+      return own.length === 0 || !rootInFlight ? [] : [`${ledgerPrefix(id)}${String(own[own.length - 1]).padStart(16, "0")}`]
     })
     const newest = yield* readBatched(storage, newestKeys, progress, "reading ledgers")
 
@@ -276,7 +340,8 @@ export const rowsFor = (
         })
         continue
       }
-      const head = yield* Effect.exit(
+      // The hand check passes a good head without running an effect per row.
+      const head = isSnapshotHead(stored, id) ? Exit.succeed(stored) : yield* Effect.exit(
         stored instanceof DamagedRecord
           ? Effect.fail({ message: `record ${stored.key} is damaged: ${stored.message}` })
           : decodeStoredSnapshot(id, stored)
@@ -296,15 +361,15 @@ export const rowsFor = (
         continue
       }
       const newestKey = own.length === 0 ? undefined : `${ledgerPrefix(id)}${String(own[own.length - 1]).padStart(16, "0")}`
-      const newestRecord = newestKey === undefined || !newest.has(newestKey) ? undefined : decodeLedgerEntry(newest.get(newestKey))
+      const newestRecord = newestKey === undefined || !newest.has(newestKey) ? undefined : newestOf(newest.get(newestKey))
+      const status = statusOf(head.value, lease, own.length, newestRecord)
+      const mark = failures.has(runFailedKey(id)) ? decodeRunFailed(failures.get(runFailedKey(id))) : undefined
+      const failed = status === "interrupted" && mark !== undefined && Exit.isSuccess(mark) &&
+        Date.parse(mark.value.at) >= Date.parse(head.value.capturedAt)
       rows.push({
         ...base,
-        status: statusOf(
-          head.value,
-          lease,
-          own.length,
-          newestRecord !== undefined && Exit.isSuccess(newestRecord) ? newestRecord.value : undefined
-        ),
+        status: failed ? "failed" : status,
+        ...(failed && Exit.isSuccess(mark) ? { problem: mark.value.error } : {}),
         lastCheckpoint: head.value.capturedAt,
         threadId: head.value.threadId ?? null,
         resourceId: head.value.resourceId ?? null,

@@ -57,9 +57,104 @@ const isAborted = (signal: AbortSignal | undefined) => signal?.aborted === true
 const isJson = (contentType: string | null) =>
   contentType !== null && contentType.split(";")[0]!.trim().toLowerCase() === "application/json"
 
+/** What one SSE response gave: the items it yielded, where to resume, and whether the stream ended. */
+interface SseOutcome {
+  offset: string
+  cursor: string | undefined
+  closed: boolean
+  /** The response was refused: its status and body. */
+  refused?: { readonly status: number; readonly body: string }
+  /** The connection failed or a 5xx: retry with backoff. */
+  failed: boolean
+}
+
 /**
- * Reads the stream at `url` from `offset`: catch-up reads, then long-polls while `live`,
- * until the stream is closed. On a network failure or a 5xx it reconnects with backoff
+ * Follows a JSON stream over one SSE response (`live=sse`): every change arrives on the
+ * open connection, with no request per read. Each `data` event's `id:` is where a read
+ * resumes after its messages; the items are yielded before the offset moves on.
+ */
+async function* followSse(
+  url: string,
+  start: { readonly offset: string; readonly cursor: string | undefined },
+  options: ReadStreamOptions,
+  outcome: SseOutcome
+): AsyncGenerator<StreamItem, void> {
+  const { signal } = options
+  const query = new URLSearchParams({ offset: start.offset, live: "sse" })
+  if (start.cursor !== undefined) query.set("cursor", start.cursor)
+  let response: Response
+  try {
+    response = await fetch(`${url}?${query}`, {
+      ...(options.headers === undefined ? {} : { headers: options.headers }),
+      ...(signal === undefined ? {} : { signal })
+    })
+  } catch {
+    outcome.failed = true
+    return
+  }
+  if (response.status >= 500 || response.body === null) {
+    outcome.failed = true
+    return
+  }
+  if (response.status !== 200) {
+    outcome.refused = { status: response.status, body: await response.text().catch(() => "") }
+    return
+  }
+  const reader = response.body.getReader()
+  const decoder = new TextDecoder()
+  let buffer = ""
+  let event = "message"
+  let data: Array<string> = []
+  let id: string | undefined
+  try {
+    for (;;) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>
+      try {
+        chunk = await reader.read()
+      } catch {
+        outcome.failed = !isAborted(signal)
+        return
+      }
+      if (chunk.done) return
+      buffer += decoder.decode(chunk.value, { stream: true })
+      let newline: number
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline).replace(/\r$/, "")
+        buffer = buffer.slice(newline + 1)
+        if (line === "") {
+          if (data.length > 0) {
+            const text = data.join("\n")
+            if (event === "data") {
+              const next = id ?? outcome.offset
+              for (const message of JSON.parse(text) as ReadonlyArray<unknown>) yield { offset: next, data: message }
+              outcome.offset = next
+            } else if (event === "control") {
+              const control = JSON.parse(text) as { streamNextOffset?: string; streamCursor?: string; streamClosed?: boolean }
+              if (control.streamNextOffset !== undefined) outcome.offset = control.streamNextOffset
+              if (control.streamCursor !== undefined) outcome.cursor = control.streamCursor
+              if (control.streamClosed === true) {
+                outcome.closed = true
+                return
+              }
+            }
+          }
+          event = "message"
+          data = []
+          id = undefined
+        } else if (line.startsWith("data:")) data.push(line.slice(5))
+        else if (line.startsWith("event:")) event = line.slice(6).trim()
+        else if (line.startsWith("id:")) id = line.slice(3).trim()
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {})
+  }
+}
+
+/**
+ * Reads the stream at `url` from `offset`: catch-up reads, then, while `live`, follows
+ * it until it is closed: over one SSE response for a JSON stream (every message arrives
+ * on the open connection), by long-polls for other content types. On a network failure or a 5xx it reconnects with backoff
  * (100 ms doubling up to `maxBackoffMillis`) and resumes from the last offset it
  * yielded past, so no item is skipped or repeated. Ends when the stream is closed (at
  * its tail), at the tail when not `live`, or when `signal` aborts.
@@ -71,8 +166,27 @@ export async function* readStream(url: string, options: ReadStreamOptions = {}):
   let offset = options.offset ?? "-1"
   let cursor: string | undefined
   let caughtUp = false
+  let json = false
   let backoff = 100
   while (!isAborted(signal)) {
+    if (live && caughtUp && json) {
+      const outcome: SseOutcome = { offset, cursor, closed: false, failed: false }
+      for await (const item of followSse(url, { offset, cursor }, options, outcome)) {
+        yield item
+        backoff = 100
+      }
+      offset = outcome.offset
+      cursor = outcome.cursor
+      if (outcome.closed || isAborted(signal)) return
+      if (outcome.refused !== undefined) {
+        throw new ReadStreamError(outcome.refused.status, `reading ${url}: ${outcome.refused.status} ${outcome.refused.body.trim()}`)
+      }
+      if (outcome.failed) {
+        await sleep(backoff, signal)
+        backoff = Math.min(backoff * 2, maxBackoff)
+      }
+      continue
+    }
     const query = new URLSearchParams({ offset })
     if (live && caughtUp) query.set("live", "long-poll")
     if (cursor !== undefined) query.set("cursor", cursor)
@@ -106,6 +220,7 @@ export async function* readStream(url: string, options: ReadStreamOptions = {}):
     const upToDate = response.headers.get("stream-up-to-date") === "true"
     const closed = response.headers.get("stream-closed") === "true"
     cursor = response.headers.get("stream-cursor") ?? cursor
+    if (response.status === 200) json = isJson(response.headers.get("content-type"))
     if (response.status === 200 && body.byteLength > 0) {
       if (isJson(response.headers.get("content-type"))) {
         const messages = JSON.parse(new TextDecoder().decode(body)) as ReadonlyArray<unknown>

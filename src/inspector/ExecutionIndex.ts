@@ -53,21 +53,25 @@ export const make = (storage: StorageAdapterShape): Effect.Effect<ExecutionIndex
     let eachMs: number | undefined
     const timed = <A, E>(effect: Effect.Effect<A, E>) =>
       Effect.map(Effect.timed(effect), ([duration, value]) => [Duration.toMillis(duration), value] as const)
-    const ledgerKeys = (wanted: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>, StorageError> =>
+    const ledgerKeys = (wanted: ReadonlyArray<string>): Effect.Effect<{
+      readonly keys: ReadonlyArray<string>
+      readonly listing: "every execution key" | "ledger keys"
+    }, StorageError> =>
       Effect.gen(function*() {
         if (eachMs === undefined && wanted.length > 0) {
           const [ms, first] = yield* timed(storage.list(ledgerPrefix(wanted[0]!)))
           eachMs = ms
-          if (wanted.length === 1) return first
+          if (wanted.length === 1) return { keys: first, listing: "ledger keys" as const }
         }
         if (wholeMs === undefined || (eachMs !== undefined && eachMs * wanted.length < wholeMs)) {
           if (wholeMs !== undefined || wanted.length === 1) {
-            return (yield* Effect.forEach(wanted, (id) => storage.list(ledgerPrefix(id)), { concurrency: 16 })).flat().sort()
+            const keys = (yield* Effect.forEach(wanted, (id) => storage.list(ledgerPrefix(id)), { concurrency: 16 })).flat().sort()
+            return { keys, listing: "ledger keys" as const }
           }
         }
         const [ms, all] = yield* timed(storage.list("execution:"))
         wholeMs = ms
-        return all
+        return { keys: all, listing: "every execution key" as const }
       })
     const refresh: ExecutionIndex["refresh"] = (now, visible) =>
       lock.withPermits(1)(Effect.gen(function*() {
@@ -84,8 +88,8 @@ export const make = (storage: StorageAdapterShape): Effect.Effect<ExecutionIndex
         cursor = ids.length === 0 ? 0 : (cursor + SWEEP) % ids.length
         if (stale.size > 0) {
           const wanted = [...stale]
-          const keys = yield* ledgerKeys(wanted)
-          for (const row of yield* Executions.rowsFor(storage, wanted, keys, silent, now)) kept.set(row.executionId, row)
+          const { keys, listing } = yield* ledgerKeys(wanted)
+          for (const row of yield* Executions.rowsFor(storage, wanted, keys, silent, now, listing)) kept.set(row.executionId, row)
         }
         sorted = Executions.sortRows([...kept.values()])
         return sorted

@@ -22,13 +22,14 @@ import { MANIFEST_PREFIX } from "../schema/SubprocessManifest.ts"
 import * as ExecutionIndex from "./ExecutionIndex.ts"
 
 /**
- * An execution's status as the inspector shows it: the CLI's (see docs/cli.md), plus
- * `failed` for an execution a child process ran whose persisted result is a failure.
+ * An execution's status as the inspector shows it: the CLI's (see docs/cli.md), whose
+ * `failed` the inspector also gives an execution a child process ran whose persisted
+ * result is a failure.
  */
-export type InspectorStatus = Executions.ExecutionStatus | "failed"
+export type InspectorStatus = Executions.ExecutionStatus
 
 /** The statuses the list filters on. */
-export const STATUSES: ReadonlyArray<InspectorStatus> = [...Executions.EXECUTION_STATUSES, "failed"]
+export const STATUSES: ReadonlyArray<InspectorStatus> = Executions.EXECUTION_STATUSES
 
 /** A child as the inspector shows it: the CLI's row, and what its persisted result says. */
 export interface ChildView extends Children.ChildRow {

@@ -97,3 +97,23 @@ export const StoredSnapshotHead = Schema.Struct({
 
 /** The record stored at the snapshot key. */
 export type StoredSnapshotHead = typeof StoredSnapshotHead.Type
+
+/**
+ * The storage key of an execution's failure mark: written when a run of the execution
+ * ends in a failure (not an interruption), so an operator's tools can tell a failed run
+ * from one a crash cut short (docs/cli.md#execution-status). A later run that moves the
+ * execution on (a newer snapshot, or the root's recorded output) outranks it.
+ */
+export const runFailedKey = (executionId: string): string => `execution:${executionId}:failed`
+
+/** An execution's failure mark. */
+export const RunFailed = Schema.Struct({
+  version: Schema.Literal(1),
+  /** When the run failed, ISO text (compared with the snapshot's `capturedAt`). */
+  at: Schema.String,
+  /** The failure, one line. */
+  error: Schema.String
+})
+
+/** An execution's failure mark. */
+export type RunFailed = typeof RunFailed.Type

@@ -27,6 +27,7 @@ import {
   ItemChunk,
   itemChunkKey,
   itemChunkPrefix,
+  runFailedKey,
   snapshotKey,
   StoredSnapshotHead
 } from "../schema/CheckpointSnapshot.ts"
@@ -310,7 +311,7 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
     const clearOne = Effect.fnUntraced(function*(executionId: string) {
       const ledger = yield* ledgerKeysOf(storage, executionId)
       const chunks = yield* itemChunkKeysOf(storage, executionId)
-      yield* Effect.forEach([...ledger.map(({ key }) => key), ledgerStatsKey(executionId), ...chunks], (key) => storage.delete(key), {
+      yield* Effect.forEach([...ledger.map(({ key }) => key), ledgerStatsKey(executionId), runFailedKey(executionId), ...chunks], (key) => storage.delete(key), {
         concurrency: CLEAR_CONCURRENCY,
         discard: true
       })

@@ -61,7 +61,8 @@ export class DurableStreams extends Context.Service<DurableStreams, {
   readonly remove: (path: string) => Effect.Effect<void, StreamError>
   /**
    * Waits until the stream read at `offset` has more data or is closed, or `timeout`
-   * passes: true when it changed.
+   * passes: true when it changed, or may have (an append or delete woke it: the caller's
+   * next read tells).
    */
   readonly awaitChange: (path: string, offset: string, timeout: Duration.Input) => Effect.Effect<boolean, StreamError>
 }>()("noetic-effect/DurableStreams") {}

@@ -88,7 +88,7 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         assert.deepStrictEqual(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 3)), [
           ["evicted", "finished", "3"],
           ["changed", "finished", "4"],
-          ["crashed", "interrupted", "1"],
+          ["crashed", "failed", "1"],
           ["done", "finished", "6"]
         ])
         assert.include(lines.find((line) => line.startsWith("done"))!, "thread-1")
@@ -103,10 +103,16 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         assert.strictEqual(done.threadId, "thread-1")
         // The last snapshot was taken with the root in flight; its recorded output says it finished since.
         assert.deepStrictEqual(done.frontier, ["/pipeline#0"])
+        // Its run failed in its host (a defect): the harness left a failure mark.
         const crashed = executions.find((row: { executionId: string }) => row.executionId === "crashed")
-        assert.strictEqual(crashed.status, "interrupted")
+        assert.strictEqual(crashed.status, "failed")
+        assert.strictEqual(crashed.problem, "boom")
         assert.strictEqual(crashed.threadId, "thread-2")
 
+        const failed = yield* cliJson(...b.args, "executions", "list", "--status", "failed", "--json")
+        assert.deepStrictEqual(failed.executions.map((row: { executionId: string }) => row.executionId), ["crashed"])
+        // Without its mark, what the run left reads as a run cut short.
+        yield* b.checkpoints.delete("execution:crashed:failed")
         const interrupted = yield* cliJson(...b.args, "executions", "list", "--status", "interrupted", "--json")
         assert.deepStrictEqual(interrupted.executions.map((row: { executionId: string }) => row.executionId), ["crashed"])
         const recent = yield* cliJson(...b.args, "executions", "list", "--since", "1h", "--json")
@@ -158,7 +164,7 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
       assert.strictEqual(after.executions.find((r: { executionId: string }) => r.executionId === "leased").status, "finished")
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
-  it.live("a run whose root output the ledger cannot hold still reads finished, and one that failed reads interrupted", () =>
+  it.live("a run whose root output the ledger cannot hold still reads finished, one that failed reads failed until a resume finishes it", () =>
     Effect.gen(function*() {
       const b = yield* backend
       const store = yield* CheckpointStore.makeWith(b.checkpoints)
@@ -178,7 +184,12 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
       const { executions } = yield* cliJson(...b.args, "executions", "list", "--json")
       const status = (id: string) => executions.find((row: { executionId: string }) => row.executionId === id).status
       assert.strictEqual(status("dated"), "finished")
-      assert.strictEqual(status("undated"), "interrupted")
+      assert.strictEqual(status("undated"), "failed")
+      assert.strictEqual(executions.find((row: { executionId: string }) => row.executionId === "undated").problem, "no report")
+      // A resume that succeeds outranks the mark.
+      yield* run("undated", false)
+      const after = yield* cliJson(...b.args, "executions", "list", "--json")
+      assert.strictEqual(after.executions.find((row: { executionId: string }) => row.executionId === "undated").status, "finished")
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
   it.live("executions show: the snapshot and the ledger as a tree, with tombstones and evictions marked", () =>
@@ -242,7 +253,8 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         assert.include((yield* cli(...b.args, "executions", "show", "evicted")).out, "3 EVICTED")
 
         const crashed = yield* cli(...b.args, "executions", "show", "crashed")
-        assert.include(crashed.out, "status     interrupted")
+        assert.include(crashed.out, "status     failed")
+        assert.include(crashed.out, "failure    boom")
         assert.include(crashed.out, "items      1")
         assert.notInclude(crashed.out, "completed after this snapshot")
 

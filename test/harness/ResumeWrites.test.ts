@@ -49,7 +49,8 @@ describe("resume writes", () => {
       const resumed = yield* Effect.exit((yield* host(storage)).resume("quiet"))
       assert.isTrue(Exit.isFailure(resumed))
       assert.strictEqual(lastRuns, 1, "the unrecorded step ran again")
-      assert.deepStrictEqual(writes, [])
+      // No checkpoint, no ledger record: only the mark that this run failed (docs/cli.md#execution-status).
+      assert.deepStrictEqual(writes, ["execution:quiet:failed"])
       // Still resumable from the snapshot the first run left.
       const again = yield* Effect.exit((yield* host(storage)).resume("quiet"))
       assert.isTrue(Exit.isFailure(again))

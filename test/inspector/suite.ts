@@ -116,11 +116,16 @@ export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => 
         assert.deepStrictEqual(list.body.rows.map((row: any) => [row.executionId, row.status, row.stepsRecorded]), [
           ["evicted", "finished", 3],
           ["changed", "finished", 4],
-          ["crashed", "interrupted", 1],
+          ["crashed", "failed", 1],
           ["done", "finished", 6]
         ])
         assert.strictEqual(list.body.rows.find((row: any) => row.executionId === "done").threadId, "thread-1")
-        assert.deepStrictEqual(list.body.counts, { finished: 3, interrupted: 1 })
+        assert.deepStrictEqual(list.body.counts, { finished: 3, failed: 1 })
+        // Its run failed in its host (a defect): the harness left a failure mark, shown with the row.
+        const failed = yield* inspector.api("/api/executions?status=failed")
+        assert.deepStrictEqual(failed.body.rows.map((row: any) => [row.executionId, row.problem]), [["crashed", "boom"]])
+        // Without the mark, what the run left reads as a run cut short.
+        yield* b.checkpoints.delete("execution:crashed:failed")
 
         const interrupted = yield* inspector.api("/api/executions?status=interrupted")
         assert.deepStrictEqual(interrupted.body.rows.map((row: any) => row.executionId), ["crashed"])

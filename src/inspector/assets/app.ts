@@ -212,7 +212,7 @@ export const APP_JS = String.raw`
         var root = row.frontier.length > 0 ? row.frontier[0].replace(/^\//, "").replace(/#\d+$/, "") : "-";
         add(tbody, h("tr", { "data-execution": row.executionId },
           h("td", { "class": "mono" }, link(executionHref(row.executionId), row.executionId, { "data-key": "x-" + row.executionId })),
-          h("td", null, badge(row.status), row.problem ? h("div", { "class": "problem", text: "execution:" + row.executionId + ":snapshot: " + row.problem }) : null),
+          h("td", null, badge(row.status), row.problem ? h("div", { "class": "problem", text: (row.status === "failed" ? "" : "execution:" + row.executionId + ":snapshot: ") + row.problem }) : null),
           h("td", { "class": "mono", text: root }),
           h("td", { "class": "mono", text: row.threadId || "-" }),
           h("td", { "class": "num", text: row.stepsRecorded }),

@@ -345,8 +345,12 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       for (;;) {
         const record = yield* liveRecord(path)
         let resume: (() => void) | undefined
+        let woken = false
         const signalled = Effect.callback<void>((done) => {
-          resume = () => done(Effect.void)
+          resume = () => {
+            woken = true
+            done(Effect.void)
+          }
           let set = waiters.get(record.id)
           if (set === undefined) waiters.set(record.id, set = new Set())
           set.add(resume)
@@ -361,6 +365,9 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         const now = yield* Clock.currentTimeMillis
         if (now >= deadline) return false
         yield* Effect.raceFirst(signalled, Effect.sleep(Duration.millis(Math.min(pollMillis, deadline - now))))
+        // Woken by an append or a delete (here, or announced by another process): the
+        // caller's read finds out which, without this wait reading the stream again.
+        if (woken) return true
       }
     })
 
