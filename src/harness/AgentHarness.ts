@@ -475,10 +475,12 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     input: unknown,
     onRootDispatch?: () => void,
     runByAdapter = false,
-    resumedAt?: number
+    resumedAt?: number,
+    opened?: Option.Option<ExecutionLedger>
   ) =>
     Effect.gen(function*() {
-      const ledger = yield* openLedger(ctx.id)
+      let ledger = opened
+      if (ledger === undefined) ledger = yield* openLedger(ctx.id)
       const frame = Interpreter.rootFrame(ctx, ledger, new Map(), onRootDispatch, runByAdapter)
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
@@ -575,7 +577,11 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
-      const restored = yield* restore(executionId, restoreOptions)
+      // The snapshot and the ledger are read together: on a storage that merges reads
+      // issued at once (Postgres) a resume reads both in one round trip.
+      const [restored, ledger] = yield* Effect.all([restore(executionId, restoreOptions), openLedger(executionId)], {
+        concurrency: 2
+      })
       if (Option.isNone(restored)) return Option.none()
       const ctx = restored.value
       const rootPath = `/${root.id}#0`
@@ -585,7 +591,6 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       )
       if (inFlight === undefined || (inFlight.state as { inputUnserializable?: boolean }).inputUnserializable) {
         // The root finished (or its input could not be persisted): only its recorded output can answer.
-        const ledger = yield* openLedger(executionId)
         const identity = { stepId: root.id, kind: root.kind }
         if (Option.isSome(ledger) && onDivergence === "fail") {
           const found = yield* ledger.value.inspect(rootPath, identity)
@@ -609,7 +614,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       }
       // A parent given here is recorded by the first checkpoint (the index names it).
       const resumedAt = restoreOptions?.parent === undefined ? ctx.version : undefined
-      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt))
+      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger))
     })
 
   // Under a lease the steps run holding it (joining a run of this harness), so their
