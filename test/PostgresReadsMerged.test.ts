@@ -92,12 +92,13 @@ describe.skipIf(url === undefined)("PostgresStorage, reads merged", () => {
         yield* storage.set("a😀", "astral")
         yield* storage.set("a\uffff", "bmp")
         proxy.reset()
-        const [one, absent, under, astral, other] = yield* Effect.all([
+        const [one, absent, under, astral, other, listed] = yield* Effect.all([
           storage.get("a:1"),
           storage.get("nope"),
           storage.scanText!("a:"),
           storage.scanText!("a\ud83d"),
-          storage.get("b:1")
+          storage.get("b:1"),
+          storage.list("a")
         ], { concurrency: "unbounded" })
         assert.strictEqual(proxy.roundTrips(), 1, proxy.statements().join("\n"))
         assert.deepStrictEqual(one, Option.some(1))
@@ -105,10 +106,14 @@ describe.skipIf(url === undefined)("PostgresStorage, reads merged", () => {
         assert.deepStrictEqual(under, [["a:1", "1"], ["a:2", "2"]])
         assert.deepStrictEqual(astral, [["a😀", "\"astral\""]])
         assert.deepStrictEqual(other, Option.some("b"))
-        // A read alone is its own statement, as before.
+        // In UTF-16 code unit order, as list promises.
+        assert.deepStrictEqual(listed, ["a:1", "a:2", "a😀", "a\uffff"])
+        // A read alone is its own statement, as before; a listing alone reads no values.
         proxy.reset()
         assert.deepStrictEqual(yield* storage.get("a:2"), Option.some(2))
-        assert.strictEqual(proxy.roundTrips(), 1)
+        assert.deepStrictEqual(yield* storage.list("b"), ["b:1"])
+        assert.strictEqual(proxy.roundTrips(), 2)
+        assert.match(proxy.statements()[1]!, /^SELECT key FROM /)
       })
     ))
 

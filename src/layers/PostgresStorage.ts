@@ -146,7 +146,13 @@ const loadReactivity = Effect.promise((): Promise<typeof Reactivity> => import("
 /** A read `readCoalescer` may merge: one key's row, or the rows in a key range (`upper` undefined: unbounded). */
 type CoalescedRead =
   | { readonly _tag: "Key"; readonly key: string }
-  | { readonly _tag: "Range"; readonly lower: string; readonly upper: string | undefined }
+  | {
+    readonly _tag: "Range"
+    readonly lower: string
+    readonly upper: string | undefined
+    /** A listing: alone, its statement reads no values. */
+    readonly keysOnly?: true
+  }
 
 type StoredRow = { readonly key: string; readonly value: unknown }
 
@@ -191,9 +197,12 @@ const readCoalescer = (sql: SqlClient.SqlClient, table: Statement.Identifier) =>
   const flush = () => {
     const batch = pending!
     pending = undefined
-    const statement = batch.length === 1
-      ? sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${clause(batch[0]!.read)}`
-      : sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${sql.or(batch.map((one) => clause(one.read)))}`
+    const alone = batch.length === 1 ? batch[0]!.read : undefined
+    const statement = alone === undefined
+      ? sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${sql.or(batch.map((one) => clause(one.read)))}`
+      : alone._tag === "Range" && alone.keysOnly === true
+      ? sql<StoredRow>`SELECT key FROM ${table} WHERE ${clause(alone)}`
+      : sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${clause(alone)}`
     Effect.runCallback(statement, {
       onExit: (exit) => {
         for (const one of batch) {
@@ -288,7 +297,9 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   const list = Effect.fnUntraced(function*(prefix: string) {
     const lower = encodeStoredKey(wellFormedHead(prefix))
     const upper = prefixUpperBound(lower)
-    const rows = yield* (upper === undefined
+    const rows = yield* (coalesce !== undefined
+      ? coalesce.read({ _tag: "Range", lower, upper, keysOnly: true })
+      : upper === undefined
       ? sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower}`
       : sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower} AND key COLLATE "C" < ${upper}`)
       .pipe(Effect.mapError(fromSqlError("list", prefix)))
