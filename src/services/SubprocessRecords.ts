@@ -90,8 +90,23 @@ export const saveResult = (
     Effect.flatMap((encoded) => storage.set(resultKey(handleId), encoded))
   )
 
-/** Removes every record of a settled child: manifest, result, watermark and its IPC queue. */
+/**
+ * Removes every record of a settled child: manifest, result, watermark and its IPC
+ * queue. On a storage with `writeAll` they go in one atomic write (one commit where a
+ * host waits for it before handing the result out), else one by one.
+ */
 export const clearChild = (storage: StorageAdapterShape, handleId: string): Effect.Effect<void, StorageError> =>
+  storage.writeAll !== undefined
+    ? Effect.flatMap(storage.list(queueKeyPrefix(queueSocketId(handleId))), (queueKeys) =>
+      storage.writeAll!(
+        [manifestKey(handleId), resultKey(handleId), watermarkKey(handleId), ...queueKeys].map((key) => ({
+          op: "delete" as const,
+          key
+        }))
+      ))
+    : clearOneByOne(storage, handleId)
+
+const clearOneByOne = (storage: StorageAdapterShape, handleId: string): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     // The manifest goes first: once it is gone no restart tries to reattach the child.
     yield* storage.delete(manifestKey(handleId))
