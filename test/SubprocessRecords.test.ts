@@ -1,7 +1,7 @@
 /**
  * Clearing a settled child's records (SubprocessRecords.clearChild): every record of
  * that handle goes (manifest, result, watermark, IPC queue), in one atomic write on a
- * storage with `writeAll` and one by one on a storage without; another handle's stay.
+ * storage with `writeAll`, the manifest first on a storage without; another handle's stay.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -40,7 +40,7 @@ describe("clearChild", () => {
       assert.deepStrictEqual(yield* storage.list(""), [...recordsOf("b")].sort())
     }))
 
-  it.effect("on a storage without writeAll: the records go one by one, the manifest first", () =>
+  it.effect("on a storage without writeAll: the manifest goes first, then the other records", () =>
     Effect.gen(function*() {
       const memory = yield* makeMemory
       const deleted: Array<string> = []
