@@ -12,6 +12,7 @@ import * as FileStorage from "../src/layers/FileStorage.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as NoeticHome from "../src/NoeticHome.ts"
 import { createHomeStorage, createSqliteStorage } from "../src/promise/index.ts"
+import { toEngineStorage } from "../src/promise/storage.ts"
 import { facadeStorageSuite } from "./FacadeStorageSuite.ts"
 
 const freshDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-sqlite-facade-"))
@@ -46,6 +47,23 @@ describe("createSqliteStorage", () => {
     } finally {
       await checkpoints.close()
       await subprocess.close()
+    }
+  })
+
+  it("the engine sees every capability of the SQLite storage: writeAll and takesJsonText (a queue's records as JSON, acks in one commit)", async () => {
+    const storage = createSqliteStorage({ path: Path.join(freshDir(), "data.db") })
+    try {
+      const engine = await Effect.runPromise(toEngineStorage(storage))
+      assert.isTrue(engine.takesJsonText)
+      assert.isDefined(engine.writeAll)
+      await Effect.runPromise(engine.writeAll!([{ op: "set", key: "a", value: 1 }, { op: "set", key: "b", value: 2 }]))
+      await Effect.runPromise(engine.writeAll!([{ op: "delete", key: "a" }]))
+      assert.deepStrictEqual(await storage.list(""), ["b"])
+      await storage.close()
+      const closed = await Effect.runPromise(Effect.flip(engine.writeAll!([{ op: "set", key: "c", value: 3 }])))
+      assert.strictEqual(closed.reason._tag, "Io")
+    } finally {
+      await storage.close()
     }
   })
 })

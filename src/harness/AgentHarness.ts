@@ -422,14 +422,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         })
     )
 
-  const restore = (executionId: string, restoreOptions?: RestoreContextOptions) =>
+  // `refresh` false: the caller reads the channels' stored values itself (a resume, beside its other reads).
+  const restore = (executionId: string, restoreOptions?: RestoreContextOptions, refresh = true) =>
     Option.isNone(store)
       ? Effect.succeedNone
       : Effect.map(
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
       ).pipe(
-        Effect.tap((restored) => Option.isSome(restored) ? channels.refresh() : Effect.void),
+        Effect.tap((restored) => refresh && Option.isSome(restored) ? channels.refresh() : Effect.void),
         Effect.tap((restored) => Effect.annotateCurrentSpan("restored", Option.isSome(restored))),
         Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })
       )
@@ -499,16 +500,19 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     input: unknown,
     onRootDispatch?: () => void,
     runByAdapter = false,
-    resumedAt?: number
+    resumedAt?: number,
+    opened?: Option.Option<ExecutionLedger>,
+    refreshed = false
   ) =>
     Effect.gen(function*() {
-      const ledger = yield* openLedger(ctx.id)
+      let ledger = opened
+      if (ledger === undefined) ledger = yield* openLedger(ctx.id)
       const frame = Interpreter.rootFrame(ctx, ledger, new Map(), onRootDispatch, runByAdapter)
       const rootPath = `/${root.id}#0`
       live.set(ctx.id, ctx)
       yield* ctx.ensureLayersInit()
       // Values other processes stored on external channels are there for `tryRecv` (docs/layers-and-channels.md#channels).
-      yield* channels.refresh()
+      if (!refreshed) yield* channels.refresh()
       const before = ctx.version
       yield* deliverEarlyAnswers(ctx)
       // Every turn lands a checkpoint, with the root in flight so resume knows its input.
@@ -602,7 +606,13 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
-      const restored = yield* restore(executionId, restoreOptions)
+      // The snapshot, the ledger and the channels' stored values are read together: on a
+      // storage that merges reads issued at once (Postgres) that is one round trip.
+      const [restored, ledger] = yield* Effect.all([
+        restore(executionId, restoreOptions, false),
+        openLedger(executionId),
+        channels.refresh()
+      ], { concurrency: 3 })
       if (Option.isNone(restored)) return Option.none()
       const ctx = restored.value
       const rootPath = `/${root.id}#0`
@@ -612,7 +622,6 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       )
       if (inFlight === undefined || (inFlight.state as { inputUnserializable?: boolean }).inputUnserializable) {
         // The root finished (or its input could not be persisted): only its recorded output can answer.
-        const ledger = yield* openLedger(executionId)
         const identity = { stepId: root.id, kind: root.kind }
         if (Option.isSome(ledger) && onDivergence === "fail") {
           const found = yield* ledger.value.inspect(rootPath, identity)
@@ -636,7 +645,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       }
       // A parent given here is recorded by the first checkpoint (the index names it).
       const resumedAt = restoreOptions?.parent === undefined ? ctx.version : undefined
-      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt))
+      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger, true))
     })
 
   // Under a lease the steps run holding it (joining a run of this harness), so their

@@ -23,6 +23,7 @@ import * as Scope from "effect/Scope"
 import type * as Reactivity from "effect/reactivity/Reactivity"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
+import type * as Statement from "effect/sql/Statement"
 import { Corrupt, Io, Permission, StorageError } from "../Errors.ts"
 import {
   decodeJson,
@@ -40,6 +41,13 @@ import {
 export interface PostgresStorageOptions {
   /** The table, optionally schema-qualified (`app.storage`); created when missing. */
   readonly table?: string | undefined
+  /**
+   * Reads issued together (a `get` and a `scanText` started in the same tick, as a
+   * resume's snapshot and ledger reads are) go to the database as one statement. Only
+   * for a pool the storage owns (`makeFromUrl`): the statement runs outside the
+   * callers' fibers, so it would escape a transaction an application's client is in.
+   */
+  readonly coalesceReads?: boolean | undefined
 }
 
 /** How a Postgres storage that owns its connection pool connects. */
@@ -135,6 +143,87 @@ const corrupt = (operation: string, key: string, message: string) =>
 const loadSqlClient = Effect.promise((): Promise<typeof SqlClient> => import("effect/sql/SqlClient"))
 const loadReactivity = Effect.promise((): Promise<typeof Reactivity> => import("effect/reactivity/Reactivity"))
 
+/** A read `readCoalescer` may merge: one key's row, or the rows in a key range (`upper` undefined: unbounded). */
+type CoalescedRead =
+  | { readonly _tag: "Key"; readonly key: string }
+  | {
+    readonly _tag: "Range"
+    readonly lower: string
+    readonly upper: string | undefined
+    /** A listing: alone, its statement reads no values. */
+    readonly keysOnly?: true
+  }
+
+type StoredRow = { readonly key: string; readonly value: unknown }
+
+/** Whether `key` (as stored) answers `read`, compared as the C collation compares (code point order). */
+const answers = (read: CoalescedRead, key: string): boolean => {
+  if (read._tag === "Key") return key === read.key
+  return comparePoints(key, read.lower) >= 0 && (read.upper === undefined || comparePoints(key, read.upper) < 0)
+}
+
+/** Code point order: code unit order but for surrogates, which sort above U+E000-U+FFFF. */
+const comparePoints = (a: string, b: string): number => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i)
+    const y = b.charCodeAt(i)
+    if (x === y) continue
+    const xs = x >= 0xd800 && x <= 0xdfff
+    const ys = y >= 0xd800 && y <= 0xdfff
+    if (xs !== ys) return xs ? 1 : -1
+    return x - y
+  }
+  return a.length - b.length
+}
+
+/**
+ * Merges the reads started in one tick into one statement (a resume's snapshot `get`
+ * and ledger `scanText`: one round trip, both read from one database snapshot). A
+ * read alone runs its own statement. Each caller gets the rows its read selects.
+ */
+const readCoalescer = (sql: SqlClient.SqlClient, table: Statement.Identifier) => {
+  type Pending = {
+    readonly read: CoalescedRead
+    readonly resume: (effect: Effect.Effect<ReadonlyArray<StoredRow>, SqlError.SqlError>) => void
+  }
+  let pending: Array<Pending> | undefined
+  const clause = (read: CoalescedRead) =>
+    read._tag === "Key"
+      ? sql`key = ${read.key}`
+      : read.upper === undefined
+      ? sql`key COLLATE "C" >= ${read.lower}`
+      : sql`(key COLLATE "C" >= ${read.lower} AND key COLLATE "C" < ${read.upper})`
+  const flush = () => {
+    const batch = pending!
+    pending = undefined
+    const alone = batch.length === 1 ? batch[0]!.read : undefined
+    const statement = alone === undefined
+      ? sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${sql.or(batch.map((one) => clause(one.read)))}`
+      : alone._tag === "Range" && alone.keysOnly === true
+      ? sql<StoredRow>`SELECT key FROM ${table} WHERE ${clause(alone)}`
+      : sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${clause(alone)}`
+    Effect.runCallback(statement, {
+      onExit: (exit) => {
+        for (const one of batch) {
+          if (Exit.isFailure(exit)) one.resume(exit)
+          else one.resume(Effect.succeed(batch.length === 1 ? exit.value : exit.value.filter((row) => answers(one.read, row.key))))
+        }
+      }
+    })
+  }
+  return {
+    read: (read: CoalescedRead): Effect.Effect<ReadonlyArray<StoredRow>, SqlError.SqlError> =>
+      Effect.callback((resume) => {
+        if (pending === undefined) {
+          pending = []
+          queueMicrotask(flush)
+        }
+        pending.push({ read, resume })
+      })
+  }
+}
+
 /**
  * Builds a Postgres storage on the `SqlClient` in context, creating its table when
  * missing. Result-name transforms of the client are bypassed, so an application's
@@ -172,11 +261,14 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   const decodeValue = (operation: string, key: string, value: unknown) =>
     Effect.flatMap(storedText(operation, key, value), (text) => decodeJson(operation, key, text))
 
+  const coalesce = options.coalesceReads === true ? readCoalescer(sql, table) : undefined
+
   const get = Effect.fnUntraced(function*(key: string) {
     yield* checkKey("get", key)
-    const rows = yield* sql<{ value: unknown }>`SELECT value FROM ${table} WHERE key = ${encodeStoredKey(key)}`.pipe(
-      Effect.mapError(fromSqlError("get", key))
-    )
+    const storedKey = encodeStoredKey(key)
+    const rows = yield* (coalesce === undefined
+      ? sql<{ value: unknown }>`SELECT value FROM ${table} WHERE key = ${storedKey}`
+      : coalesce.read({ _tag: "Key", key: storedKey })).pipe(Effect.mapError(fromSqlError("get", key)))
     const row = rows[0]
     if (row === undefined) return Option.none<unknown>()
     return Option.some(yield* decodeValue("get", key, row.value))
@@ -205,7 +297,9 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   const list = Effect.fnUntraced(function*(prefix: string) {
     const lower = encodeStoredKey(wellFormedHead(prefix))
     const upper = prefixUpperBound(lower)
-    const rows = yield* (upper === undefined
+    const rows = yield* (coalesce !== undefined
+      ? coalesce.read({ _tag: "Range", lower, upper, keysOnly: true })
+      : upper === undefined
       ? sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower}`
       : sql<{ key: string }>`SELECT key FROM ${table} WHERE key COLLATE "C" >= ${lower} AND key COLLATE "C" < ${upper}`)
       .pipe(Effect.mapError(fromSqlError("list", prefix)))
@@ -219,9 +313,12 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   })
 
   // The same range as list, with the values: a ledger load is this one query.
-  const scanRows = (prefix: string) => {
+  const scanRows = (prefix: string, together = false) => {
     const lower = encodeStoredKey(wellFormedHead(prefix))
     const upper = prefixUpperBound(lower)
+    if (together && coalesce !== undefined) {
+      return coalesce.read({ _tag: "Range", lower, upper }).pipe(Effect.mapError(fromSqlError("scan", prefix)))
+    }
     return (upper === undefined
       ? sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table} WHERE key COLLATE "C" >= ${lower}`
       : sql<{ key: string; value: unknown }>`SELECT key, value FROM ${table}
@@ -248,7 +345,7 @@ export const make = Effect.fnUntraced(function*(options: PostgresStorageOptions 
   // thousands, so each row costs a check and a map write, no effect of its own, and the
   // rows are sorted only when they did not come back in order.
   const scanText = (prefix: string) =>
-    Effect.flatMap(scanRows(prefix), (rows): Effect.Effect<ReadonlyArray<readonly [string, string]>, StorageError> => {
+    Effect.flatMap(scanRows(prefix, true), (rows): Effect.Effect<ReadonlyArray<readonly [string, string]>, StorageError> => {
       let found: Array<readonly [string, string]> = []
       let ordered = true
       for (const row of rows) {
@@ -357,7 +454,8 @@ export const makeFromUrl = (
       Effect.provideServiceEffect(ReactivityService, makeReactivity),
       Effect.mapError(fromSqlError("connect", options.table ?? DEFAULT_TABLE))
     )
-    return yield* Effect.provideService(make(options), SqlClientService, client)
+    // The pool is this storage's own: no caller's transaction is on it, so reads may merge.
+    return yield* Effect.provideService(make({ ...options, coalesceReads: true }), SqlClientService, client)
   })
 
 /**

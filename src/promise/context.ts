@@ -480,10 +480,15 @@ export class StepContext extends AgentContext {
 
   /** Runs a child step below this one; a recorded output replays instead of running. */
   run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
-    return Effect.runPromiseExitWith(this.#services)(
+    const fiber = Effect.runForkWith(this.#services)(
       this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
       { signal: this.signal }
-    ).then(unwrapExit)
+    )
+    // A step the ledger answers (a replay) settles while it is forked: its promise is
+    // made settled, without waiting for the fiber's observer.
+    const done = fiber.pollUnsafe()
+    if (done !== undefined) return settledPromise(done)
+    return new Promise<Exit.Exit<O, unknown>>((resolve) => fiber.addObserver(resolve)).then(unwrapExit)
   }
 
   /**
@@ -524,6 +529,16 @@ const detachedRunner = {
 }
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromiseExit(effect).then(unwrapExit)
+
+/** A promise settled as `exit` is: resolved with its value, or rejected as `unwrapExit` throws. */
+const settledPromise = <A, E>(exit: Exit.Exit<A, E>): Promise<A> => {
+  if (Exit.isSuccess(exit)) return Promise.resolve(exit.value)
+  try {
+    return Promise.resolve(unwrapExit(exit))
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
 
 // -----------------------------------------------------------------------------
 // Tool execution contexts (docs/runtime.md#tools)

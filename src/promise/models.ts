@@ -179,14 +179,19 @@ export interface PlainModel {
 
 // The model modules (`effect/ai`) load when a harness is built, not when the library is
 // imported: a process that only defines steps (a child agent importing its step module)
-// never pays for them.
-const loadModelModules = Effect.promise(() =>
-  Promise.all([
-    import("effect/ai/LanguageModel") as Promise<typeof LanguageModel>,
-    import("effect/ai/AiError") as Promise<typeof AiError>,
-    import("../layers/ScriptedModel.ts") as Promise<typeof ScriptedModel>
-  ])
-)
+// never pays for them. Imported once per process: an `import()` resolves the module
+// again each time it is called, and a host builds a runtime per harness.
+let modelModules: Promise<[typeof LanguageModel, typeof AiError, typeof ScriptedModel]> | undefined
+const loadModelModules = Effect.promise(() => {
+  if (modelModules === undefined) {
+    modelModules = Promise.all([
+      import("effect/ai/LanguageModel") as Promise<typeof LanguageModel>,
+      import("effect/ai/AiError") as Promise<typeof AiError>,
+      import("../layers/ScriptedModel.ts") as Promise<typeof ScriptedModel>
+    ])
+  }
+  return modelModules
+})
 
 export const modelLayer = (model: PlainModel | Layer.Layer<LanguageModel.LanguageModel> | undefined): Layer.Layer<LanguageModel.LanguageModel> => {
   if (model !== undefined && !("generate" in model)) return model

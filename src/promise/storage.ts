@@ -14,7 +14,7 @@ import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
-import { type Fence, make as makeStorage, makeMemory, type StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { type Fence, make as makeStorage, makeMemory, type StorageAdapterShape, type StorageWrite } from "../services/StorageAdapter.ts"
 import * as Bridge from "./bridge.ts"
 import { unwrapExit } from "./errors.ts"
 
@@ -72,9 +72,12 @@ const scopedStorage = (
         )
         : effect
     )
+  // Every operation and capability of the storage, guarded: one dropped here (writeAll,
+  // takesJsonText) would make the facade's queues and ledgers slower than the engine's.
   const guarded = (storage: StorageAdapterShape): StorageAdapterShape => {
-    const { compareAndSet, deleteFenced, scanText, setFenced } = storage
+    const { compareAndSet, deleteFenced, scanText, setFenced, writeAll } = storage
     return {
+      ...(storage.takesJsonText === undefined ? {} : { takesJsonText: storage.takesJsonText }),
       get: (key) => guard("get", key, storage.get(key)),
       set: (key, value) => guard("set", key, storage.set(key, value)),
       delete: (key) => guard("delete", key, storage.delete(key)),
@@ -93,6 +96,9 @@ const scopedStorage = (
       }),
       ...(deleteFenced === undefined ? {} : {
         deleteFenced: (key: string, fence: Fence) => guard("deleteFenced", key, deleteFenced(key, fence))
+      }),
+      ...(writeAll === undefined ? {} : {
+        writeAll: (writes: ReadonlyArray<StorageWrite>) => guard("writeAll", writes[0]?.key ?? "", writeAll(writes))
       })
     }
   }

@@ -90,13 +90,31 @@ export const saveResult = (
     Effect.flatMap((encoded) => storage.set(resultKey(handleId), encoded))
   )
 
-/** Removes every record of a settled child: manifest, result, watermark and its IPC queue. */
+/**
+ * Removes every record of a settled child: manifest, result, watermark and its IPC
+ * queue. On a storage with `writeAll` they go in one atomic write (one commit where a
+ * host waits for it before handing the result out), else the manifest first, then the
+ * rest at once.
+ */
 export const clearChild = (storage: StorageAdapterShape, handleId: string): Effect.Effect<void, StorageError> =>
+  storage.writeAll !== undefined
+    ? Effect.flatMap(storage.list(queueKeyPrefix(queueSocketId(handleId))), (queueKeys) =>
+      storage.writeAll!(
+        [manifestKey(handleId), resultKey(handleId), watermarkKey(handleId), ...queueKeys].map((key) => ({
+          op: "delete" as const,
+          key
+        }))
+      ))
+    : clearOneByOne(storage, handleId)
+
+const clearOneByOne = (storage: StorageAdapterShape, handleId: string): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     // The manifest goes first: once it is gone no restart tries to reattach the child.
+    // The rest is then no one's, in any order: its deletes go at once.
     yield* storage.delete(manifestKey(handleId))
-    yield* storage.delete(resultKey(handleId))
-    yield* storage.delete(watermarkKey(handleId))
     const queueKeys = yield* storage.list(queueKeyPrefix(queueSocketId(handleId)))
-    yield* Effect.forEach(queueKeys, (key) => storage.delete(key), { concurrency: 16, discard: true })
+    yield* Effect.forEach([resultKey(handleId), watermarkKey(handleId), ...queueKeys], (key) => storage.delete(key), {
+      concurrency: 16,
+      discard: true
+    })
   })

@@ -23,9 +23,9 @@ describe("durable sessions (real processes, kill -9)", () => {
       assert.strictEqual(queued.receipts.length, 3)
       assert.strictEqual(queued.queueSize, 2)
       assert.strictEqual(queued.status, "generating")
-      // The blocked turn has run its child step before the kill.
-      const ranLog = () => (Fs.existsSync(Path.join(dir, "ran.log")) ? Fs.readFileSync(Path.join(dir, "ran.log"), "utf8") : "")
-      while (!ranLog().includes("note:block")) {
+      // The blocked turn has run its child step, and its record has landed, before the
+      // kill (its body's log line alone comes before the record: a kill then re-runs it).
+      while (!Fs.existsSync(Path.join(dir, "recorded"))) {
         yield* Effect.sleep("20 millis")
       }
       yield* sigkill(first.proc)
