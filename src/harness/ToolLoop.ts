@@ -472,7 +472,7 @@ const toolLoop = (
                     params: step.params,
                     outputJsonSchema
                   }, (delta) => event(delta as DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">), round, event)
-                  root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view)
+                  root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view, { instructions, tools: specs })
                   const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
                   if (decision.action === "deny") {
                     return yield* new SteeringDenied({ stepId: step.id, guidance: decision.guidance ?? "steering rule violation" })

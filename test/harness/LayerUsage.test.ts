@@ -74,7 +74,7 @@ describe("lastLayerUsage", () => {
       const harness = yield* AgentHarness.make({ name: "usage-model", context: [plan, clock] })
       const ctx = yield* harness.createContext()
       assert.isUndefined(ctx.meter.lastLayerUsage)
-      yield* harness.run(runCode("turn", (_: void, step) => step.run(callModel("ask", { model: "scripted-1" }), "what now?")), undefined, ctx).pipe(
+      yield* harness.run(runCode("turn", (_: void, step) => step.run(callModel("ask", { model: "scripted-1", instructions: "be brief" }), "what now?")), undefined, ctx).pipe(
         Effect.provide(Layer.succeed(ModelProvider, {
           name: "scripted",
           mode: "round",
@@ -92,6 +92,7 @@ describe("lastLayerUsage", () => {
       assert.strictEqual(usage.modelId, "scripted-1")
       assert.deepStrictEqual(usage.layers.map((entry) => entry.layerId), ["clock", "plan"])
       assert.isAbove(usage.historyTokens, 0)
+      assert.strictEqual(usage.systemPromptTokens, LayerLifecycle.estimateTokens("be brief"))
       assert.strictEqual(
         usage.totalUsedTokens,
         usage.systemPromptTokens + usage.toolsTokens + usage.historyTokens + usage.layers.reduce((sum, entry) => sum + entry.tokenCount, 0)
