@@ -8,7 +8,6 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -20,7 +19,7 @@ import {
   StepLedgerDurabilityInvalid,
   type StorageError
 } from "../Errors.ts"
-import { type CheckpointSnapshot, type RunFailed, runFailedKey, snapshotKey } from "../schema/CheckpointSnapshot.ts"
+import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapshot.ts"
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
@@ -475,21 +474,6 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   // ---------------------------------------------------------------------------
 
   /**
-   * Leaves the mark of a failed run (`runFailedKey`) for an operator's tools, so a run
-   * that failed reads `failed` rather than `interrupted` (docs/cli.md#execution-status). Best
-   * effort: a mark that cannot be written leaves the run `interrupted`, as before.
-   */
-  const markFailed = (ctx: AgentContext, error: string) =>
-    Option.isNone(store) || ctx.parent !== undefined
-      ? Effect.void
-      : Effect.flatMap(DateTime.now, (now) =>
-        store.value.storage.set(runFailedKey(ctx.id), {
-          version: 1,
-          at: DateTime.formatIso(now),
-          error: error.split("\n")[0] ?? error
-        } satisfies RunFailed)).pipe(Effect.ignore)
-
-  /**
    * Runs `root` as the root of `ctx`'s execution: first checkpoint, replay, final
    * checkpoint. `resumedAt` is the version of a context restored with this root in
    * flight on this input: its snapshot already says what the first checkpoint would.
@@ -530,7 +514,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ? Effect.void
             : Effect.andThen(
               streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) }),
-              markFailed(ctx, failureText(Cause.squash(exit.cause)))
+              Option.isNone(store) || ctx.parent !== undefined
+                ? Effect.void
+                : Checkpointing.markRunFailed(store.value.storage, ctx.id, failureText(Cause.squash(exit.cause)))
             )
         )
       )

@@ -10,7 +10,8 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
-import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
+import { CHECKPOINT_SCHEMA_VERSION, type CheckpointSnapshot, type RunFailed, runFailedKey } from "../schema/CheckpointSnapshot.ts"
+import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import type { AgentContext, ContextStore } from "./AgentContext.ts"
 import type { LeasedRuns } from "./LeasedRuns.ts"
@@ -122,3 +123,16 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
 
   return { checkpoint, checkpointIfChanged }
 }
+
+/**
+ * Leaves the mark of a failed root run (`runFailedKey`) for an operator's tools, so a
+ * run that failed reads `failed` rather than `interrupted` (docs/cli.md#execution-status).
+ * Best effort: a mark that cannot be written leaves the run `interrupted`, as before.
+ */
+export const markRunFailed = (storage: StorageAdapterShape, executionId: string, error: string): Effect.Effect<void> =>
+  Effect.flatMap(DateTime.now, (now) =>
+    storage.set(runFailedKey(executionId), {
+      version: 1,
+      at: DateTime.formatIso(now),
+      error: error.split("\n")[0] ?? error
+    } satisfies RunFailed)).pipe(Effect.ignore)

@@ -790,23 +790,10 @@ export const staticChildren = (shown: AnyStep): ReadonlyArray<AnyStep> => {
 export const isStep = (value: unknown): value is AnyStep => Build.hasStepTypeId(value)
 
 /**
- * The key under which a step shown as plain data keeps the step it runs as. A
- * registered symbol, so the ESM and CommonJS builds of this library read each other's.
+ * `step` shown with other fields (noetic's steps are plain data); the interpreter runs
+ * it as `step`. See `internal/stepBuild.ts` and docs/runtime.md#step-objects.
  */
-const RunsAsTypeId: unique symbol = Symbol.for("noetic-effect/Step/runsAs") as never
-
-/**
- * `step` shown with other fields: noetic's steps are plain data (`inParallel(...).paths`
- * is the function given, `invokeTool(...).tool` the tool object), where the engine's
- * fields are Effect-returning (docs/runtime.md#step-objects). The result is a step
- * (its prototype is `step`, so `id`, `module`... are `step`'s) whose own enumerable
- * fields are `kind`, `id` and `fields`; the interpreter runs it as `step`.
- */
-export const withPlainFields = <S extends AnyStep, F extends object>(step: S, fields: F): S & F => {
-  const shown = Object.create(step) as S & F
-  Object.defineProperty(shown, RunsAsTypeId, { value: runsAs(step) })
-  return Object.assign(shown, { kind: step.kind, id: step.id }, fields)
-}
+export const withPlainFields: <S extends AnyStep, F extends object>(step: S, fields: F) => S & F = Build.withPlainFields
 
 /** The step the interpreter runs for `step`: itself, or the step `withPlainFields` showed. */
-export const runsAs = <S extends AnyStep>(step: S): S => (step as { readonly [RunsAsTypeId]?: S })[RunsAsTypeId] ?? step
+export const runsAs: <S extends AnyStep>(step: S) => S = Build.runsAs

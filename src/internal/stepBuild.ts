@@ -323,3 +323,25 @@ export const checkSpawn = (child: unknown, timeout: number | undefined): void =>
     )
   }
 }
+
+/**
+ * The key under which a step shown as plain data keeps the step it runs as. A
+ * registered symbol, so the ESM and CommonJS builds of this library read each other's.
+ */
+const RunsAsTypeId: unique symbol = Symbol.for("noetic-effect/Step/runsAs") as never
+
+/**
+ * `step` shown with other fields: noetic's steps are plain data (`inParallel(...).paths`
+ * is the function given, `invokeTool(...).tool` the tool object), where the engine's
+ * fields are Effect-returning (docs/runtime.md#step-objects). The result is a step
+ * (its prototype is `step`, so `id`, `module`... are `step`'s) whose own enumerable
+ * fields are `kind`, `id` and `fields`; the interpreter runs it as `step`.
+ */
+export const withPlainFields = <S extends { readonly kind: string; readonly id: string }, F extends object>(step: S, fields: F): S & F => {
+  const shown = Object.create(step) as S & F
+  Object.defineProperty(shown, RunsAsTypeId, { value: runsAs(step) })
+  return Object.assign(shown, { kind: step.kind, id: step.id }, fields)
+}
+
+/** The step the interpreter runs for `step`: itself, or the step `withPlainFields` showed. */
+export const runsAs = <S extends object>(step: S): S => (step as { readonly [RunsAsTypeId]?: S })[RunsAsTypeId] ?? step
