@@ -45,6 +45,10 @@ export class ItemSchemaMismatch extends Schema.TaggedError<ItemSchemaMismatch>("
     itemType: Schema.optionalKey(Schema.String)
   }
 ) {
+  /** The error code. */
+  get code(): "ITEM_SCHEMA_MISMATCH" {
+    return "ITEM_SCHEMA_MISMATCH"
+  }
   readonly noeticKind = "item_schema_mismatch"
   override get message(): string {
     // noetic's wording.

@@ -248,6 +248,10 @@ export class ModelStreamStalled extends Schema.TaggedError<ModelStreamStalled>("
   "ModelStreamStalled",
   { model: Schema.String, idleTimeoutMs: Schema.Number, stepId: Schema.optionalKey(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "MODEL_STREAM_STALLED" {
+    return "MODEL_STREAM_STALLED"
+  }
   override get message(): string {
     return `model stream idle timeout after ${this.idleTimeoutMs}ms`
   }
