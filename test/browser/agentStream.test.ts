@@ -75,12 +75,15 @@ describe.skipIf(!Fs.existsSync(CHROMIUM))("an agent stream in a real browser", (
     assert.strictEqual(await first.exited, "SIGKILL")
     assert.deepStrictEqual(await tab.evaluate(() => (globalThis as any).seen), ["chunk 1", "chunk 2", "chunk 3"])
 
-    const second = startHost({ ...env, RESUME: "browser-run" })
+    // The second host serves until told to stop: the page reconnects on its own
+    // schedule (an EventSource waits some seconds), maybe after the resume has finished.
+    const second = startHost({ ...env, RESUME: "browser-run", SERVE_UNTIL_TERM: "1" })
     cleanups.push(() => second.proc.kill("SIGKILL"))
     await second.until((line) => line.done !== undefined)
-    assert.strictEqual(await second.exited, "0")
 
     await tab.waitForFunction(() => (globalThis as any).ended === true, undefined, { timeout: 60_000 })
+    second.proc.kill("SIGTERM")
+    assert.strictEqual(await second.exited, "0")
     const seen = await tab.evaluate(() => (globalThis as any).seen as Array<unknown>)
     assert.deepStrictEqual(seen, [
       ...Array.from({ length: CHUNKS }, (_, i) => `chunk ${i + 1}`),
