@@ -61,6 +61,10 @@ export const channel = <T = unknown>(
 export class ChannelInvalid extends Schema.TaggedError<ChannelInvalid>("noetic-effect/ChannelInvalid")("ChannelInvalid", {
   reason: Schema.String
 }) {
+  /** The error code. */
+  get code(): "CHANNEL_INVALID" {
+    return "CHANNEL_INVALID"
+  }
   override get message(): string {
     return this.reason
   }
@@ -71,6 +75,10 @@ export class ChannelTimeout extends Schema.TaggedError<ChannelTimeout>("noetic-e
   channel: Schema.String,
   timeoutMs: Schema.Number
 }) {
+  /** The error code. */
+  get code(): "CHANNEL_TIMEOUT" {
+    return "CHANNEL_TIMEOUT"
+  }
   override get message(): string {
     return `channel '${this.channel}': nothing within ${this.timeoutMs} ms`
   }
@@ -81,6 +89,10 @@ export class ChannelClosed extends Schema.TaggedError<ChannelClosed>("noetic-eff
   channel: Schema.String,
   executionId: Schema.String
 }) {
+  /** The error code. */
+  get code(): "CHANNEL_CLOSED" {
+    return "CHANNEL_CLOSED"
+  }
   override get message(): string {
     return `channel '${this.channel}': execution ${this.executionId} has ended`
   }
@@ -91,6 +103,10 @@ export class ChannelCancelled extends Schema.TaggedError<ChannelCancelled>("noet
   "ChannelCancelled",
   { channel: Schema.String, reason: Schema.optionalKey(Schema.String) }
 ) {
+  /** The error code. */
+  get code(): "CHANNEL_CANCELLED" {
+    return "CHANNEL_CANCELLED"
+  }
   override get message(): string {
     return `channel '${this.channel}': cancelled${this.reason === undefined ? "" : `: ${this.reason}`}`
   }
@@ -101,6 +117,10 @@ export class ChannelValueInvalid extends Schema.TaggedError<ChannelValueInvalid>
   "ChannelValueInvalid",
   { channel: Schema.String, cause: Schema.Defect() }
 ) {
+  /** The error code. */
+  get code(): "CHANNEL_VALUE_INVALID" {
+    return "CHANNEL_VALUE_INVALID"
+  }
   override get message(): string {
     return `channel '${this.channel}': the value does not match its schema`
   }

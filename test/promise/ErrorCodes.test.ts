@@ -17,12 +17,6 @@ import { SubprocessError, UnknownHandle } from "../../src/services/SubprocessAda
 
 const src = fileURLToPath(new URL("../../src", import.meta.url))
 
-/**
- * Modules whose errors do not carry a code yet (the facade derives theirs from the
- * tag): `harness/Channels.ts` was being reworked beside this change.
- */
-const pending = new Set(["harness/Channels.ts"])
-
 const sourceFiles = (dir: string): Array<string> =>
   Fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = Path.join(dir, entry.name)
@@ -75,7 +69,7 @@ describe("error codes", () => {
   it("every error class of the engine declares its code", () => {
     const missing = sourceFiles(src).flatMap((file) => {
       const relative = Path.relative(src, file).split(Path.sep).join("/")
-      if (relative.startsWith("promise/") || pending.has(relative)) return []
+      if (relative.startsWith("promise/")) return []
       return errorClasses(Fs.readFileSync(file, "utf8")).filter((c) => !c.coded).map((c) => `${relative}: ${c.name}`)
     })
     assert.deepStrictEqual(missing, [])
