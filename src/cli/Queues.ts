@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import type { StorageError } from "../Errors.ts"
 import { keyPrefix, makeWith as openQueue, type QueueEntry } from "../services/DurableOutboundQueue.ts"
 import { utf8Length } from "../services/StepLedger.ts"
-import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
+import { readOnly, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 
 /** The prefix every queue key starts with; a queue's own prefix is this plus its encoded id and `:`. */
 const QUEUES_PREFIX = keyPrefix("").slice(0, -1)
@@ -39,21 +39,6 @@ export interface QueueRow {
 export interface QueueDetail extends QueueRow {
   readonly frames: ReadonlyArray<QueueEntry & { readonly bytes: number }>
 }
-
-/**
- * The storage as the queue sees it from the CLI: reads pass through, writes do
- * nothing. Opening a queue repairs what a crash left (it deletes frames after a hole
- * and at or below the watermark); from an operator's tool that repair could delete a
- * frame a live server is still writing, so it is only computed, never applied.
- */
-const readOnly = (storage: StorageAdapterShape): StorageAdapterShape => ({
-  get: storage.get,
-  list: storage.list,
-  getMany: storage.getMany,
-  scan: storage.scan,
-  set: () => Effect.void,
-  delete: () => Effect.void
-})
 
 /** The ids of every queue in `storage`, sorted. */
 export const listQueueIds = (storage: StorageAdapterShape): Effect.Effect<ReadonlyArray<string>, StorageError> =>

@@ -143,6 +143,23 @@ export const make = (primitives: StoragePrimitives): StorageAdapterShape => {
   return { ...primitives, getMany, scan }
 }
 
+
+/**
+ * `storage` as a reader sees it: reads pass through, writes do nothing. Opening a
+ * durable queue repairs what a crash left (it deletes frames after a hole and at or
+ * below the watermark); from a reader beside a live server (the CLI, the queue streams)
+ * that repair could delete a frame the server is still writing, so it is only computed,
+ * never applied.
+ */
+export const readOnly = (storage: StorageAdapterShape): StorageAdapterShape => ({
+  get: storage.get,
+  list: storage.list,
+  getMany: storage.getMany,
+  scan: storage.scan,
+  set: () => Effect.void,
+  delete: () => Effect.void
+})
+
 /**
  * Reads many keys at once (the storage's `getMany`). Missing keys are absent from the
  * result, falsy values (`0`, `""`, `false`, `null`) are kept, and an empty key list

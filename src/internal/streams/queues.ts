@@ -18,7 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { StorageError } from "../../Errors.ts"
 import { keyPrefix, makeWith as openQueue, type QueueEntry } from "../../services/DurableOutboundQueue.ts"
-import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
+import { readOnly, type StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { type QueueStreamsOptions, type ReadResult, StreamError, type StreamInfo } from "./types.ts"
 
 /** Where queue streams live among the stream paths. */
@@ -41,16 +41,6 @@ const QUEUE_OFFSET = /^\d{16}$/
 const fail = (reason: StreamError["reason"], message: string) => Effect.fail(new StreamError({ reason, message }))
 
 const storageFailed = (error: StorageError) => new StreamError({ reason: "Storage", message: error.message })
-
-/** The storage as a reader sees it: reads pass through, writes do nothing. */
-const readOnly = (storage: StorageAdapterShape): StorageAdapterShape => ({
-  get: storage.get,
-  list: storage.list,
-  getMany: storage.getMany,
-  scan: storage.scan,
-  set: () => Effect.void,
-  delete: () => Effect.void
-})
 
 /** What one look at a queue found. */
 interface Look {
