@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Conflict, Corrupt, StorageError, Unserializable } from "../Errors.ts"
+import { SortedKeys } from "../internal/sortedKeys.ts"
 
 /**
  * What a fenced write is checked against: the record at `key` (an execution lease)
@@ -354,6 +355,15 @@ const memoryFenceError = (
  */
 export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => {
   const entries = new Map<string, string>()
+  // The keys in order beside the map, so a listing finds its prefix without a scan.
+  const index = new SortedKeys()
+  const put = (key: string, text: string): void => {
+    if (!entries.has(key)) index.add(key)
+    entries.set(key, text)
+  }
+  const drop = (key: string): void => {
+    if (entries.delete(key)) index.remove(key)
+  }
   return make({
     takesJsonText: true,
     get: (key) =>
@@ -366,27 +376,19 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
     set: (key, value) =>
       Effect.andThen(
         validateKey("set", key),
-        Effect.map(encodeJson("set", key, value), (text) => void entries.set(key, text))
+        Effect.map(encodeJson("set", key, value), (text) => put(key, text))
       ),
-    delete: (key) => Effect.andThen(validateKey("delete", key), Effect.sync(() => void entries.delete(key))),
-    list: (prefix) =>
-      Effect.sync(() => {
-        const keys: Array<string> = []
-        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
-        return sortKeys(keys)
-      }),
+    delete: (key) => Effect.andThen(validateKey("delete", key), Effect.sync(() => drop(key))),
+    list: (prefix) => Effect.sync(() => index.withPrefix(prefix)),
     scan: (prefix) =>
-      Effect.suspend(() => {
-        const keys: Array<string> = []
-        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
-        return Effect.forEach(sortKeys(keys), (key) => Effect.map(decodeJson("scan", key, entries.get(key)!), (value) => [key, value] as const))
-      }),
+      Effect.suspend(() =>
+        Effect.forEach(
+          index.withPrefix(prefix),
+          (key) => Effect.map(decodeJson("scan", key, entries.get(key)!), (value) => [key, value] as const)
+        )
+      ),
     scanText: (prefix) =>
-      Effect.sync(() => {
-        const keys: Array<string> = []
-        for (const key of entries.keys()) if (key.startsWith(prefix)) keys.push(key)
-        return sortKeys(keys).map((key) => [key, entries.get(key)!] as const)
-      }),
+      Effect.sync(() => index.withPrefix(prefix).map((key) => [key, entries.get(key)!] as const)),
     getMany: (keys) =>
       Effect.suspend(() => {
         for (const key of keys) {
@@ -410,7 +412,7 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       const expectedText = yield* encodeExpected(key, expected)
       const nextText = yield* encodeJson("compareAndSet", key, next)
       if (entries.get(key) !== expectedText) return false
-      entries.set(key, nextText)
+      put(key, nextText)
       return true
     }),
     // Every key and value is checked before the first write, then all are applied at once.
@@ -420,8 +422,8 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
         if (texts instanceof StorageError) return Effect.fail(texts)
         writes.forEach((write, i) => {
           const text = texts[i]
-          if (text === undefined) entries.delete(write.key)
-          else entries.set(write.key, text)
+          if (text === undefined) drop(write.key)
+          else put(write.key, text)
         })
         return Effect.void
       }),
@@ -431,7 +433,7 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
       const text = yield* encodeJson("setFenced", key, value)
       const refused = memoryFenceError(entries, "setFenced", key, fence)
       if (refused !== undefined) return yield* refused
-      entries.set(key, text)
+      put(key, text)
     }),
     deleteFenced: (key, fence) =>
       Effect.suspend(() => {
@@ -439,7 +441,7 @@ export const makeMemory: Effect.Effect<StorageAdapterShape> = Effect.sync(() => 
         if (badKey !== undefined) return Effect.fail(badKey)
         const refused = memoryFenceError(entries, "deleteFenced", key, fence)
         if (refused !== undefined) return Effect.fail(refused)
-        entries.delete(key)
+        drop(key)
         return Effect.void
       })
   })
