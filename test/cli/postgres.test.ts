@@ -1,29 +1,11 @@
-import { PgClient } from "@effect/sql-pg"
 import { describe, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
+import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
-import * as PostgresStorage from "../../src/layers/PostgresStorage.ts"
+import { pgTable, pgUrl } from "./backends.ts"
 import { assertOneLineFailure, cli, suite } from "./suite.ts"
 
-const url = process.env.NOETIC_PG_URL
-
-/** A storage on a fresh table, dropped afterwards, and the flags that point the CLI at it. */
-const freshTable = Effect.gen(function*() {
-  const client = yield* PgClient.make({ url: Redacted.make(url!) }).pipe(
-    Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
-    Effect.orDie
-  )
-  const table = `noetic_cli_${randomUUID().replaceAll("-", "")}`
-  const sql = client.withoutTransforms()
-  yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
-  const storage = yield* PostgresStorage.make({ table }).pipe(Effect.provideService(SqlClient.SqlClient, client), Effect.orDie)
-  return { args: ["--pg", url!, "--table", table], checkpoints: storage, subprocess: storage }
-})
-
-describe.skipIf(url === undefined)("noetic-effect CLI on PostgreSQL", () => {
-  suite(freshTable)
+describe.skipIf(pgUrl === undefined)("noetic-effect CLI on PostgreSQL", () => {
+  suite(pgTable("noetic_cli_"))
 
   it.live("a bad URL, an unreachable server and a missing table are one line and a non-zero exit", () =>
     Effect.gen(function*() {
@@ -33,6 +15,6 @@ describe.skipIf(url === undefined)("noetic-effect CLI on PostgreSQL", () => {
       const hidden = yield* cli("--pg", "postgres://postgres:secret@127.0.0.1:1/test", "queues", "list")
       if (hidden.err.includes("secret")) throw new Error(`the password leaked: ${hidden.err}`)
       const table = `noetic_cli_missing_${randomUUID().replaceAll("-", "")}`
-      assertOneLineFailure(yield* cli("--pg", url!, "--table", table, "executions", "list"), `no table ${table}`)
+      assertOneLineFailure(yield* cli("--pg", pgUrl!, "--table", table, "executions", "list"), `no table ${table}`)
     }), { timeout: 60_000 })
 })

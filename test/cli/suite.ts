@@ -7,9 +7,6 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option, References, type Scope } from "effect"
 import { TestConsole } from "effect/testing"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as Cli from "../../src/cli/Cli.ts"
 import * as AgentHarness from "../../src/harness/AgentHarness.ts"
 import { runCode } from "../../src/harness/Step.ts"
@@ -17,14 +14,9 @@ import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessA
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
 import { keyPrefix } from "../../src/services/DurableOutboundQueue.ts"
 import { leaseKey } from "../../src/services/ExecutionLease.ts"
-import type { StorageAdapterShape } from "../../src/services/StorageAdapter.ts"
-import { recordState } from "./state.ts"
+import { type Backend, withRecordedState } from "./backends.ts"
 
-/** A fresh home directory, removed afterwards. */
-export const freshHome = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "noetic-cli-"))),
-  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }))
-)
+export { type Backend, freshHome } from "./backends.ts"
 
 /** What the CLI printed and how it ended. */
 export interface CliRun {
@@ -59,24 +51,9 @@ export const assertOneLineFailure = (run: CliRun, text: string) => {
   assert.notInclude(run.err, "    at ")
 }
 
-/** A backend under test: where its state lives and the CLI flags that select it. */
-export interface Backend {
-  /** The flags that point the CLI at it (`--home <dir>` or `--pg <url> --table <t>`). */
-  readonly args: ReadonlyArray<string>
-  /** The storage of checkpoints (snapshots, ledgers, leases, queues of state.ts). */
-  readonly checkpoints: StorageAdapterShape
-  /** The storage subprocess manifests go to (the same on Postgres). */
-  readonly subprocess: StorageAdapterShape
-}
-
 /** Registers the backend-independent CLI tests; `backend` builds a fresh one per test. */
 export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => {
-  const withState = <A, E>(f: (b: Backend) => Effect.Effect<A, E, Scope.Scope>) =>
-    Effect.gen(function*() {
-      const b = yield* backend
-      yield* recordState(b.checkpoints)
-      return yield* f(b)
-    }).pipe(Effect.scoped)
+  const withState = withRecordedState(backend)
 
   it.live("executions list: a table of status, steps, last checkpoint and thread, newest first; --json; filters", () =>
     withState((b) =>

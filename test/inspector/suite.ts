@@ -12,8 +12,7 @@ import * as Inspector from "../../src/inspector/Inspector.ts"
 import * as InMemorySubprocessAdapter from "../../src/layers/InMemorySubprocessAdapter.ts"
 import * as CheckpointStore from "../../src/services/CheckpointStore.ts"
 import { keyPrefix } from "../../src/services/DurableOutboundQueue.ts"
-import type { Backend } from "../cli/suite.ts"
-import { recordState } from "../cli/state.ts"
+import { type Backend, withRecordedState } from "../cli/backends.ts"
 
 /** The flags of the CLI, from a backend's arguments. */
 const flagsOf = (args: ReadonlyArray<string>) => {
@@ -66,12 +65,7 @@ export const events = (response: Response) => {
 
 /** Registers the inspector's route tests; `backend` builds a fresh one per test. */
 export const suite = (backend: Effect.Effect<Backend, unknown, Scope.Scope>) => {
-  const withState = <A, E>(f: (b: Backend) => Effect.Effect<A, E, Scope.Scope>) =>
-    Effect.gen(function*() {
-      const b = yield* backend
-      yield* recordState(b.checkpoints)
-      return yield* f(b)
-    }).pipe(Effect.scoped)
+  const withState = withRecordedState(backend)
 
   it.live("every request needs the token: 401 with an empty body, then a cookie after the first visit", () =>
     withState((b) =>
