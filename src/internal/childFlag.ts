@@ -12,6 +12,13 @@
 /** The argv flag that marks a process as a subprocess child. */
 export const CHILD_FLAG = "--noetic-subprocess-child"
 
+/**
+ * The argv flag naming the file descriptor (a pipe to the host that spawned the child)
+ * on which a child on its quiet path writes one byte once its result is persisted: the
+ * host reads the record then, rather than when the process is gone.
+ */
+export const RESULT_FD_FLAG = "--result-fd"
+
 const started = Symbol.for("noetic-effect/subprocessChild/started")
 
 /**

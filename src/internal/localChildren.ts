@@ -36,6 +36,8 @@ export interface Child {
   readonly result: Deferred.Deferred<unknown, SubprocessError>
   /** Signalled by the `exit` event of a process this host spawned: checks liveness at once. */
   readonly exited: Deferred.Deferred<void>
+  /** Signalled when a child this host spawned says (on its result pipe) that its result is persisted. */
+  readonly persisted: Deferred.Deferred<void>
   readonly scope: Scope.Closeable
   status: HandleStatus
   stopping: boolean

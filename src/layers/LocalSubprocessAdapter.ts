@@ -17,7 +17,9 @@
  * then records its pid and start time (`/proc/<pid>/stat` field 22). The child finds
  * its step by importing the adapter's `entry` module, else the module the step was
  * built in, and streams items, ask-user prompts and its result over a durable unix
- * socket; the parent acks each frame once handled. Liveness is pid plus start time,
+ * socket; the parent acks each frame once handled. A child whose step ends before it
+ * has anything to stream persists its result and exits without a socket: its exit
+ * wakes the host, which reads the result record. Liveness is pid plus start time,
  * so a recycled pid is neither adopted nor signalled.
  *
  * `spawnProcess` runs an OS command (noetic's process request) the same way: manifest,
@@ -44,6 +46,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type * as NodeChildProcess from "node:child_process"
+import type * as NodeNet from "node:net"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -51,7 +54,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { childProcess, sha256Hex, nodeFs as Fs } from "../internal/builtins.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { CHILD_FLAG, importingStepModule } from "../internal/childFlag.ts"
+import { CHILD_FLAG, importingStepModule, RESULT_FD_FLAG } from "../internal/childFlag.ts"
 import { awaitPath } from "../internal/awaitPath.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
@@ -334,8 +337,20 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
             yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
           }
         }
+        let noticed = false
         while (yield* alive(child.manifest)) {
-          yield* Effect.raceFirst(Effect.sleep(Duration.millis(pollMs)), Deferred.await(child.exited))
+          const exited = Deferred.await(child.exited)
+          yield* Effect.raceFirst(
+            Effect.sleep(Duration.millis(pollMs)),
+            noticed ? exited : Effect.raceFirst(exited, Deferred.await(child.persisted))
+          )
+          // A child on its quiet path has persisted its result and is exiting: settled
+          // from the record now, not once its process is gone (read once per notice).
+          if (!noticed && (yield* Deferred.isDone(child.persisted))) {
+            noticed = true
+            const persisted = yield* Effect.orElseSucceed(loadResult(storage, handleId), () => Option.none<SubprocessOutcome>())
+            if (Option.isSome(persisted)) return yield* settle(child, persisted.value)
+          }
         }
         const stored = yield* Effect.orElseSucceed(loadResult(storage, handleId), () => Option.none<SubprocessOutcome>())
         yield* settle(child, Option.getOrElse(stored, () => exitedWithoutResult(child)))
@@ -354,6 +369,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         manifest,
         result,
         exited: Deferred.makeUnsafe<void>(),
+        persisted: Deferred.makeUnsafe<void>(),
         scope: yield* Scope.fork(adapterScope),
         status: "running",
         stopping: false,
@@ -398,11 +414,13 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         }
         log = openLog(logPathOf(manifest.socketPath!))
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
-        // own process group, unreferenced, with no pipe to the host, so the host's death
-        // (even SIGKILL) neither kills it nor breaks its output.
-        const proc = childProcess().spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId], {
+        // own process group, unreferenced, its output in a file, so the host's death (even
+        // SIGKILL) neither kills it nor breaks its output. Its one pipe to the host (fd 3)
+        // carries a single byte, written once its result is persisted on its quiet path
+        // (a write that fails, the host gone, is ignored).
+        const proc = childProcess().spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId, RESULT_FD_FLAG, "3"], {
           detached: true,
-          stdio: ["ignore", log, log],
+          stdio: ["ignore", log, log, "pipe"],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
           // Node's compile cache (see `compileCache`), so repeated child starts reuse
           // compiled code. A host's own setting wins.
@@ -477,7 +495,20 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     const manifest: SubprocessManifest = { ...starting, pid, pidStarttime: stat?.startTime ?? null }
     yield* Effect.mapError(recordManifest(manifest), recordFailed)
     const child = yield* newChild(manifest)
-    proc.once("exit", () => Deferred.doneUnsafe(child.exited, Exit.void))
+    // A child that has nothing to stream exits as soon as its result is persisted
+    // (its quiet path), which may be before this listener is added.
+    if (proc.exitCode !== null || proc.signalCode !== null) Deferred.doneUnsafe(child.exited, Exit.void)
+    else proc.once("exit", () => Deferred.doneUnsafe(child.exited, Exit.void))
+    const notice = proc.stdio[3] as NodeNet.Socket | null | undefined
+    if (notice) {
+      // Read (it never keeps the host alive) until the child's byte or its end.
+      notice.unref()
+      notice.on("error", () => notice.destroy())
+      notice.once("data", () => {
+        Deferred.doneUnsafe(child.persisted, Exit.void)
+        notice.destroy()
+      })
+    }
     yield* watch(child)
     return child.handle
   })

@@ -4,14 +4,18 @@
  *
  * It reads its manifest from the subprocess storage at `root`, loads the step (the
  * adapter's `entry` module, else the module that defined the step), serves its unix
- * socket over a `DurableOutboundQueue` in that storage (once the step's body has
- * started: frames wait in the queue until then), and runs the step under a durable harness
+ * socket over a `DurableOutboundQueue` in that storage (once the step has a frame to
+ * send, or has run for `QUIET_START_MS`: frames wait in the queue until the server
+ * listens), and runs the step under a durable harness
  * keyed by the manifest's execution id, with checkpoints under the manifest's
  * checkpoint root, with the services the module exports as `subprocessLayer`. Items
  * and ask-user prompts stream as durable frames as they are
  * checkpointed; the outcome is persisted under the result key and then sent as a
  * final `status` frame. The process exits once the parent acknowledges that frame,
  * or after the manifest's linger period (the result stays persisted for `reattach`).
+ * A step that ends before its queue came up (the quiet path) has its outcome persisted
+ * and its process exits at once, with no queue, socket or frame: the host reads the
+ * result record when it sees the process gone.
  *
  * @since 0.1.0
  */
@@ -41,6 +45,8 @@ import { makeStorageAt } from "./HomeStorage.ts"
 import { IpcError } from "../IpcError.ts"
 import type { IpcServerShape } from "./IpcServer.ts"
 import { logError, logWarning } from "../internal/diagnostics.ts"
+import { nodeFs } from "../internal/builtins.ts"
+import { RESULT_FD_FLAG } from "../internal/childFlag.ts"
 
 /**
  * A checkpoint store that also streams what each checkpoint adds: new items as `item`
@@ -104,13 +110,12 @@ const toOutcome = (handleId: string, exit: Exit.Exit<unknown, unknown>): Subproc
 }
 
 /**
- * Waits for the event loop's next turn: the microtasks queued before, a step body's
- * start among them, run first.
+ * How long a step runs, with nothing to stream, before its child brings the durable
+ * queue and the socket up anyway (and sends its `started` event). A step that ends
+ * sooner never loads the socket stack: its child persists the result and exits, and the
+ * host settles it from that record once the process is gone (docs/subprocesses.md).
  */
-const nextMacrotask = Effect.callback<void>((resume) => {
-  const timer = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(timer))
-})
+export const QUIET_START_MS = 100
 
 /**
  * Runs the step of `manifest` (`loading`: its module being imported) under a durable
@@ -175,10 +180,15 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
   // retries; frames are durable in the queue from the first one, the `started` event,
   // and the server delivers them from there.
   const begin = Deferred.makeUnsafe<void>()
+  // A frame is waiting to be sent: the queue comes up now, not after the quiet start.
+  const wanted = Deferred.makeUnsafe<void>()
+  // Whether the queue is coming up; until it is, a step that ends takes the quiet path.
+  let serveStarted = false
   const socketPath = manifest.socketPath ?? `${root}/${handleId}.sock`
   const queueing = yield* Effect.forkScoped(Effect.gen(function*() {
     yield* Deferred.await(begin)
-    yield* nextMacrotask
+    yield* Effect.raceFirst(Effect.sleep(Duration.millis(QUIET_START_MS)), Deferred.await(wanted))
+    serveStarted = true
     const queue = yield* Effect.acquireRelease(makeQueue(storage, { socketId: queueSocketId(handleId) }), (q) => q.close)
     const started = encodeFrameText(
       { type: "event", event: { kind: "started", handleId, pid: process.pid } },
@@ -226,6 +236,7 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
         texts.push(text)
       }
       Deferred.doneUnsafe(begin, Exit.void)
+      Deferred.doneUnsafe(wanted, Exit.void)
       return Effect.flatMap(Fiber.join(queueing), (queue) => queue.appendAll(texts, JSON_FRAMES))
     })
   const exit = yield* Effect.exit(runStep(
@@ -238,12 +249,18 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
     },
     () => Deferred.doneUnsafe(begin, Exit.void)
   ))
+  // The quiet path: the step ended with nothing streamed before its queue came up. The
+  // queue and the socket are never made; the result is persisted and the process exits,
+  // which is what tells the host (it then reads the record, as a restarted host does).
+  const quiet = !serveStarted
+  if (quiet) yield* Fiber.interrupt(queueing)
   Deferred.doneUnsafe(begin, Exit.void)
   const outcome = toOutcome(handleId, exit)
   // Persisted before it is sent: a parent that misses the frame reads the record. A
   // server that could not listen fails the child after this, its result kept.
   yield* saveResult(storage, handleId, outcome)
   yield* Fiber.join(pidRecorded)
+  if (quiet) return tellHostPersisted()
   const ready = yield* Fiber.join(serving)
   const queue = yield* Fiber.join(queueing)
   const encoded = yield* Schema.encodeUnknownEffect(SubprocessOutcome)(outcome)
@@ -255,6 +272,21 @@ export const runChild = Effect.fnUntraced(function*(root: string, handleId: stri
 const argValue = (name: string): string | undefined => {
   const index = process.argv.indexOf(name)
   return index < 0 ? undefined : process.argv[index + 1]
+}
+
+/**
+ * Writes the one byte of the result pipe the spawning host gave (`--result-fd`): the
+ * result is persisted. Without that pipe, or with its host gone, nothing happens: the
+ * host (or a later one) finds the record when the process has exited.
+ */
+const tellHostPersisted = (): void => {
+  const fd = Number(argValue(RESULT_FD_FLAG))
+  if (!Number.isInteger(fd) || fd < 3) return
+  try {
+    nodeFs.writeSync(fd, "r")
+  } catch {
+    // The host is gone (EPIPE): the record is where a restarted host reads it.
+  }
 }
 
 /** Runs this process as the child named by its `--root` and `--handle` arguments. */

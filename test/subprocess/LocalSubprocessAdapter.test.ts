@@ -24,7 +24,8 @@ import { reattachLiveChildren } from "../../src/harness/Reattach.ts"
 import type { SubprocessError } from "../../src/services/SubprocessAdapter.ts"
 import type { V1ServerFrame } from "../../src/schema/IpcFrame.ts"
 import { askThenModel } from "../fixtures/subprocessModelSteps.ts"
-import { double, failing, listAndDate, waitForRelease } from "../fixtures/subprocessSteps.ts"
+import { double, failing, listAndDate, napping, waitForRelease } from "../fixtures/subprocessSteps.ts"
+import { QUIET_START_MS } from "../../src/layers/subprocessChildMain.ts"
 
 const tempBase = Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "nsl-")))
 
@@ -235,6 +236,42 @@ describe("LocalSubprocessAdapter (real processes)", () => {
       const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
       const handle = yield* harness.detachedSpawn(listAndDate, "ab", yield* harness.createContext())
       assert.deepStrictEqual(yield* handle.await, ["ab", 2, new Date(0).toISOString()])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child whose step ends with nothing streamed exits with its result persisted, no socket: the host reads the record", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const frames: Array<V1ServerFrame> = []
+      const adapter = yield* LocalSubprocessAdapter.make({
+        root: Path.join(base, "subprocess"),
+        onFrame: (_handle, frame) => Effect.sync(() => frames.push(frame))
+      })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const parent = yield* harness.createContext()
+      assert.strictEqual(yield* (yield* harness.detachedSpawn(double, 21, parent)).await, 42)
+      // A failure takes the same path: the typed error comes from the record.
+      const reason = failureOf(yield* Effect.exit((yield* harness.detachedSpawn(failing, { job: "q" }, parent)).await))
+      assert.strictEqual(reason._tag, "ChildFailed")
+      // Its queue never came up: not even the `started` event was sent.
+      assert.deepStrictEqual(frames, [])
+      assert.deepStrictEqual(yield* adapter.listLive, [])
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a child whose step runs past the quiet start brings its queue up and sends its started event", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const frames: Array<V1ServerFrame> = []
+      const adapter = yield* LocalSubprocessAdapter.make({
+        root: Path.join(base, "subprocess"),
+        pollMs: 20,
+        onFrame: (_handle, frame) => Effect.sync(() => frames.push(frame))
+      })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const ms = QUIET_START_MS * 5
+      const handle = yield* harness.detachedSpawn(napping, ms, yield* harness.createContext())
+      assert.strictEqual(yield* handle.await, ms)
+      assert.deepInclude(frames[0], { type: "event" })
+      assert.deepInclude((frames[0] as { readonly event: object }).event, { kind: "started", handleId: handle.handleId })
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
   it.live("a child asks the user through the parent, and calls a model its module provides", () =>
