@@ -28,7 +28,7 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type AgentContext, type ContextLayer, type Item, randomUuid } from "./AgentContext.ts"
 import type { AgentHarness, ExecuteResult } from "./AgentHarness.ts"
 import * as Streams from "./SessionStreams.ts"
-import { inputItems, SessionTurn, type SessionTurnShape, type StreamEvent } from "./SessionTurn.ts"
+import { bindTurn, inputItems, SessionTurn, type SessionTurnShape, type StreamEvent, unbindTurn } from "./SessionTurn.ts"
 import { allowsEvent } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
@@ -310,9 +310,9 @@ export const make = Effect.fnUntraced(function*(
     turnId: turn.turnId,
     emit: (event) => publish(session, event),
     emitFramework: (name, data) => framework(session, name, data),
-    runEvent: (event, emit) =>
+    runEvent: (event, emit, options) =>
       Effect.suspend(() => {
-        if (event.type === "model_call_completed") {
+        if (event.type === "model_call_completed" && options?.counted !== false) {
           turn.usage.inputTokens += event.usage.inputTokens
           turn.usage.outputTokens += event.usage.outputTokens
           if (event.usage.cachedTokens !== undefined) {
@@ -374,6 +374,7 @@ export const make = Effect.fnUntraced(function*(
       const items = inputItems(record.input, `user-${record.messageId}`)
       yield* framework(session, "turn_started", { turnId: turn.turnId, messageIds: [record.messageId] })
       for (const item of items) yield* framework(session, "item_appended", { item })
+      const turnShape = turnServices(session, turn)
       const exit = yield* harness.execute(record.input, {
         executionId: record.executionId,
         // A fresh id cannot be recorded yet; a resumed message's turn may have started.
@@ -386,14 +387,16 @@ export const make = Effect.fnUntraced(function*(
         items: [...session.history, ...items],
         onContext: (ctx) => {
           turn.ctx = ctx
+          bindTurn(ctx, turnShape)
           if (turn.aborting) ctx.abort(turn.abortReason)
         }
       }).pipe(
-        Effect.provideService(SessionTurn, turnServices(session, turn)),
+        Effect.provideService(SessionTurn, turnShape),
         Effect.provideContext(services),
         Effect.exit
       ) as Effect.Effect<Exit.Exit<ExecuteResult<unknown>, unknown>>
       const completed = [message, ...turn.absorbed]
+      if (turn.ctx !== undefined) unbindTurn(turn.ctx)
       session.turn = undefined
       if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) {
         // The harness is closing: the messages stay queued in storage for resumeQueued.

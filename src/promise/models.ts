@@ -313,6 +313,8 @@ export interface HarnessCallModelRequest {
   /** A structured output to ask for: its JSON Schema is sent to the provider (nothing is validated). */
   readonly outputSchema?: Step.StandardSchema
   readonly outputJsonSchema?: Readonly<Record<string, unknown>>
+  /** Gates the call's framework events on the session streams (`false`, or a filter), as a step's `emit`. */
+  readonly emit?: boolean | ((eventType: string, data: Record<string, unknown>) => boolean)
 }
 
 /**
@@ -330,7 +332,8 @@ export const harnessCallModel = (request: HarnessCallModelRequest) => {
     ...(request.params === undefined ? {} : { params: request.params }),
     ...(tools === undefined ? {} : { tools }),
     ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
-    ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema })
+    ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema }),
+    ...(request.emit === undefined ? {} : { emit: request.emit as Step.EmitOption })
   }, ctx)
 }
 
