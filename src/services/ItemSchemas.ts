@@ -150,3 +150,20 @@ export const checkResponseItems = <A>(items: ReadonlyArray<A>): Effect.Effect<Re
 /** A tool result item the tool loop made, checked against the harness's `toolResults` schemas. */
 export const checkToolResult = <A>(item: A): Effect.Effect<A, unknown> =>
   checked(item, (config) => checkCategory(config, item, "toolResults"))
+
+/**
+ * The items of a restored snapshot, checked as noetic's restore parses them
+ * (`parseMany`): each against the harness's `ItemSchemas`, the first refused failing
+ * with `ItemSchemaMismatch`. A value that is not item-shaped is refused as an item of no
+ * known type (category `items`).
+ */
+export const checkRestoredItems = (items: ReadonlyArray<unknown>): Effect.Effect<void, ItemSchemaMismatch> =>
+  ItemSchemas.use((config) =>
+    Effect.suspend(() => {
+      for (const item of items) {
+        const refused = isItemShaped(item) ? check(config, item) : new ItemSchemaMismatch({ category: "items" })
+        if (refused !== undefined) return Effect.fail(refused)
+      }
+      return Effect.void
+    })
+  )
