@@ -52,6 +52,8 @@ import type { ShellAdapter } from "./modelTools.ts"
 import { type LLMResponse, refuseUnsupportedHarnessOptions } from "./providers.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
 import type { StepHooks } from "../harness/SessionTurn.ts"
+import type { LayerStateStore as EngineLayerStateStore } from "../harness/LayerHooks.ts"
+import { type LayerStateStore, toEngineLayerStateStore } from "./layerStateStore.ts"
 import type {
   AgentHooks,
   AgentHarnessOptions,
@@ -130,6 +132,8 @@ export class AgentHarness<I = any, O = any> {
   readonly #channels = new ChannelHub()
   /** `storage.adapter` as the engine's layer storage (opened at its first use). */
   #engineLayerStorage: StorageAdapterShape | undefined
+  /** `storage.layerStateStore`, as the engine takes it (docs/layers-and-channels.md#a-layer-state-store). */
+  readonly #layerStateStore: { readonly host: LayerStateStore; readonly engine: EngineLayerStateStore } | undefined
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -155,6 +159,8 @@ export class AgentHarness<I = any, O = any> {
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
     const layerAdapter = storage?.adapter
     this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
+    const hostStore = storage?.layerStateStore
+    this.#layerStateStore = hostStore === undefined ? undefined : { host: hostStore, engine: toEngineLayerStateStore(hostStore) }
     // A durable harness stores external channels' handle sends from its first call on.
     if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
       this.#channels.attachStorage(this.#engineLayerStorage)
@@ -166,6 +172,7 @@ export class AgentHarness<I = any, O = any> {
       layers: this.#layers,
       channels: this.#channels,
       layerStorage: this.#engineLayerStorage,
+      layerStateStore: this.#layerStateStore?.engine,
       hooks: options.hooks === undefined ? undefined : this.#engineHooks(options.hooks),
       self: Layer.succeed(FacadeHarness, this as AgentHarness),
       seeds: this.#seeds,
@@ -463,13 +470,15 @@ export class AgentHarness<I = any, O = any> {
 
   /** A live context's layer state (noetic's `getLayerState`). */
   getLayerState<T>(executionId: string, layerId: string): T | undefined {
-    return LayerMethods.contextById(executionId)?.layerState<T>(layerId)
+    const ctx = LayerMethods.contextById(executionId)
+    // Not live here: the host's store, as noetic reads it.
+    return ctx === undefined ? this.#layerStateStore?.host.get<T>(executionId, layerId) : ctx.layerState<T>(layerId)
   }
 
   /** Sets a live context's layer state, written through for a durable scope (noetic's `setLayerState`). */
   setLayerState<T>(executionId: string, layerId: string, state: T): void {
     const ctx = LayerMethods.contextById(executionId)
-    if (ctx === undefined) return
+    if (ctx === undefined) return this.#layerStateStore?.host.set(executionId, layerId, state)
     ctx.setLayerStateValue(layerId, state)
     void runChannel(ctx.persistLayerState())
   }
@@ -561,6 +570,7 @@ export class AgentHarness<I = any, O = any> {
       cwd: cwd === undefined ? null : { current: cwd },
       channels: this.#channels,
       layerStorage: this.#engineLayerStorage,
+      ...(this.#layerStateStore === undefined ? {} : { layerStateStore: this.#layerStateStore.engine }),
       // The engine is built lazily (its storage may open asynchronously): a checkpoint
       // of this context goes through it when it comes.
       checkpoint: (ctx) =>

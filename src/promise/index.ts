@@ -112,6 +112,7 @@ export {
 export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type StreamWriter, type TokenUsage } from "./context.ts"
 export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"
 export type { RecallLayerOutput } from "./layerMethods.ts"
+export type { LayerStateStore } from "./layerStateStore.ts"
 export {
   type AnyStep,
   conditional,

@@ -160,11 +160,4 @@ export const refuseUnsupportedHarnessOptions = (options: object): void => {
   for (const [option, hint] of UNSUPPORTED_HARNESS_OPTIONS) {
     if ((options as Record<string, unknown>)[option] !== undefined) throw unsupported(`AgentHarness option '${option}'`, hint)
   }
-  const storage = (options as { environment?: { storage?: Record<string, unknown> } }).environment?.storage
-  if (storage?.layerStateStore !== undefined) {
-    throw unsupported(
-      "AgentHarness option 'environment.storage.layerStateStore'",
-      "The Promise API keeps layer state in the engine, written through to environment.storage.adapter (else the checkpoint store's storage) at every change; drop layerStateStore, or give it to the Effect API's AgentHarness.make (docs/layers-and-channels.md#a-layer-state-store)."
-    )
-  }
 }
