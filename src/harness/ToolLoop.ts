@@ -472,6 +472,15 @@ const toolLoop = (
                     params: step.params,
                     outputJsonSchema
                   }, (delta) => event(delta as DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">), round, event)
+                  // noetic's GenAI span attributes, on the round's span (docs/runtime.md#tracing).
+                  yield* Effect.annotateCurrentSpan({
+                    "gen_ai.system": provider.name,
+                    "gen_ai.request.model": model,
+                    "gen_ai.usage.input_tokens": response.usage.inputTokens,
+                    "gen_ai.usage.output_tokens": response.usage.outputTokens,
+                    ...(response.usage.cachedTokens === undefined ? {} : { "gen_ai.usage.cached_input_tokens": response.usage.cachedTokens }),
+                    ...(response.cost === undefined ? {} : { "gen_ai.cost": response.cost })
+                  })
                   root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view, { instructions, tools: specs })
                   const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
                   if (decision.action === "deny") {
@@ -512,7 +521,7 @@ const toolLoop = (
               Effect.suspend(() => {
                 ran = true
                 return Effect.andThen(
-                  event({ type: "tool_call_started", ...call }),
+                  Effect.andThen(Effect.annotateCurrentSpan("tool.name", call.name), event({ type: "tool_call_started", ...call })),
                   Effect.flatMap(
                     LayerLifecycle.beforeToolCallLayers(root, { toolName: call.name, toolArgs: argsOf(call.arguments), callId: call.callId }),
                     (decision): Effect.Effect<ToolCallOutcome, unknown> =>

@@ -22,6 +22,7 @@ import type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./provide
 import type { Tool } from "./tools.ts"
 import type { ItemSchemaExtensions } from "./itemSchemas.ts"
 import type { LayerStateStore } from "./layerStateStore.ts"
+import type { TraceExporter } from "./traceExporter.ts"
 
 /** A harness tool as a plain function, called by `invokeTool(id, name)`. */
 export type HarnessTool = (input: unknown, ctx: StepContext) => unknown
@@ -81,6 +82,8 @@ export interface AgentHarnessOptions<I = any, O = any> {
    * unknown item type is refused (`strict`, default true).
    */
   readonly itemSchemas?: { readonly schemas?: ItemSchemaExtensions; readonly strict?: boolean }
+  /** Where completed spans go (noetic's `traceExporter`): each span of the harness's runs, as it ends. */
+  readonly traceExporter?: TraceExporter
   /** The context layers of every context; defaults to scratchpad, instructions and history. */
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers` (this library's earlier name). */

@@ -149,7 +149,6 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 
 /** noetic's harness options this library does not run. */
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
-  ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."],
   ["contextCache", "Prompt-cache anchoring is not tuned here: anchored layers are pinned per thread and superseded by <context_updates> (docs/layers-and-channels.md#the-assembled-view); drop contextCache."],
   ["projection", "The projection policy is noetic's default (tokenBudget 128000, responseReserve 4000) and not configurable here; drop projection."],
   ["forceAtomicRecall", "Every layer's recallMode is honoured; to recall a layer each time, give it recallMode 'atomic'."]
