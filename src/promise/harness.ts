@@ -119,7 +119,7 @@ export class AgentHarness<I = any, O = any> {
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
   /** noetic's `config`: the harness's name, its (validated) params, its hooks. */
-  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks }
+  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks; readonly storage: StorageAdapter }
   /** The root working directory once `initialCwd` or `setRootCwd` set it. */
   #rootCwd: { cwd: string; previousCwd?: string } | undefined
   /** The engine's sessions, once the runtime has built them (the synchronous accessors read them). */
@@ -145,7 +145,6 @@ export class AgentHarness<I = any, O = any> {
     this.name = options.name
     refuseUnsupportedHarnessOptions(options)
     this.params = validateParams(options.paramsSchema, options.params)
-    this.config = { name: options.name, params: this.params, ...(options.hooks === undefined ? {} : { hooks: options.hooks }) }
     if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
     this.fs = options.environment?.fs
     this.shell = options.environment?.shell
@@ -154,6 +153,13 @@ export class AgentHarness<I = any, O = any> {
     const storage = options.environment?.storage
     checkEngineOptions(agentGraph as Step.AnyStep | undefined, storage)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
+    // noetic's AgentConfig: `storage` is environment.storage.adapter, else an in-memory one.
+    this.config = {
+      name: options.name,
+      params: this.params,
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+      storage: this.#layerStorage
+    }
     this.#ledgerStorage = storage?.adapter
     // As in noetic, a harness given no layers gives its contexts none (`defaultContextLayers` lists the usual ones).
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []

@@ -151,6 +151,7 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
   ["contextCache", "Prompt-cache anchoring is not tuned here: anchored layers are pinned per thread and superseded by <context_updates> (docs/layers-and-channels.md#the-assembled-view); drop contextCache."],
   ["projection", "The projection policy is noetic's default (tokenBudget 128000, responseReserve 4000) and not configurable here; drop projection."],
+  ["storage", "noetic's constructor takes the storage adapter as environment.storage.adapter (it shows as config.storage); pass it there."],
   ["forceAtomicRecall", "Every layer's recallMode is honoured; to recall a layer each time, give it recallMode 'atomic'."]
 ]
 

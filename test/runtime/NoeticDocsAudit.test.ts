@@ -1,0 +1,262 @@
+/**
+ * A program written from noetic's runtime docs (framework/runtime.mdx, api/runtime-types.mdx,
+ * observability.mdx), with only its import specifiers changed, against the local
+ * OpenRouter-compatible server: the Quick Example as written (a loop over callModel with
+ * a zod-typed search tool until noToolCalls, then getAgentResponse().text), then every
+ * constructor option and ExecuteOption the pages list, each working or refused by name.
+ * The one other change is the provider's address: `baseUrl` points at the local server
+ * (the docs' `callModelDefaults: { provider: 'openrouter' }` reads the key from the env).
+ */
+import { afterEach, describe, expect, it } from "vitest"
+import { z } from "zod"
+// was: from '@noetic-tools/core'
+import {
+  AgentHarness,
+  any,
+  callModel,
+  type ContextData,
+  createCheckpointStore,
+  createInMemoryStorage,
+  InMemoryExporter,
+  isNoeticConfigError,
+  loop,
+  runCode,
+  scratchpad,
+  until
+} from "../../src/promise/index.ts"
+import { type FakeOpenRouter, startFakeOpenRouter } from "./fakeOpenRouter.ts"
+
+const servers: Array<FakeOpenRouter> = []
+const harnesses: Array<AgentHarness> = []
+afterEach(async () => {
+  await Promise.all(harnesses.splice(0).map((h) => h.close()))
+  await Promise.all(servers.splice(0).map((s) => s.close()))
+})
+
+const serve = async (replies: Parameters<typeof startFakeOpenRouter>[0]) => {
+  const server = await startFakeOpenRouter(replies)
+  servers.push(server)
+  return server
+}
+
+const configCode = (f: () => unknown): string => {
+  try {
+    harnesses.push(f() as AgentHarness)
+  } catch (error) {
+    expect(isNoeticConfigError(error)).toBe(true)
+    return (error as { code: string }).code
+  }
+  return "accepted"
+}
+
+describe("noetic's runtime docs, only the imports changed", () => {
+  it("runtime.mdx Quick Example", async () => {
+    const server = await serve([
+      { toolCalls: [{ id: "call_1", name: "search", arguments: "{\"query\":\"AI news\"}" }] },
+      { text: "Here is the news." },
+      { text: "Here is the news." }
+    ])
+    const saved = process.env.OPENROUTER_API_KEY
+    process.env.OPENROUTER_API_KEY = "sk-from-env"
+    try {
+      // ---- from runtime.mdx ----
+      const searchTool = {
+        name: "search",
+        description: "Search the web for information",
+        input: z.object({ query: z.string() }),
+        output: z.object({ result: z.string() }),
+        execute: async (args: { query: string }) => ({ result: `Results for: ${args.query}` })
+      }
+
+      const agent = loop({
+        id: "researcher-loop",
+        steps: [callModel<ContextData, string, string>({
+          id: "researcher-llm",
+          model: "openai/gpt-4o",
+          instructions: "You are a research assistant.",
+          tools: [searchTool]
+        })],
+        until: any(until.noToolCalls(), until.maxSteps(10))
+      })
+
+      const harness = new AgentHarness({
+        name: "researcher",
+        agentGraph: agent,
+        params: {},
+        callModelDefaults: { provider: "openrouter", baseUrl: server.baseUrl } // reads OPENROUTER_API_KEY from the env
+      })
+      harnesses.push(harness)
+
+      await harness.execute("Find recent AI news")
+      const response = await harness.getAgentResponse()
+      // ---- end ----
+      expect(response.text).toBe("Here is the news.")
+      expect(server.requests[0]!.authorization).toBe("Bearer sk-from-env")
+      expect(server.requests[0]!.body.model).toBe("openai/gpt-4o")
+      expect(server.requests[0]!.body.messages[0]).toEqual({ role: "system", content: "You are a research assistant." })
+      expect(server.requests[0]!.body.tools[0].function.name).toBe("search")
+      expect(server.requests[0]!.body.tools[0].function.parameters).toMatchObject({
+        type: "object",
+        properties: { query: { type: "string" } }
+      })
+      expect(server.requests[1]!.body.messages.at(-1)).toEqual({
+        role: "tool",
+        tool_call_id: "call_1",
+        content: JSON.stringify({ result: "Results for: AI news" })
+      })
+      // As in noetic, the loop feeds the first pass's output to the second as its input,
+      // which callModel appends as a user message (noetic's appendUserInput).
+      expect(response.items.map((item) => [item.type, (item as any).role])).toEqual([
+        ["message", "user"],
+        ["function_call", undefined],
+        ["function_call_output", undefined],
+        ["message", "assistant"],
+        ["message", "user"],
+        ["message", "assistant"]
+      ])
+      expect(server.requests).toHaveLength(3)
+      expect(response.usage.inputTokens).toBeGreaterThan(0)
+    } finally {
+      if (saved === undefined) delete process.env.OPENROUTER_API_KEY
+      else process.env.OPENROUTER_API_KEY = saved
+    }
+  })
+
+  it("runtime.mdx: execute options, queued follow-ups, hooks, createContext + run, seedSessionHistory", async () => {
+    const server = await serve((_body, n) => ({ text: `answer ${n}` }))
+    const seen: Array<string> = []
+    const harness = new AgentHarness({
+      name: "researcher",
+      agentGraph: callModel<ContextData, string, string>({ id: "llm", model: "openai/gpt-4o" }),
+      params: { model: "openai/gpt-4o" },
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl },
+      hooks: {
+        async beforeStep(step, ctx) {
+          seen.push(`Starting step ${step.id} (depth ${ctx.depth})`)
+        },
+        async afterStep(step, _result, ctx) {
+          seen.push(`Step ${step.id} used ${ctx.tokens.total} tokens`)
+        }
+      }
+    })
+    harnesses.push(harness)
+    expect(harness.config).toMatchObject({ name: "researcher", params: { model: "openai/gpt-4o" } })
+
+    await harness.execute("What is 2+2?")
+    expect((await harness.getAgentResponse()).text).toBe("answer 0")
+    expect(seen).toEqual(["Starting step llm (depth 0)", "Step llm used 15 tokens"])
+
+    await harness.execute("Hello", { threadId: "thread-1", resourceId: "user-1" })
+    // Submitted while the first turn runs: queued, a turn of its own after it.
+    await harness.execute("follow-up", { threadId: "thread-1", messageId: "m-2" })
+    const thread = await harness.getAgentResponse({ threadId: "thread-1" })
+    expect(thread.text).toMatch(/^answer /)
+    expect(thread.items.filter((item) => item.type === "message" && (item as any).role === "user")).toHaveLength(2)
+    expect(harness.getStatus({ threadId: "thread-1" })).toEqual({ kind: "idle" })
+    expect(harness.getQueueSize({ threadId: "thread-1" })).toBe(0)
+
+    // createContext + run.
+    const counter = runCode({ id: "count", execute: async (input: number, ctx) => (ctx.state as { count: number }).count + input })
+    const ctx = harness.createContext({ state: { count: 1 } })
+    expect(await harness.run(counter, 2, ctx)).toBe(3)
+
+    // Resuming a session from disk.
+    const threadId = "task-T-abc123"
+    harness.seedSessionHistory(threadId, [
+      { id: "p1", type: "message", role: "user", status: "completed", content: [{ type: "input_text", text: "earlier" }] }
+    ])
+    await harness.execute("continue from here", { threadId })
+    await harness.getAgentResponse({ threadId })
+    const sent = server.requests.at(-1)!.body.messages
+    expect(sent.map((m: any) => m.content)).toEqual(["earlier", "continue from here"])
+  })
+
+  it("runtime.mdx's constructor options and api/runtime-types.mdx's AgentConfig fields: each works or is refused by name", async () => {
+    const storage = createInMemoryStorage()
+    const step = runCode({ id: "echo", execute: async (input: string) => input })
+    const store = {
+      states: new Map<string, unknown>(),
+      get(executionId: string, layerId: string) {
+        return this.states.get(`${executionId}/${layerId}`) as any
+      },
+      set(executionId: string, layerId: string, state: unknown) {
+        this.states.set(`${executionId}/${layerId}`, state)
+      },
+      cleanup() {},
+      diagnostic() {}
+    }
+    const all = () =>
+      new AgentHarness({
+        name: "my-agent",
+        agentGraph: step,
+        params: { model: "openai/gpt-4o" },
+        contextLayers: [scratchpad()],
+        hooks: {},
+        tools: [],
+        paramsSchema: z.object({ model: z.string() }),
+        environment: {
+          storage: { adapter: storage, checkpointStore: createCheckpointStore({ storage }), layerStateStore: store, stepLedgerRetention: { maxEntries: 10 } }
+        },
+        callModelDefaults: { provider: "openrouter", apiKey: "k" },
+        itemSchemas: { schemas: { items: [] }, strict: true },
+        traceExporter: new InMemoryExporter(),
+        defaultDeliveryMode: "between-rounds",
+        initialCwd: "/tmp"
+      })
+    expect(configCode(all)).toBe("accepted")
+    const built = harnesses.at(-1)!
+    expect(built.rootCwdState).toEqual({ cwd: "/tmp" })
+    await built.execute("hi")
+    expect((await built.getAgentResponse()).text).toBe("hi")
+
+    // Documented, not run here: refused by name.
+    const refused = (options: Record<string, unknown>, name: string) => {
+      let error: any
+      try {
+        harnesses.push(new AgentHarness({ name: "x", params: {}, ...options } as never))
+      } catch (thrown) {
+        error = thrown
+      }
+      expect(error?.code).toBe("UNSUPPORTED_OPTION")
+      expect(error?.message).toContain(name)
+    }
+    refused({ contextCache: { enabled: false } }, "contextCache")
+    refused({ projection: {} }, "projection")
+    refused({ forceAtomicRecall: true }, "forceAtomicRecall")
+    refused({ callModelDefaults: { provider: "noetic" } }, "noetic")
+    // Not a constructor option of noetic's: its config.storage is environment.storage.adapter.
+    refused({ storage: createInMemoryStorage() }, "storage")
+    expect(built.config.storage).toBe(storage)
+    // paramsSchema is checked at construction: zod's parse throws its ZodError, as in noetic.
+    expect(() => new AgentHarness({ name: "x", params: { model: 1 }, paramsSchema: z.object({ model: z.string() }) })).toThrow(z.ZodError)
+  })
+
+  it("observability.mdx Quick Example", async () => {
+    const myStep = runCode({ id: "annotated", execute: async (input: string, ctx) => {
+      ctx.span.setAttribute("input.length", input.length)
+      ctx.span.addEvent("processing_started")
+      return input.toUpperCase()
+    } })
+    // ---- from observability.mdx ----
+    const exporter = new InMemoryExporter()
+    const harness = new AgentHarness({
+      name: "traced-agent",
+      agentGraph: myStep,
+      params: {},
+      traceExporter: exporter
+    })
+    harnesses.push(harness)
+
+    await harness.execute("Hello")
+
+    // Inspect collected spans
+    const lines: Array<string> = []
+    await harness.getAgentResponse()
+    for (const span of exporter.spans) {
+      lines.push(`${span.name} [${span.duration}ms]`)
+    }
+    // ---- end ----
+    expect(lines.some((line) => line.startsWith("runCode annotated ["))).toBe(true)
+    expect(exporter.getSpansByName("runCode annotated")[0]!.attributes.get("input.length")).toBe(5)
+  })
+})
