@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import * as Tracer from "effect/Tracer"
 import * as Layer from "effect/Layer"
 import type * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
@@ -43,7 +44,7 @@ import { ChannelHub } from "../harness/Channels.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
 import * as LayerMethods from "./layerMethods.ts"
-import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
+import { AgentContext, FacadeHarness, type Span, spanOf, StepContext, wrapContext } from "./context.ts"
 import { subprocessOf } from "./builders.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
 import { harnessCallModel, type HarnessCallModelRequest } from "./models.ts"
@@ -54,6 +55,7 @@ import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
 import type { StepHooks } from "../harness/SessionTurn.ts"
 import type { LayerStateStore as EngineLayerStateStore } from "../harness/LayerHooks.ts"
 import { type LayerStateStore, toEngineLayerStateStore } from "./layerStateStore.ts"
+import { type TraceExporter, tracerFor } from "./traceExporter.ts"
 import type {
   AgentHooks,
   AgentHarnessOptions,
@@ -132,6 +134,8 @@ export class AgentHarness<I = any, O = any> {
   readonly #channels = new ChannelHub()
   /** `storage.adapter` as the engine's layer storage (opened at its first use). */
   #engineLayerStorage: StorageAdapterShape | undefined
+  /** The `traceExporter` option, which `createSpan` exports to. */
+  readonly #traceExporter: TraceExporter | undefined
   /** `storage.layerStateStore`, as the engine takes it (docs/layers-and-channels.md#a-layer-state-store). */
   readonly #layerStateStore: { readonly host: LayerStateStore; readonly engine: EngineLayerStateStore } | undefined
 
@@ -165,6 +169,7 @@ export class AgentHarness<I = any, O = any> {
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
     const layerAdapter = storage?.adapter
     this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
+    this.#traceExporter = options.traceExporter
     const hostStore = storage?.layerStateStore
     this.#layerStateStore = hostStore === undefined ? undefined : { host: hostStore, engine: toEngineLayerStateStore(hostStore) }
     // A durable harness stores external channels' handle sends from its first call on.
@@ -436,6 +441,31 @@ export class AgentHarness<I = any, O = any> {
   /** Runs `recall` of `layers` (default: `ctx`'s) in slot order (noetic's `recallLayers`). */
   recallLayers(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext): Promise<Array<LayerMethods.RecallLayerOutput>> {
     return this.#use((engine) => LayerMethods.recall(engine, ctx, this.#toEngineLayers(layers), input))
+  }
+
+  /** The recall of `layers`' atomic-mode ones only, with `budgets` (noetic's `recallLayersAtomic`). */
+  recallLayersAtomic(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map()): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.recallByMode(engine, ctx, this.#toEngineLayers(layers), input, budgets, "atomic"))
+  }
+
+  /** The recall of `layers`' eventual-mode ones only, served from the recall cache (noetic's `recallLayersEventual`). */
+  recallLayersEventual(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map()): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.recallByMode(engine, ctx, this.#toEngineLayers(layers), input, budgets, "eventual"))
+  }
+
+  /** A span under `parent` (a new trace when null), exported on `end()` to the `traceExporter` (noetic's `createSpan`). */
+  createSpan(name: string, parent: Span | null): Span {
+    const made = Effect.runSync(Effect.provideService(
+      Effect.makeSpan(name, parent === null ? { root: true } : { parent: parent.effectSpan }),
+      Tracer.Tracer,
+      tracerFor(this.#traceExporter)
+    ))
+    return spanOf(made, true)
+  }
+
+  /** Recalls again, fresh, the layers the re-render requests of `runAppendPipeline` select (noetic's `executeRerender`). */
+  executeRerender(requests: ReadonlyArray<LayerMethods.RerenderRequest>, layers: ReadonlyArray<ContextLayer> | undefined, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map(), query = ""): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.rerender(engine, ctx, requests, this.#toEngineLayers(layers) ?? Bridge.context.of(ctx).store.layers, budgets, query))
   }
 
   /** Runs `store` of `layers` after a model response, waiting for the write-through (noetic's `storeLayers`). */

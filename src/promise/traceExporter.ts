@@ -9,6 +9,7 @@
  * @since 0.2.0
  */
 import type * as Layer from "effect/Layer"
+import * as Tracer from "effect/Tracer"
 import * as SpanExport from "../layers/SpanExport.ts"
 import { NoeticConfigError } from "./errors.ts"
 
@@ -113,6 +114,21 @@ export const traceExporterLayer = (exporter: unknown): Layer.Layer<never> => {
       hint: "Pass an object with export(spans: Span[]): Promise<void>, such as new InMemoryExporter()."
     })
   }
-  const target = exporter as TraceExporter
-  return SpanExport.layer(SpanExport.make((record) => target.export([new ExportedSpan(record)])))
+  return SpanExport.layer(exporterFor(exporter as TraceExporter))
 }
+
+const exporters = new WeakMap<TraceExporter, SpanExport.SpanExporter>()
+
+/** One exporting tracer per exporter, so `createSpan` and the runtime's spans share it. */
+const exporterFor = (target: TraceExporter): SpanExport.SpanExporter => {
+  let made = exporters.get(target)
+  if (made === undefined) {
+    made = SpanExport.make((record) => target.export([new ExportedSpan(record)]))
+    exporters.set(target, made)
+  }
+  return made
+}
+
+/** The tracer of spans exported to `exporter` (Effect's native tracer without one): `createSpan` makes its spans with it. */
+export const tracerFor = (exporter: TraceExporter | undefined): Tracer.Tracer =>
+  exporter === undefined ? Tracer.nativeTracer : exporterFor(exporter).tracer

@@ -20,6 +20,7 @@ import {
   InMemoryExporter,
   isNoeticConfigError,
   loop,
+  type NoeticContextLayer,
   runCode,
   scratchpad,
   until
@@ -258,5 +259,53 @@ describe("noetic's runtime docs, only the imports changed", () => {
     // ---- end ----
     expect(lines.some((line) => line.startsWith("runCode annotated ["))).toBe(true)
     expect(exporter.getSpansByName("runCode annotated")[0]!.attributes.get("input.length")).toBe(5)
+  })
+
+  it("api/runtime-types.mdx: recallLayersAtomic, recallLayersEventual, executeRerender, createSpan", async () => {
+    const recalls: Array<string> = []
+    const layer = (id: string, slot: number, recallMode: "atomic" | "eventual"): NoeticContextLayer<null> => ({
+      id,
+      slot,
+      scope: "execution",
+      recallMode,
+      hooks: {
+        async recall({ query }) {
+          recalls.push(id)
+          return `${id}: ${query}`
+        }
+      }
+    })
+    const layers = [layer("a", 10, "atomic"), layer("e", 20, "eventual"), layer("b", 30, "atomic")]
+    const exporter = new InMemoryExporter()
+    const harness = new AgentHarness({ name: "layers", params: {}, contextLayers: layers, traceExporter: exporter })
+    harnesses.push(harness)
+    const ctx = harness.createContext()
+    const budgets = new Map([["a", 100], ["e", 100], ["b", 100]])
+
+    expect((await harness.recallLayersAtomic(layers, "q", ctx, budgets)).map((out) => out.layerId)).toEqual(["a", "b"])
+    recalls.length = 0
+    expect((await harness.recallLayersEventual(layers, "q", ctx, budgets)).map((out) => out.layerId)).toEqual(["e"])
+    // Served from the recall cache the second time: recall is not called again.
+    expect((await harness.recallLayersEventual(layers, "q", ctx, budgets)).map((out) => out.layerId)).toEqual(["e"])
+    expect(recalls).toEqual(["e"])
+
+    recalls.length = 0
+    const slotAfter = await harness.executeRerender([{ layerId: "e", slot: 20, timing: "immediate", scope: "slot-after" }], layers, ctx, budgets, "again")
+    expect(slotAfter.map((out) => out.layerId)).toEqual(["e", "b"])
+    // A re-render recalls fresh, the eventual layer included.
+    expect(recalls).toEqual(["e", "b"])
+    expect((await harness.executeRerender([{ layerId: "a", slot: 10, timing: "batched", scope: "self" }], layers, ctx, budgets)).map((out) => out.layerId)).toEqual(["a"])
+    expect((await harness.executeRerender([], layers, ctx, budgets))).toEqual([])
+
+    const root = harness.createSpan("custom.root", null)
+    const child = harness.createSpan("custom.child", root)
+    expect(root.parentSpanId).toBeNull()
+    expect(child.parentSpanId).toBe(root.spanId)
+    expect(child.traceId).toBe(root.traceId)
+    child.setAttribute("k", 1)
+    child.end()
+    root.end()
+    expect(exporter.getSpansByName("custom.child")[0]!.attributes.get("k")).toBe(1)
+    expect(exporter.getChildSpans(root.spanId).map((span) => span.name)).toEqual(["custom.child"])
   })
 })
