@@ -16,6 +16,8 @@ import {
   callModel,
   type ContextData,
   createCheckpointStore,
+  createInMemoryFsAdapter,
+  createInMemoryShellAdapter,
   createInMemoryStorage,
   InMemoryExporter,
   isNoeticConfigError,
@@ -307,5 +309,53 @@ describe("noetic's runtime docs, only the imports changed", () => {
     root.end()
     expect(exporter.getSpansByName("custom.child")[0]!.attributes.get("k")).toBe(1)
     expect(exporter.getChildSpans(root.spanId).map((span) => span.name)).toEqual(["custom.child"])
+  })
+
+  it("environment.fs / environment.shell with noetic's in-memory adapters reach a tool as toolCtx.fs / toolCtx.shell", async () => {
+    const server = await serve([
+      { toolCalls: [{ id: "c1", name: "notes", arguments: "{\"line\":\"b\"}" }] },
+      { text: "noted" }
+    ])
+    const fs = createInMemoryFsAdapter({ "/work/notes.txt": "a\n" })
+    const shell = createInMemoryShellAdapter()
+    const notes = {
+      name: "notes",
+      description: "Appends a line to the notes",
+      input: z.object({ line: z.string() }),
+      execute: async (args: { line: string }, toolCtx: any) => {
+        await toolCtx.fs.appendFile("/work/notes.txt", `${args.line}\n`)
+        const ran = await toolCtx.shell.exec("ls")
+        return { notes: await toolCtx.fs.readFileText("/work/notes.txt"), exitCode: ran.exitCode }
+      }
+    }
+    const harness = new AgentHarness({
+      name: "env",
+      agentGraph: callModel<ContextData, string, string>({ id: "llm", model: "m/x", tools: [notes] }),
+      params: {},
+      environment: { fs, shell },
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    harnesses.push(harness)
+    expect(harness.fs).toBe(fs)
+    expect(harness.shell).toBe(shell)
+    await harness.execute("note b")
+    expect((await harness.getAgentResponse()).text).toBe("noted")
+    expect(server.requests[1]!.body.messages.at(-1).content).toBe(JSON.stringify({ notes: "a\nb\n", exitCode: 127 }))
+
+    // The adapter itself, as noetic's behaves.
+    await fs.mkdir("/work/sub/deep")
+    await fs.writeFile("/work/sub/x.txt", "x")
+    expect(await fs.readdir("/work")).toEqual(["notes.txt", "sub"])
+    expect((await fs.stat("/work/sub")).isDirectory()).toBe(true)
+    expect((await fs.stat("/work/sub/x.txt")).size).toBe(1)
+    await fs.rename("/work/sub", "/moved")
+    expect(await fs.readFileText("/moved/x.txt")).toBe("x")
+    await expect(fs.readFileText("/work/sub/x.txt")).rejects.toThrow(/ENOENT/)
+    await expect(fs.rm("/moved")).rejects.toThrow(/ENOTEMPTY/)
+    await fs.rm("/moved", { recursive: true })
+    await expect(fs.access("/moved/deep")).rejects.toThrow(/ENOENT/)
+    await fs.rm("/nothing", { force: true })
+    await expect(fs.readFile("/work")).rejects.toThrow(/EISDIR/)
+    expect((await fs.readFile("/work/../work/./notes.txt")).toString()).toBe("a\nb\n")
   })
 })
