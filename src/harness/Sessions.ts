@@ -100,6 +100,8 @@ export interface HarnessResponse {
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly cachedTokens?: number }
   readonly cost?: number
   readonly text: string
+  /** What each layer contributed to the turn's last model round (noetic's `lastLayerUsage`). */
+  readonly lastLayerUsage?: NonNullable<AgentContext["meter"]["lastLayerUsage"]>
   readonly executionId: string
   readonly output: unknown
 }
@@ -416,6 +418,7 @@ export const make = Effect.fnUntraced(function*(
           },
           ...(turn.usage.cost > 0 ? { cost: turn.usage.cost } : {}),
           text: textOf(exit.value.output),
+          ...(ctx?.meter.lastLayerUsage === undefined ? {} : { lastLayerUsage: ctx.meter.lastLayerUsage }),
           executionId: exit.value.executionId,
           output: exit.value.output
         }

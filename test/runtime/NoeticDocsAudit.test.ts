@@ -119,6 +119,9 @@ describe("noetic's runtime docs, only the imports changed", () => {
       ])
       expect(server.requests).toHaveLength(3)
       expect(response.usage.inputTokens).toBeGreaterThan(0)
+      // HarnessResponse.lastLayerUsage, as runtime.mdx lists it: the last round's breakdown.
+      expect(response.lastLayerUsage).toMatchObject({ modelId: "openai/gpt-4o", layers: [] })
+      expect(response.lastLayerUsage!.totalUsedTokens).toBeGreaterThan(0)
     } finally {
       if (saved === undefined) delete process.env.OPENROUTER_API_KEY
       else process.env.OPENROUTER_API_KEY = saved
