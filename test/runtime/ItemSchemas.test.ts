@@ -143,14 +143,18 @@ describe("restored snapshots and itemSchemas", () => {
     expect((same!.itemLog.items as ReadonlyArray<any>)[1]).toEqual({ id: "w1", type: "custom_widget", payload: 3 })
 
     // A harness whose schemas refuse the custom item refuses the restore, with the typed error.
-    const error = await rejection(durable("strict").restore("exec-widget"))
+    const error = await rejection(durable("strict", { strict: true }).restore("exec-widget"))
     expect(error.noeticError).toEqual({ kind: "item_schema_mismatch", category: "items", itemType: "custom_widget" })
     expect(error.message).toBe("Item type 'custom_widget' did not match any registered item extension schema.")
     // Not strict: unknown types pass.
     const lenient = await durable("lenient", { strict: false }).restore("exec-widget")
     expect(lenient!.itemLog.items).toHaveLength(3)
     // A resume of the refused snapshot fails the same way rather than run on a log it refuses.
-    const resumeError = await rejection(durable("strict-resume").resume("exec-widget"))
+    const resumeError = await rejection(durable("strict-resume", { schemas: { items: [] } }).resume("exec-widget"))
     expect(resumeError.noeticError).toMatchObject({ kind: "item_schema_mismatch", itemType: "custom_widget" })
+    // A harness given no item schemas restores what was appended, whatever its type:
+    // its appends are not checked either, so nothing it wrote becomes unrestorable.
+    const unconfigured = await durable("plain").restore("exec-widget")
+    expect(unconfigured!.itemLog.items).toHaveLength(3)
   })
 })
