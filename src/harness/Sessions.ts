@@ -242,6 +242,24 @@ const textOf = (output: unknown): string => {
 }
 
 /**
+ * What `turn_aborted` says of a failure besides its message: noetic's `errorKind` (the
+ * error's `noeticKind`, `cancelled` for a cancellation, `step_failed` for a step's
+ * failure, else the tag) and this library's `errorTag`, the engine error's `_tag`.
+ */
+const errorKindOf = (error: unknown): { readonly errorKind?: string; readonly errorTag?: string } => {
+  if (typeof error !== "object" || error === null || !("_tag" in error) || typeof error._tag !== "string") return {}
+  const { _tag, noeticKind, stepId } = error as { readonly _tag: string; readonly noeticKind?: unknown; readonly stepId?: unknown }
+  const errorKind = typeof noeticKind === "string"
+    ? noeticKind
+    : _tag === "StepCancelled"
+    ? "cancelled"
+    : typeof stepId === "string"
+    ? "step_failed"
+    : _tag
+  return { errorKind, errorTag: _tag }
+}
+
+/**
  * Builds the sessions of `harness`. Turns run in the scope of this call, with its
  * services (a model layer, say). On a durable harness queued messages live in the
  * checkpoint store's storage until their turn is done.
@@ -443,7 +461,7 @@ export const make = Effect.fnUntraced(function*(
         yield* framework(session, "turn_aborted", {
           turnId: turn.turnId,
           reason: error instanceof Error ? error.message : String(error),
-          ...(typeof error === "object" && error !== null && "_tag" in error ? { errorKind: error._tag } : {})
+          ...errorKindOf(error)
         })
         yield* settleWaiters(session, Exit.fail(error))
       }

@@ -361,4 +361,92 @@ describe("noetic's runtime docs, only the imports changed", () => {
     await expect(fs.readFile("/work")).rejects.toThrow(/EISDIR/)
     expect((await fs.readFile("/work/../work/./notes.txt")).toString()).toBe("a\nb\n")
   })
+
+  it("ExecuteOptions state, contextLayers, deliveryMode 'between-rounds' and 'interrupt'", async () => {
+    let release: () => void = () => {}
+    let entered: () => void = () => {}
+    const inTool = () => new Promise<void>((resolve) => (entered = resolve))
+    // A first round whose last user message is "first" or "slow" asks for the blocking tool; anything else is answered.
+    const lastUser = (messages: Array<any>) => messages.filter((m) => m.role === "user").at(-1)?.content
+    const server = await serve((body, n) =>
+      ["first", "slow"].includes(lastUser(body.messages)) && !body.messages.some((m: any) => m.role === "tool")
+        ? { toolCalls: [{ id: `w${n}`, name: "wait", arguments: "{}" }] }
+        : { text: `reply ${n}: ${body.messages.map((m: any) => typeof m.content === "string" ? m.content : "").join("|")}` }
+    )
+    const wait = {
+      name: "wait",
+      description: "Waits",
+      input: z.object({}),
+      execute: async () => {
+        entered()
+        await new Promise<void>((resolve) => (release = resolve))
+        return "waited"
+      }
+    }
+    const seenState: Array<unknown> = []
+    const note: NoeticContextLayer<null> = {
+      id: "note",
+      slot: 100,
+      scope: "execution",
+      hooks: { async recall() {
+        return "layer says hi"
+      } }
+    }
+    const harness = new AgentHarness({
+      name: "modes",
+      agentGraph: loop({
+        id: "l",
+        steps: [
+          runCode({ id: "peek", execute: async (input: string, ctx) => (seenState.push(ctx.state), input) }),
+          callModel<ContextData, string, string>({ id: "llm", model: "m/x", tools: [wait] })
+        ],
+        until: until.maxSteps(1)
+      }),
+      params: {},
+      callModelDefaults: { provider: "openrouter", apiKey: "k", baseUrl: server.baseUrl }
+    })
+    harnesses.push(harness)
+
+    // between-rounds: queued while round 0's tool runs, sent with round 1.
+    const entering = inTool()
+    await harness.execute("first", { threadId: "br", state: { tenant: "acme" }, contextLayers: [note] })
+    await entering
+    await harness.execute("by the way", { threadId: "br", deliveryMode: "between-rounds" })
+    release()
+    const response = await harness.getAgentResponse({ threadId: "br" })
+    expect(seenState).toEqual([{ tenant: "acme" }])
+    const round1 = server.requests[1]!.body.messages.map((m: any) => m.content)
+    expect(round1).toContain("by the way")
+    expect(round1.some((c: unknown) => typeof c === "string" && c.includes("layer says hi"))).toBe(true)
+    expect(response.text).toMatch(/^reply 1:/)
+    expect(harness.getQueueSize({ threadId: "br" })).toBe(0)
+
+    // interrupt: the turn in flight is aborted, the message runs next.
+    const sent = server.requests.length
+    const full = harness.getFullStream({ threadId: "int" })
+    const stuck = inTool()
+    await harness.execute("slow", { threadId: "int" })
+    await stuck
+    // The stuck turn asked the model once: round 0 answered the tool call that blocks.
+    expect(server.requests.length).toBe(sent + 1)
+    await harness.execute("stop", { threadId: "int", deliveryMode: "interrupt" })
+    // Cancellation is cooperative, as in noetic: the aborted turn ends once its tool returns.
+    // As noetic's session does, a waiter of the aborted turn hears of the cancellation.
+    const waiting = harness.getAgentResponse({ threadId: "int" }).then(() => "resolved", (error) => error.noeticError?.kind)
+    release()
+    expect(await waiting).toBe("cancelled")
+    // Then the interrupting message's turn runs, and the session answers with it.
+    const interrupted = await harness.getAgentResponse({ threadId: "int" })
+    const types: Array<string> = []
+    let aborted: Record<string, unknown> | undefined
+    for await (const event of full) {
+      if (event.type === "modes:turn_aborted") aborted = event.data
+      if (event.source === "framework") types.push(event.type)
+      if (types.filter((t) => t === "modes:turn_started").length === 2 && event.type === "modes:turn_completed") break
+    }
+    expect(types.filter((t) => /:turn_/.test(t))).toEqual(["modes:turn_started", "modes:turn_aborted", "modes:turn_started", "modes:turn_completed"])
+    expect(aborted).toMatchObject({ errorKind: "cancelled", errorTag: "StepCancelled" })
+    expect(String(aborted!.reason)).toContain("interrupt")
+    expect(interrupted.items.filter((item) => item.type === "message" && (item as any).role === "user").map((item: any) => item.content[0].text)).toContain("stop")
+  })
 })
