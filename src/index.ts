@@ -115,6 +115,9 @@ export * as ScriptedModel from "./layers/ScriptedModel.ts"
 /** Model providers (`ModelProvider`), the run events a model call publishes (`RunEvents`), model errors. */
 export * as ModelProvider from "./services/ModelProvider.ts"
 
+/** Completed spans to an exporter (noetic's `traceExporter`): a tracer that hands each span to a sink as it ends. */
+export * as SpanExport from "./layers/SpanExport.ts"
+
 /** noetic's item schemas: the `ItemSchemas` reference the tool loop checks items with, `ItemSchemaMismatch`. */
 export * as ItemSchemas from "./services/ItemSchemas.ts"
 

@@ -23,6 +23,7 @@ import { type CheckpointSnapshot, snapshotKey } from "../schema/CheckpointSnapsh
 import { CheckpointStore, type CheckpointStoreShape } from "../services/CheckpointStore.ts"
 import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ExecutionLeaseError } from "../services/ExecutionLease.ts"
+import { checkRestoredItems, type ItemSchemaMismatch } from "../services/ItemSchemas.ts"
 import {
   type ExecutionLedger,
   makeWith as makeStepLedger,
@@ -226,7 +227,7 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     options?: ExecuteOptions
   ) => Effect.Effect<
     ExecuteResult<GraphOutput<G>>,
-    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | LeaseError,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ItemSchemaMismatch | LeaseError,
     GraphServices<G>
   >
   /** Saves a snapshot of `ctx`; a no-op without a checkpoint store. Never fails: a failing save is logged. */
@@ -235,14 +236,14 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
   readonly restore: (
     executionId: string,
     options?: RestoreContextOptions
-  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch>
+  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch | ItemSchemaMismatch>
   /** Restores an execution and runs the root graph again: completed steps replay, the rest runs. */
   readonly resume: (
     executionId: string,
     options?: RestoreContextOptions
   ) => Effect.Effect<
     Option.Option<ExecuteResult<GraphOutput<G>>>,
-    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ResumeInputUnavailable | LeaseError,
+    GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ItemSchemaMismatch | ResumeInputUnavailable | LeaseError,
     GraphServices<G>
   >
   /** Discards an execution's snapshot and every ledger entry. */
@@ -429,6 +430,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
         Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
       ).pipe(
+        // A restored log is checked against the item schemas as noetic's restore is (docs/runtime.md#item-schemas).
+        Effect.tap((restored) => Option.isSome(restored) ? checkRestoredItems(restored.value.items) : Effect.void),
         Effect.tap((restored) => refresh && Option.isSome(restored) ? channels.refresh() : Effect.void),
         Effect.tap((restored) => Effect.annotateCurrentSpan("restored", Option.isSome(restored))),
         Effect.withSpan("AgentHarness.restore", { attributes: { executionId, harness: options.name } })

@@ -15,6 +15,7 @@ import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
+import type { ItemSchemaMismatch } from "../services/ItemSchemas.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
 import type { SubprocessAdapterShape } from "../services/SubprocessAdapter.ts"
@@ -96,7 +97,7 @@ export interface InterpreterDeps {
   readonly restore: (
     executionId: string,
     options?: ChildContextOptions
-  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch>
+  ) => Effect.Effect<Option.Option<AgentContext>, StorageError | CheckpointSchemaMismatch | ItemSchemaMismatch>
   /** The harness's agent streams (docs/agent-streams.md). */
   readonly streams: AgentStreams
   /** A fresh context with the harness's layers and checkpoint hook. */
@@ -758,8 +759,9 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const childOptions: ChildContextOptions = step.context === undefined
         ? { parent: frame.ctx }
         : { parent: frame.ctx, context: step.context }
+      // A log the item schemas refuse fails the spawn (fail closed) rather than be dropped.
       const restoredChild = Effect.catch(deps.restore(id, childOptions), (error) =>
-        Effect.as(
+        error._tag === "ItemSchemaMismatch" ? Effect.fail(error) : Effect.as(
           logWarning("child agent context could not be restored; it starts fresh", error),
           Option.none<AgentContext>()
         ))

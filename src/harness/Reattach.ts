@@ -7,6 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { CheckpointSchemaMismatch, StorageError } from "../Errors.ts"
+import type { ItemSchemaMismatch } from "../services/ItemSchemas.ts"
 import type { SubprocessError, SubprocessHandle } from "../services/SubprocessAdapter.ts"
 import type { AgentContext } from "./AgentContext.ts"
 import type { AgentHarness, RestoreContextOptions } from "./AgentHarness.ts"
@@ -20,7 +21,7 @@ export interface ReattachedChildren {
   /** The handles whose parent context could not be restored, with why; the others are unaffected. */
   readonly failures: ReadonlyArray<{
     readonly handle: SubprocessHandle
-    readonly error: StorageError | CheckpointSchemaMismatch
+    readonly error: StorageError | CheckpointSchemaMismatch | ItemSchemaMismatch
   }>
 }
 

@@ -61,9 +61,11 @@ export interface SessionTurnShape {
   readonly betweenRounds: (ctx: AgentContext, round: number) => Effect.Effect<ReadonlyArray<Item>>
   /**
    * Takes one event of the tool loop (`RunEvent`): the session publishes it on its
-   * streams in noetic's names and totals the rounds' usage into the turn's response.
+   * streams in noetic's names and totals the rounds' usage into the turn's response
+   * (not with `counted: false`: a direct `harness.callModel`'s usage is its caller's, as
+   * in noetic, where only steps charge the context).
    */
-  readonly runEvent: (event: RunEvent, emit?: EmitOption) => Effect.Effect<void>
+  readonly runEvent: (event: RunEvent, emit?: EmitOption, options?: { readonly counted?: boolean }) => Effect.Effect<void>
 }
 
 /** The services of no session: nothing is published, nothing is injected, nothing counted. */
@@ -74,6 +76,31 @@ export const noSession: SessionTurnShape = {
   emitFramework: () => Effect.void,
   betweenRounds: () => Effect.succeed([]),
   runEvent: () => Effect.void
+}
+
+const boundTurns = new WeakMap<object, SessionTurnShape>()
+
+/**
+ * Binds a turn's services to the turn's root context while it runs, so a call given
+ * that context from outside the turn's fiber (noetic's `harness.callModel({ ..., ctx })`
+ * from a Promise step body) still reaches the session's streams. `unbind` when it ends.
+ */
+export const bindTurn = (ctx: AgentContext, turn: SessionTurnShape): void => void boundTurns.set(ctx, turn)
+export const unbindTurn = (ctx: AgentContext): void => void boundTurns.delete(ctx)
+
+/**
+ * The session turn `ctx` runs in: the one bound to it, to the context a step's view of it
+ * is made from (its prototype), or to a parent (a spawned child streams to its parent's
+ * session, as noetic's broadcaster lookup walks the parents); `noSession` when none is.
+ */
+export const turnOf = (ctx: AgentContext): SessionTurnShape => {
+  for (let context: AgentContext | undefined = ctx; context !== undefined; context = context.parent) {
+    for (let at: object | null = context; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+      const turn = boundTurns.get(at)
+      if (turn !== undefined) return turn
+    }
+  }
+  return noSession
 }
 
 /** The session turn of the running step; `noSession` outside one. */

@@ -28,7 +28,7 @@ import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type AgentContext, type ContextLayer, type Item, randomUuid } from "./AgentContext.ts"
 import type { AgentHarness, ExecuteResult } from "./AgentHarness.ts"
 import * as Streams from "./SessionStreams.ts"
-import { inputItems, SessionTurn, type SessionTurnShape, type StreamEvent } from "./SessionTurn.ts"
+import { bindTurn, inputItems, SessionTurn, type SessionTurnShape, type StreamEvent, unbindTurn } from "./SessionTurn.ts"
 import { allowsEvent } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
@@ -100,6 +100,8 @@ export interface HarnessResponse {
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly cachedTokens?: number }
   readonly cost?: number
   readonly text: string
+  /** What each layer contributed to the turn's last model round (noetic's `lastLayerUsage`). */
+  readonly lastLayerUsage?: NonNullable<AgentContext["meter"]["lastLayerUsage"]>
   readonly executionId: string
   readonly output: unknown
 }
@@ -240,6 +242,24 @@ const textOf = (output: unknown): string => {
 }
 
 /**
+ * What `turn_aborted` says of a failure besides its message: noetic's `errorKind` (the
+ * error's `noeticKind`, `cancelled` for a cancellation, `step_failed` for a step's
+ * failure, else the tag) and this library's `errorTag`, the engine error's `_tag`.
+ */
+const errorKindOf = (error: unknown): { readonly errorKind?: string; readonly errorTag?: string } => {
+  if (typeof error !== "object" || error === null || !("_tag" in error) || typeof error._tag !== "string") return {}
+  const { _tag, noeticKind, stepId } = error as { readonly _tag: string; readonly noeticKind?: unknown; readonly stepId?: unknown }
+  const errorKind = typeof noeticKind === "string"
+    ? noeticKind
+    : _tag === "StepCancelled"
+    ? "cancelled"
+    : typeof stepId === "string"
+    ? "step_failed"
+    : _tag
+  return { errorKind, errorTag: _tag }
+}
+
+/**
  * Builds the sessions of `harness`. Turns run in the scope of this call, with its
  * services (a model layer, say). On a durable harness queued messages live in the
  * checkpoint store's storage until their turn is done.
@@ -310,9 +330,9 @@ export const make = Effect.fnUntraced(function*(
     turnId: turn.turnId,
     emit: (event) => publish(session, event),
     emitFramework: (name, data) => framework(session, name, data),
-    runEvent: (event, emit) =>
+    runEvent: (event, emit, options) =>
       Effect.suspend(() => {
-        if (event.type === "model_call_completed") {
+        if (event.type === "model_call_completed" && options?.counted !== false) {
           turn.usage.inputTokens += event.usage.inputTokens
           turn.usage.outputTokens += event.usage.outputTokens
           if (event.usage.cachedTokens !== undefined) {
@@ -374,6 +394,7 @@ export const make = Effect.fnUntraced(function*(
       const items = inputItems(record.input, `user-${record.messageId}`)
       yield* framework(session, "turn_started", { turnId: turn.turnId, messageIds: [record.messageId] })
       for (const item of items) yield* framework(session, "item_appended", { item })
+      const turnShape = turnServices(session, turn)
       const exit = yield* harness.execute(record.input, {
         executionId: record.executionId,
         // A fresh id cannot be recorded yet; a resumed message's turn may have started.
@@ -386,14 +407,16 @@ export const make = Effect.fnUntraced(function*(
         items: [...session.history, ...items],
         onContext: (ctx) => {
           turn.ctx = ctx
+          bindTurn(ctx, turnShape)
           if (turn.aborting) ctx.abort(turn.abortReason)
         }
       }).pipe(
-        Effect.provideService(SessionTurn, turnServices(session, turn)),
+        Effect.provideService(SessionTurn, turnShape),
         Effect.provideContext(services),
         Effect.exit
       ) as Effect.Effect<Exit.Exit<ExecuteResult<unknown>, unknown>>
       const completed = [message, ...turn.absorbed]
+      if (turn.ctx !== undefined) unbindTurn(turn.ctx)
       session.turn = undefined
       if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) {
         // The harness is closing: the messages stay queued in storage for resumeQueued.
@@ -413,6 +436,7 @@ export const make = Effect.fnUntraced(function*(
           },
           ...(turn.usage.cost > 0 ? { cost: turn.usage.cost } : {}),
           text: textOf(exit.value.output),
+          ...(ctx?.meter.lastLayerUsage === undefined ? {} : { lastLayerUsage: ctx.meter.lastLayerUsage }),
           executionId: exit.value.executionId,
           output: exit.value.output
         }
@@ -437,7 +461,7 @@ export const make = Effect.fnUntraced(function*(
         yield* framework(session, "turn_aborted", {
           turnId: turn.turnId,
           reason: error instanceof Error ? error.message : String(error),
-          ...(typeof error === "object" && error !== null && "_tag" in error ? { errorKind: error._tag } : {})
+          ...errorKindOf(error)
         })
         yield* settleWaiters(session, Exit.fail(error))
       }

@@ -39,10 +39,10 @@ import type { AgentContext, Item } from "./AgentContext.ts"
 import { ModelOutputInvalid, SteeringDenied } from "./HarnessError.ts"
 import type { ModelResponse as LayerModelResponse } from "./LayerHooks.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
-import { type CallModel, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
+import { type CallModel, type EmitOption, type Lazy, runCode, type StandardSchema, type StepContext } from "./Step.ts"
 import { checkResponseItems, checkToolResult } from "../services/ItemSchemas.ts"
 import { outputConstraint } from "./OutputSchema.ts"
-import { endsWithUserText, SessionTurn, toolLoopStep } from "./SessionTurn.ts"
+import { endsWithUserText, noSession, SessionTurn, toolLoopStep, turnOf } from "./SessionTurn.ts"
 import type { StepMeta as StepMetaOf } from "./StepMeta.ts"
 
 /** noetic's bound on the rounds of one model call. */
@@ -472,6 +472,15 @@ const toolLoop = (
                     params: step.params,
                     outputJsonSchema
                   }, (delta) => event(delta as DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">), round, event)
+                  // noetic's GenAI span attributes, on the round's span (docs/runtime.md#tracing).
+                  yield* Effect.annotateCurrentSpan({
+                    "gen_ai.system": provider.name,
+                    "gen_ai.request.model": model,
+                    "gen_ai.usage.input_tokens": response.usage.inputTokens,
+                    "gen_ai.usage.output_tokens": response.usage.outputTokens,
+                    ...(response.usage.cachedTokens === undefined ? {} : { "gen_ai.usage.cached_input_tokens": response.usage.cachedTokens }),
+                    ...(response.cost === undefined ? {} : { "gen_ai.cost": response.cost })
+                  })
                   root.meter.lastLayerUsage = LayerLifecycle.layerUsage(root, model, view, { instructions, tools: specs })
                   const decision = yield* LayerLifecycle.afterModelCallLayers(root, response as LayerModelResponse)
                   if (decision.action === "deny") {
@@ -512,7 +521,7 @@ const toolLoop = (
               Effect.suspend(() => {
                 ran = true
                 return Effect.andThen(
-                  event({ type: "tool_call_started", ...call }),
+                  Effect.andThen(Effect.annotateCurrentSpan("tool.name", call.name), event({ type: "tool_call_started", ...call })),
                   Effect.flatMap(
                     LayerLifecycle.beforeToolCallLayers(root, { toolName: call.name, toolArgs: argsOf(call.arguments), callId: call.callId }),
                     (decision): Effect.Effect<ToolCallOutcome, unknown> =>
@@ -569,6 +578,8 @@ export interface DirectCallRequest {
   /** A structured output asked of the model (noetic's `outputSchema`): sent as its JSON Schema. */
   readonly outputSchema?: unknown
   readonly outputJsonSchema?: Readonly<Record<string, unknown>> | undefined
+  /** Gates the call's framework events, as a step's `emit` does (noetic's `CallModelRequest.emit`). */
+  readonly emit?: EmitOption | undefined
 }
 
 /**
@@ -576,6 +587,14 @@ export interface DirectCallRequest {
  * the items given rather than a context's log, and recorded nowhere (it is not a step).
  * Tools run with `ctx` (the context of the step calling it). Resolves with the new
  * items (noetic's `LLMResponse`), usage and cost.
+ *
+ * Given the context of a session turn (or of a step below one), the call feeds that
+ * session's streams as a `callModel` step does, as noetic's direct call feeds the
+ * broadcaster its context carries: provider deltas (text, reasoning, function-call
+ * arguments), `model_call_*`, `tool_round_*`, `tool_call_*`, and its tool results as
+ * `item_appended`. Its usage is not added to the turn's response (only steps charge a
+ * context), and between-rounds messages queued on the session join the turn's log and
+ * the call's items before every round but the first (docs/runtime.md#harnesscallmodel).
  */
 export const directCall = (
   request: DirectCallRequest,
@@ -593,25 +612,54 @@ export const directCall = (
       ? undefined
       : yield* outputConstraint("harness.callModel", request.outputSchema, request.outputJsonSchema)
     const log: Array<ModelItem> = [...request.items]
+    const turn = ctx === undefined ? noSession : turnOf(ctx)
+    const base = { executionId: ctx?.id ?? "", threadId: ctx?.threadId, path: ctx?.path ?? "" }
+    const event = (body: DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">) =>
+      Effect.suspend(() => {
+        const published = { ...base, ...body } as RunEvent
+        return Effect.andThen(publish(published), turn.runEvent(published, request.emit, { counted: false }))
+      })
     const { items, usage, cost } = yield* runRounds({
       wholeCall: provider.mode === "whole-call",
+      beforeRound: (round) =>
+        ctx === undefined
+          ? Effect.void
+          : Effect.map(turn.betweenRounds(ctx, round), (appended) => void log.push(...appended as ReadonlyArray<ModelItem>)),
       callRound: (round) =>
-        Effect.tap(
-          callProvider(provider, {
+        Effect.gen(function*() {
+          yield* event({ type: "model_call_started", model: request.model, round, messageCount: log.length, toolCount: specs.length })
+          const response = yield* callProvider(provider, {
             model: request.model,
             instructions: request.instructions,
             items: [...log],
             tools: specs,
             params: request.params,
             outputJsonSchema
-          }, () => Effect.void, round, () => Effect.void),
-          (response) => Effect.sync(() => log.push(...response.items))
-        ),
+          }, (delta) => event(delta as DistributiveOmit<RunEvent, "executionId" | "threadId" | "path">), round, event)
+          log.push(...response.items)
+          yield* event({
+            type: "model_call_completed",
+            model: request.model,
+            round,
+            itemCount: response.items.length,
+            usage: response.usage,
+            cost: response.cost,
+            replayed: false
+          })
+          for (const item of response.items) yield* event({ type: "item", item })
+          return response
+        }),
       callTool: (call) =>
-        ctx === undefined
-          ? Effect.succeed({ output: "Error: tools of harness.callModel need request.ctx, the context of the calling step", error: true })
-          : runTool(tools, call, ctx),
-      onToolOutput: (output) => Effect.sync(() => log.push(output))
+        Effect.gen(function*() {
+          yield* event({ type: "tool_call_started", ...call })
+          const outcome: ToolCallOutcome = ctx === undefined
+            ? { output: "Error: tools of harness.callModel need request.ctx, the context of the calling step", error: true }
+            : yield* runTool(tools, call, ctx)
+          yield* event({ type: "tool_call_completed", callId: call.callId, name: call.name, output: outcome.output, error: outcome.error, replayed: false })
+          return outcome
+        }),
+      onToolOutput: (output) => Effect.andThen(Effect.sync(() => log.push(output)), event({ type: "item", item: output })),
+      toolRound: (phase, round, toolCount) => event({ type: `tool_round_${phase}`, round, toolCount })
     })
     return { items, usage, ...(cost === undefined ? {} : { cost }) }
   })

@@ -15,6 +15,7 @@ import type { StorageError } from "../Errors.ts"
 import type { ContextLayer as EngineContextLayer, Item } from "../harness/AgentContext.ts"
 import * as EngineHarness from "../harness/AgentHarness.ts"
 import type { ChannelHub } from "../harness/Channels.ts"
+import type { LayerStateStore as EngineLayerStateStore } from "../harness/LayerHooks.ts"
 import type { StepHooks } from "../harness/SessionTurn.ts"
 import * as EngineSessions from "../harness/Sessions.ts"
 import type * as Step from "../harness/Step.ts"
@@ -193,6 +194,8 @@ export interface RuntimeWiring {
   readonly hooks: StepHooks | undefined
   /** The facade harness itself, served as `ctx.harness` to step bodies. */
   readonly self: Layer.Layer<FacadeHarness>
+  /** `storage.layerStateStore` as the engine's, when given. */
+  readonly layerStateStore?: EngineLayerStateStore | undefined
   /** Histories seeded before the sessions were built. */
   readonly seeds: Map<string, ReadonlyArray<Item>>
   /** Called once the engine's sessions are built (the harness's synchronous accessors read them). */
@@ -221,6 +224,7 @@ export const makeRuntime = <I, O>(
     Engine,
     Effect.orDie(EngineHarness.make({
       ...(wiring.layerStorage === undefined ? {} : { layerStorage: wiring.layerStorage }),
+      ...(wiring.layerStateStore === undefined ? {} : { layerStateStore: wiring.layerStateStore }),
       channels: wiring.channels,
       name: options.name,
       agentGraph: wiring.agentGraph,

@@ -60,7 +60,7 @@ export interface Span {
 }
 
 /** noetic's span methods over an Effect span; `owned`: whether `end()` may end it. */
-const spanOf = (span: Tracer.Span, owned: boolean): Span => {
+export const spanOf = (span: Tracer.Span, owned: boolean): Span => {
   let ended = false
   const now = () => BigInt(Date.now()) * 1_000_000n
   return {

@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import * as Tracer from "effect/Tracer"
 import * as Layer from "effect/Layer"
 import type * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
@@ -43,7 +44,7 @@ import { ChannelHub } from "../harness/Channels.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
 import * as LayerMethods from "./layerMethods.ts"
-import { AgentContext, FacadeHarness, StepContext, wrapContext } from "./context.ts"
+import { AgentContext, FacadeHarness, type Span, spanOf, StepContext, wrapContext } from "./context.ts"
 import { subprocessOf } from "./builders.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
 import { harnessCallModel, type HarnessCallModelRequest } from "./models.ts"
@@ -52,6 +53,9 @@ import type { ShellAdapter } from "./modelTools.ts"
 import { type LLMResponse, refuseUnsupportedHarnessOptions } from "./providers.ts"
 import { type DetachedHandle, DetachedHandleImpl } from "./handles.ts"
 import type { StepHooks } from "../harness/SessionTurn.ts"
+import type { LayerStateStore as EngineLayerStateStore } from "../harness/LayerHooks.ts"
+import { type LayerStateStore, toEngineLayerStateStore } from "./layerStateStore.ts"
+import { type TraceExporter, tracerFor } from "./traceExporter.ts"
 import type {
   AgentHooks,
   AgentHarnessOptions,
@@ -117,7 +121,7 @@ export class AgentHarness<I = any, O = any> {
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
   /** noetic's `config`: the harness's name, its (validated) params, its hooks. */
-  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks }
+  readonly config: { readonly name: string; readonly params: any; readonly hooks?: AgentHooks; readonly storage: StorageAdapter }
   /** The root working directory once `initialCwd` or `setRootCwd` set it. */
   #rootCwd: { cwd: string; previousCwd?: string } | undefined
   /** The engine's sessions, once the runtime has built them (the synchronous accessors read them). */
@@ -130,6 +134,10 @@ export class AgentHarness<I = any, O = any> {
   readonly #channels = new ChannelHub()
   /** `storage.adapter` as the engine's layer storage (opened at its first use). */
   #engineLayerStorage: StorageAdapterShape | undefined
+  /** The `traceExporter` option, which `createSpan` exports to. */
+  readonly #traceExporter: TraceExporter | undefined
+  /** `storage.layerStateStore`, as the engine takes it (docs/layers-and-channels.md#a-layer-state-store). */
+  readonly #layerStateStore: { readonly host: LayerStateStore; readonly engine: EngineLayerStateStore } | undefined
 
   /**
    * Throws `NoeticConfigError`: `STEP_LEDGER_RETENTION_INVALID` for a retention cap
@@ -141,7 +149,6 @@ export class AgentHarness<I = any, O = any> {
     this.name = options.name
     refuseUnsupportedHarnessOptions(options)
     this.params = validateParams(options.paramsSchema, options.params)
-    this.config = { name: options.name, params: this.params, ...(options.hooks === undefined ? {} : { hooks: options.hooks }) }
     if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
     this.fs = options.environment?.fs
     this.shell = options.environment?.shell
@@ -150,11 +157,21 @@ export class AgentHarness<I = any, O = any> {
     const storage = options.environment?.storage
     checkEngineOptions(agentGraph as Step.AnyStep | undefined, storage)
     this.#layerStorage = storage?.adapter ?? createInMemoryStorage()
+    // noetic's AgentConfig: `storage` is environment.storage.adapter, else an in-memory one.
+    this.config = {
+      name: options.name,
+      params: this.params,
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+      storage: this.#layerStorage
+    }
     this.#ledgerStorage = storage?.adapter
     // As in noetic, a harness given no layers gives its contexts none (`defaultContextLayers` lists the usual ones).
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
     const layerAdapter = storage?.adapter
     this.#engineLayerStorage = layerAdapter === undefined ? undefined : lazyStorage(toEngineStorage(layerAdapter))
+    this.#traceExporter = options.traceExporter
+    const hostStore = storage?.layerStateStore
+    this.#layerStateStore = hostStore === undefined ? undefined : { host: hostStore, engine: toEngineLayerStateStore(hostStore) }
     // A durable harness stores external channels' handle sends from its first call on.
     if (storage?.checkpointStore !== undefined && this.#engineLayerStorage !== undefined) {
       this.#channels.attachStorage(this.#engineLayerStorage)
@@ -166,6 +183,7 @@ export class AgentHarness<I = any, O = any> {
       layers: this.#layers,
       channels: this.#channels,
       layerStorage: this.#engineLayerStorage,
+      layerStateStore: this.#layerStateStore?.engine,
       hooks: options.hooks === undefined ? undefined : this.#engineHooks(options.hooks),
       self: Layer.succeed(FacadeHarness, this as AgentHarness),
       seeds: this.#seeds,
@@ -425,6 +443,31 @@ export class AgentHarness<I = any, O = any> {
     return this.#use((engine) => LayerMethods.recall(engine, ctx, this.#toEngineLayers(layers), input))
   }
 
+  /** The recall of `layers`' atomic-mode ones only, with `budgets` (noetic's `recallLayersAtomic`). */
+  recallLayersAtomic(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map()): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.recallByMode(engine, ctx, this.#toEngineLayers(layers), input, budgets, "atomic"))
+  }
+
+  /** The recall of `layers`' eventual-mode ones only, served from the recall cache (noetic's `recallLayersEventual`). */
+  recallLayersEventual(layers: ReadonlyArray<ContextLayer> | undefined, input: string, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map()): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.recallByMode(engine, ctx, this.#toEngineLayers(layers), input, budgets, "eventual"))
+  }
+
+  /** A span under `parent` (a new trace when null), exported on `end()` to the `traceExporter` (noetic's `createSpan`). */
+  createSpan(name: string, parent: Span | null): Span {
+    const made = Effect.runSync(Effect.provideService(
+      Effect.makeSpan(name, parent === null ? { root: true } : { parent: parent.effectSpan }),
+      Tracer.Tracer,
+      tracerFor(this.#traceExporter)
+    ))
+    return spanOf(made, true)
+  }
+
+  /** Recalls again, fresh, the layers the re-render requests of `runAppendPipeline` select (noetic's `executeRerender`). */
+  executeRerender(requests: ReadonlyArray<LayerMethods.RerenderRequest>, layers: ReadonlyArray<ContextLayer> | undefined, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map(), query = ""): Promise<Array<LayerMethods.RecallLayerOutput>> {
+    return this.#use((engine) => LayerMethods.rerender(engine, ctx, requests, this.#toEngineLayers(layers) ?? Bridge.context.of(ctx).store.layers, budgets, query))
+  }
+
   /** Runs `store` of `layers` after a model response, waiting for the write-through (noetic's `storeLayers`). */
   storeLayers(layers: ReadonlyArray<ContextLayer> | undefined, response: LayerMethods.LLMResponse, ctx: AgentContext): Promise<void> {
     return this.#use((engine) => LayerMethods.store(engine, ctx, this.#toEngineLayers(layers), response))
@@ -463,13 +506,15 @@ export class AgentHarness<I = any, O = any> {
 
   /** A live context's layer state (noetic's `getLayerState`). */
   getLayerState<T>(executionId: string, layerId: string): T | undefined {
-    return LayerMethods.contextById(executionId)?.layerState<T>(layerId)
+    const ctx = LayerMethods.contextById(executionId)
+    // Not live here: the host's store, as noetic reads it.
+    return ctx === undefined ? this.#layerStateStore?.host.get<T>(executionId, layerId) : ctx.layerState<T>(layerId)
   }
 
   /** Sets a live context's layer state, written through for a durable scope (noetic's `setLayerState`). */
   setLayerState<T>(executionId: string, layerId: string, state: T): void {
     const ctx = LayerMethods.contextById(executionId)
-    if (ctx === undefined) return
+    if (ctx === undefined) return this.#layerStateStore?.host.set(executionId, layerId, state)
     ctx.setLayerStateValue(layerId, state)
     void runChannel(ctx.persistLayerState())
   }
@@ -561,6 +606,7 @@ export class AgentHarness<I = any, O = any> {
       cwd: cwd === undefined ? null : { current: cwd },
       channels: this.#channels,
       layerStorage: this.#engineLayerStorage,
+      ...(this.#layerStateStore === undefined ? {} : { layerStateStore: this.#layerStateStore.engine }),
       // The engine is built lazily (its storage may open asynchronously): a checkpoint
       // of this context goes through it when it comes.
       checkpoint: (ctx) =>

@@ -112,6 +112,9 @@ export {
 export { AgentContext, type CwdState, type ItemLog, type Span, StepContext, type StreamWriter, type TokenUsage } from "./context.ts"
 export { type Channel, channel, type ChannelHandle, type ExternalChannel } from "./channels.ts"
 export type { RecallLayerOutput } from "./layerMethods.ts"
+export type { LayerStateStore } from "./layerStateStore.ts"
+export { createInMemoryFsAdapter, createInMemoryShellAdapter } from "./memoryAdapters.ts"
+export { ExportedSpan, GenAI, InMemoryExporter, NoopExporter, type TraceExporter, ToolAttr } from "./traceExporter.ts"
 export {
   type AnyStep,
   conditional,

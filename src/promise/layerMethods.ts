@@ -59,6 +59,66 @@ export const recall = (
     (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
   )
 
+/**
+ * noetic's `recallLayersAtomic` / `recallLayersEventual`: the recall of the layers of
+ * one `recallMode` only (atomic: those not `'eventual'`, recalled each time; eventual:
+ * served from the recall cache, refreshed after their `store` produced new state),
+ * with the given budgets.
+ */
+export const recallByMode = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
+  query: string,
+  budgets: ReadonlyMap<string, number>,
+  mode: "atomic" | "eventual"
+) => {
+  const c = engineOf(engine, ctx)
+  const selected = (layers ?? c.store.layers).filter((layer) => (layer.recallMode === "eventual") === (mode === "eventual"))
+  return Effect.map(
+    LayerLifecycle.recallLayers(c, { query, layers: selected, budgets }),
+    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+  )
+}
+
+/** A re-render request of the append pipeline (noetic's `RerenderRequest`). */
+export interface RerenderRequest {
+  readonly layerId: string
+  readonly slot: number
+  readonly timing: "immediate" | "batched"
+  readonly scope: "self" | "slot-after" | "all"
+}
+
+/**
+ * noetic's `executeRerender`: recall again, fresh (no recall cache), the layers the
+ * requests select (`self`: the layer; `slot-after`: those at its slot or after; `all`:
+ * every one), in slot order.
+ */
+export const rerender = (
+  engine: EngineHarness.AgentHarness<any>,
+  ctx: AgentContext,
+  requests: ReadonlyArray<RerenderRequest>,
+  layers: ReadonlyArray<EngineContextLayer<any>>,
+  budgets: ReadonlyMap<string, number>,
+  query: string
+) => {
+  if (requests.length === 0) return Effect.succeed([])
+  const chosen = new Set<string>()
+  for (const request of requests) {
+    for (const layer of layers) {
+      if (
+        request.scope === "all" || (request.scope === "self" && layer.id === request.layerId) ||
+        (request.scope === "slot-after" && (layer.slot ?? 0) >= request.slot)
+      ) chosen.add(layer.id)
+    }
+  }
+  const selected = layers.filter((layer) => chosen.has(layer.id)).sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
+  return Effect.map(
+    LayerLifecycle.recallLayers(engineOf(engine, ctx), { query, layers: selected, budgets, forceAtomic: true }),
+    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+  )
+}
+
 export const store = (
   engine: EngineHarness.AgentHarness<any>,
   ctx: AgentContext,

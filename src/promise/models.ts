@@ -17,6 +17,7 @@ import { registerPlainBuilder } from "./plainSteps.ts"
 import { type AgentContext, StepContext } from "./context.ts"
 import type { ItemLike } from "./itemSchemas.ts"
 import { type LlmProviderConfig, type ModelProviderOptions, providerLayer } from "./providers.ts"
+import { traceExporterLayer } from "./traceExporter.ts"
 import { NoeticConfigError } from "./errors.ts"
 import { toModelTool } from "./modelTools.ts"
 import { ItemSchemas, type ItemSchemaConfig } from "../services/ItemSchemas.ts"
@@ -240,6 +241,7 @@ export const modelRuntimeLayer = (options: {
   readonly callModelDefaults?: LlmProviderConfig | undefined
   readonly _testCallModel?: ModelProviderOptions["_testCallModel"]
   readonly itemSchemas?: unknown
+  readonly traceExporter?: unknown
 }): Layer.Layer<never> => {
   const provider = providerLayer(options)
   const tools = Array.isArray(options.tools)
@@ -248,7 +250,9 @@ export const modelRuntimeLayer = (options: {
   const itemSchemas = options.itemSchemas === undefined
     ? Layer.empty
     : Layer.succeed(ItemSchemas, itemSchemaConfig(options.itemSchemas))
-  return Layer.mergeAll(provider ?? Layer.empty, tools, itemSchemas) as Layer.Layer<never>
+  // The harness's spans, exported as they end (docs/runtime.md#tracing).
+  const tracing = options.traceExporter === undefined ? Layer.empty : traceExporterLayer(options.traceExporter)
+  return Layer.mergeAll(provider ?? Layer.empty, tools, itemSchemas, tracing) as Layer.Layer<never>
 }
 
 const CATEGORIES = ["items", "developerMessages", "toolCalls", "toolResults"] as const
@@ -313,6 +317,8 @@ export interface HarnessCallModelRequest {
   /** A structured output to ask for: its JSON Schema is sent to the provider (nothing is validated). */
   readonly outputSchema?: Step.StandardSchema
   readonly outputJsonSchema?: Readonly<Record<string, unknown>>
+  /** Gates the call's framework events on the session streams (`false`, or a filter), as a step's `emit`. */
+  readonly emit?: boolean | ((eventType: string, data: Record<string, unknown>) => boolean)
 }
 
 /**
@@ -330,7 +336,8 @@ export const harnessCallModel = (request: HarnessCallModelRequest) => {
     ...(request.params === undefined ? {} : { params: request.params }),
     ...(tools === undefined ? {} : { tools }),
     ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
-    ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema })
+    ...(request.outputJsonSchema === undefined ? {} : { outputJsonSchema: request.outputJsonSchema }),
+    ...(request.emit === undefined ? {} : { emit: request.emit as Step.EmitOption })
   }, ctx)
 }
 

@@ -21,6 +21,8 @@ import type { ShellAdapter } from "./modelTools.ts"
 import type { CallModelRequest, LLMResponse, LlmProviderConfig } from "./providers.ts"
 import type { Tool } from "./tools.ts"
 import type { ItemSchemaExtensions } from "./itemSchemas.ts"
+import type { LayerStateStore } from "./layerStateStore.ts"
+import type { TraceExporter } from "./traceExporter.ts"
 
 /** A harness tool as a plain function, called by `invokeTool(id, name)`. */
 export type HarnessTool = (input: unknown, ctx: StepContext) => unknown
@@ -50,6 +52,12 @@ export interface StorageEnvironment {
    * lease was taken over stops with `EXECUTION_LEASE_LOST`.
    */
   readonly lease?: { readonly owner: string; readonly ttlMs?: number }
+  /**
+   * A host's store of live layer state (noetic's `layerStateStore`): every context
+   * writes each layer state change to it and reads state back from it
+   * (docs/layers-and-channels.md#a-layer-state-store).
+   */
+  readonly layerStateStore?: LayerStateStore
 }
 
 /** The documented constructor options (noetic's `AgentHarnessOpts`, the fields this library runs). */
@@ -74,6 +82,8 @@ export interface AgentHarnessOptions<I = any, O = any> {
    * unknown item type is refused (`strict`, default true).
    */
   readonly itemSchemas?: { readonly schemas?: ItemSchemaExtensions; readonly strict?: boolean }
+  /** Where completed spans go (noetic's `traceExporter`): each span of the harness's runs, as it ends. */
+  readonly traceExporter?: TraceExporter
   /** The context layers of every context; defaults to scratchpad, instructions and history. */
   readonly contextLayers?: ReadonlyArray<ContextLayer>
   /** Same as `contextLayers` (this library's earlier name). */

@@ -149,9 +149,9 @@ export const providerLayer = (options: ModelProviderOptions): Layer.Layer<ModelP
 
 /** noetic's harness options this library does not run. */
 const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
-  ["traceExporter", "Spans go to Effect's tracer: provide an OpenTelemetry layer to the Effect API."],
   ["contextCache", "Prompt-cache anchoring is not tuned here: anchored layers are pinned per thread and superseded by <context_updates> (docs/layers-and-channels.md#the-assembled-view); drop contextCache."],
   ["projection", "The projection policy is noetic's default (tokenBudget 128000, responseReserve 4000) and not configurable here; drop projection."],
+  ["storage", "noetic's constructor takes the storage adapter as environment.storage.adapter (it shows as config.storage); pass it there."],
   ["forceAtomicRecall", "Every layer's recallMode is honoured; to recall a layer each time, give it recallMode 'atomic'."]
 ]
 
@@ -159,12 +159,5 @@ const UNSUPPORTED_HARNESS_OPTIONS: ReadonlyArray<readonly [string, string]> = [
 export const refuseUnsupportedHarnessOptions = (options: object): void => {
   for (const [option, hint] of UNSUPPORTED_HARNESS_OPTIONS) {
     if ((options as Record<string, unknown>)[option] !== undefined) throw unsupported(`AgentHarness option '${option}'`, hint)
-  }
-  const storage = (options as { environment?: { storage?: Record<string, unknown> } }).environment?.storage
-  if (storage?.layerStateStore !== undefined) {
-    throw unsupported(
-      "AgentHarness option 'environment.storage.layerStateStore'",
-      "The Promise API keeps layer state in the engine, written through to environment.storage.adapter (else the checkpoint store's storage) at every change; drop layerStateStore, or give it to the Effect API's AgentHarness.make (docs/layers-and-channels.md#a-layer-state-store)."
-    )
   }
 }

@@ -150,3 +150,25 @@ export const checkResponseItems = <A>(items: ReadonlyArray<A>): Effect.Effect<Re
 /** A tool result item the tool loop made, checked against the harness's `toolResults` schemas. */
 export const checkToolResult = <A>(item: A): Effect.Effect<A, unknown> =>
   checked(item, (config) => checkCategory(config, item, "toolResults"))
+
+/**
+ * The items of a restored snapshot, checked as noetic's restore parses them
+ * (`parseMany`): each against the harness's `ItemSchemas`, the first refused failing
+ * with `ItemSchemaMismatch`. A value that is not item-shaped is refused as an item of no
+ * known type (category `items`).
+ *
+ * Only on a harness given item schemas (`schemas` or `strict`): without them the engine
+ * appends items of any type (`ctx.append`), so refusing them on restore would make a
+ * snapshot the run wrote unrestorable.
+ */
+export const checkRestoredItems = (items: ReadonlyArray<unknown>): Effect.Effect<void, ItemSchemaMismatch> =>
+  ItemSchemas.use((config) =>
+    Effect.suspend(() => {
+      if (config.schemas === undefined && config.strict === undefined) return Effect.void
+      for (const item of items) {
+        const refused = isItemShaped(item) ? check(config, item) : new ItemSchemaMismatch({ category: "items" })
+        if (refused !== undefined) return Effect.fail(refused)
+      }
+      return Effect.void
+    })
+  )

@@ -19,9 +19,11 @@ import {
   createInMemorySubprocessAdapter,
   isNoeticConfigError,
   isNoeticError,
+  type LayerStateStore,
   type NoeticContextLayer,
   type NoeticError,
   runCode,
+  scratchpad,
   type StorageAdapter
 } from "../../src/promise/index.ts"
 import { harness } from "./harnesses.ts"
@@ -536,17 +538,70 @@ describe("context layers (noetic's definitions)", () => {
     expect(configCode(() => h.createContext({ contextLayers: [layer] }))).toBe("UNSUPPORTED_OPTION")
   })
 
-  it("environment.storage.layerStateStore is refused by name (the Effect API takes one)", () => {
-    const store = { get: () => undefined, set: () => {}, cleanup: () => {}, diagnostic: () => {} }
-    let error: unknown
-    try {
-      new AgentHarness({ name: "x", params: {}, environment: { storage: { layerStateStore: store } } as never })
-    } catch (e) {
-      error = e
+  it("environment.storage.layerStateStore receives every context's layer state; a restored context reads it back", async () => {
+    const hostStore = () => {
+      const states = new Map<string, unknown>()
+      const sets: Array<string> = []
+      const flushes: Array<string> = []
+      const store: LayerStateStore = {
+        get: <T,>(executionId: string, layerId: string) => states.get(`${executionId}/${layerId}`) as T | undefined,
+        set: (executionId, layerId, state) => {
+          sets.push(`${executionId}/${layerId}`)
+          states.set(`${executionId}/${layerId}`, state)
+        },
+        has: (executionId, layerId) => states.has(`${executionId}/${layerId}`),
+        cleanup: (executionId) => {
+          for (const key of [...states.keys()]) if (key.startsWith(`${executionId}/`)) states.delete(key)
+        },
+        diagnostic: () => {},
+        flush: async (executionId) => void flushes.push(executionId)
+      }
+      return { store, states, sets, flushes }
     }
-    expect(isNoeticConfigError(error)).toBe(true)
-    expect(error).toMatchObject({ code: "UNSUPPORTED_OPTION" })
-    expect((error as Error).message).toContain("layerStateStore")
+    const storage = createInMemoryStorage()
+    const durable = (store: LayerStateStore) =>
+      harness({
+        name: "lss",
+        params: {},
+        contextLayers: [scratchpad()],
+        environment: { storage: { adapter: storage, checkpointStore: createCheckpointStore({ storage }), layerStateStore: store } }
+      })
+    const first = hostStore()
+    const h1 = durable(first.store)
+    const write = runCode({
+      id: "write",
+      execute: async (goal: string, ctx) => {
+        await ctx.context.scratchpad.update({ goal })
+        return ctx.context.scratchpad.snapshot
+      }
+    })
+    const ctx = h1.createContext({ id: "exec-lss", threadId: "t" })
+    expect(await h1.run(write, "ship", ctx)).toEqual({ goal: "ship" })
+    // The host's store got the layer's state, and the write-through waited on its flush.
+    expect(first.sets).toContain("exec-lss/scratchpad")
+    expect(first.states.get("exec-lss/scratchpad")).toEqual({ goal: "ship" })
+    expect(first.flushes).toContain("exec-lss")
+    expect(h1.getLayerState("exec-lss", "scratchpad")).toEqual({ goal: "ship" })
+    await h1.checkpoint(ctx)
+
+    // Another host, its own store: the restore hands the snapshot's state to the store,
+    // and the restored context reads through it, so what the host sets there is what the next step sees.
+    const second = hostStore()
+    const h2 = durable(second.store)
+    const restored = await h2.restore("exec-lss")
+    expect(second.states.get("exec-lss/scratchpad")).toEqual({ goal: "ship" })
+    second.store.set("exec-lss", "scratchpad", { goal: "from the host" })
+    const read = runCode({ id: "read", execute: async (_: string, c) => c.context.scratchpad.snapshot })
+    expect(await h2.run(read, "", restored!)).toEqual({ goal: "from the host" })
+    // Not live in this harness: getLayerState / setLayerState go to the host's store, as noetic's do.
+    h2.setLayerState("exec-gone", "scratchpad", { goal: "stored" })
+    expect(h2.getLayerState("exec-gone", "scratchpad")).toEqual({ goal: "stored" })
+  })
+
+  it("a layerStateStore missing a method noetic's interface requires throws INVALID_LAYER_STATE_STORE", () => {
+    const store = { get: () => undefined, set: () => {}, diagnostic: () => {} }
+    expect(configCode(() => new AgentHarness({ name: "x", params: {}, environment: { storage: { layerStateStore: store } } as never })))
+      .toBe("INVALID_LAYER_STATE_STORE")
   })
 
   it("restore accepts contextLayers: they replace the harness layers, as createContext's do", async () => {

@@ -5,7 +5,14 @@
  * false` lets unknown item types through; a malformed option throws when the harness is built.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { callModel, isNoeticConfigError, type LLMResponse, tool } from "../../src/promise/index.ts"
+import {
+  callModel,
+  createCheckpointStore,
+  createInMemoryStorage,
+  isNoeticConfigError,
+  type LLMResponse,
+  tool
+} from "../../src/promise/index.ts"
 import { harness } from "../promise/harnesses.ts"
 import { runTurn } from "../promise/turns.ts"
 import { type FakeOpenRouter, startFakeOpenRouter } from "./fakeOpenRouter.ts"
@@ -109,5 +116,45 @@ describe("the harness option itemSchemas", () => {
     expect(code({ schemas: { items: [{}] } })).toBe("INVALID_ITEM_SCHEMAS")
     expect(code({ strict: "yes" })).toBe("INVALID_ITEM_SCHEMAS")
     expect(code({ schemas: { items: [widget] }, strict: true })).toBe("built")
+  })
+})
+
+describe("restored snapshots and itemSchemas", () => {
+  it("restore checks the snapshot's items as noetic's restore does: refused with item_schema_mismatch, accepted intact", async () => {
+    const storage = createInMemoryStorage()
+    const step = callModel({ id: "llm", model: "m/x" })
+    const durable = (name: string, itemSchemas?: unknown) =>
+      harness({
+        name,
+        params: {},
+        agentGraph: step,
+        _testCallModel: answersWidget,
+        environment: { storage: { checkpointStore: createCheckpointStore({ storage }) } },
+        ...(itemSchemas === undefined ? {} : { itemSchemas })
+      } as never)
+    const writer = durable("writer", { schemas: { items: [widget] } })
+    const ctx = writer.createContext({ id: "exec-widget", threadId: "t" })
+    expect(await writer.run(step, "show", ctx)).toBe("here")
+    await writer.checkpoint(ctx)
+
+    // The same extensions: the log comes back whole.
+    const same = await durable("same", { schemas: { items: [widget] } }).restore("exec-widget")
+    expect((same!.itemLog.items as ReadonlyArray<any>).map((item) => item.type)).toEqual(["message", "custom_widget", "message"])
+    expect((same!.itemLog.items as ReadonlyArray<any>)[1]).toEqual({ id: "w1", type: "custom_widget", payload: 3 })
+
+    // A harness whose schemas refuse the custom item refuses the restore, with the typed error.
+    const error = await rejection(durable("strict", { strict: true }).restore("exec-widget"))
+    expect(error.noeticError).toEqual({ kind: "item_schema_mismatch", category: "items", itemType: "custom_widget" })
+    expect(error.message).toBe("Item type 'custom_widget' did not match any registered item extension schema.")
+    // Not strict: unknown types pass.
+    const lenient = await durable("lenient", { strict: false }).restore("exec-widget")
+    expect(lenient!.itemLog.items).toHaveLength(3)
+    // A resume of the refused snapshot fails the same way rather than run on a log it refuses.
+    const resumeError = await rejection(durable("strict-resume", { schemas: { items: [] } }).resume("exec-widget"))
+    expect(resumeError.noeticError).toMatchObject({ kind: "item_schema_mismatch", itemType: "custom_widget" })
+    // A harness given no item schemas restores what was appended, whatever its type:
+    // its appends are not checked either, so nothing it wrote becomes unrestorable.
+    const unconfigured = await durable("plain").restore("exec-widget")
+    expect(unconfigured!.itemLog.items).toHaveLength(3)
   })
 })

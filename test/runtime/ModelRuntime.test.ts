@@ -460,7 +460,6 @@ describe("options noetic documents and this library does not run", () => {
       expect(error?.code).toBe("UNSUPPORTED_OPTION")
       expect(error?.message).toContain(name)
     }
-    refused(() => harness({ name: "h", params: {}, traceExporter: {} } as any), "traceExporter")
     refused(() => harness({ name: "h", params: {}, callModelDefaults: { apiKey: "k" } }), "noetic")
     refused(() => harness({ name: "h", params: {}, callModelDefaults: { provider: "openrouter", cache: true } as any }), "cache")
     refused(() => callModel({ id: "c", model: "m", projection: {} } as any), "projection")

@@ -56,6 +56,7 @@ describe("usage: a durable harness composed from layers", () => {
             | StorageError
             | import("../../src/index.ts").NoStepConfigured
             | CheckpointSchemaMismatch
+            | import("../../src/index.ts").ItemSchemas.ItemSchemaMismatch
             | import("../../src/index.ts").HarnessError.ReplayDiverged
             | import("../../src/index.ts").HarnessError.ToolOutcomeUnknown
             | AgentHarness.LeaseError,
