@@ -44,6 +44,7 @@ import { ChannelHub } from "../harness/Channels.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import { type Channel, type ChannelHandle, type ExternalChannel, handleOf, runChannel, streamOf } from "./channels.ts"
 import * as LayerMethods from "./layerMethods.ts"
+import { createInMemoryFsAdapter, createInMemoryShellAdapter } from "./memoryAdapters.ts"
 import { AgentContext, FacadeHarness, type Span, spanOf, StepContext, wrapContext } from "./context.ts"
 import { subprocessOf } from "./builders.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
@@ -107,10 +108,10 @@ export class AgentHarness<I = any, O = any> {
   readonly agentGraph: AnyStep<I, O> | undefined
   /** The harness's default subprocess adapter (`listLive`, `reattach`). */
   readonly subprocess: SubprocessAdapter
-  /** The filesystem adapter tools get as `toolCtx.fs` (`environment.fs`). */
-  readonly fs: FsAdapter | undefined
-  /** The shell adapter tools get as `toolCtx.shell` (`environment.shell`). */
-  readonly shell: ShellAdapter | undefined
+  /** The filesystem adapter tools get as `toolCtx.fs`: `environment.fs`, else noetic's in-memory one. */
+  readonly fs: FsAdapter
+  /** The shell adapter tools get as `toolCtx.shell`: `environment.shell`, else noetic's in-memory one. */
+  readonly shell: ShellAdapter
   readonly #runtime: ManagedRuntime.ManagedRuntime<HarnessServices, StorageError>
   /** Where layer `init` hooks keep their storage. */
   readonly #layerStorage: StorageAdapter
@@ -150,8 +151,9 @@ export class AgentHarness<I = any, O = any> {
     refuseUnsupportedHarnessOptions(options)
     this.params = validateParams(options.paramsSchema, options.params)
     if (options.initialCwd !== undefined) this.#rootCwd = { cwd: options.initialCwd }
-    this.fs = options.environment?.fs
-    this.shell = options.environment?.shell
+    // noetic's defaults: a process-local filesystem and a shell that runs nothing.
+    this.fs = options.environment?.fs ?? createInMemoryFsAdapter()
+    this.shell = options.environment?.shell ?? createInMemoryShellAdapter()
     const agentGraph = options.agentGraph === undefined ? undefined : asStep(options.agentGraph)
     this.agentGraph = agentGraph
     const storage = options.environment?.storage

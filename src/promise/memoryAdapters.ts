@@ -3,9 +3,8 @@
  * `createInMemoryFsAdapter(seed?)`, a process-local POSIX-like filesystem (absolute
  * paths, `.`/`..` resolved, parent directories made on write, errors worded as Node's
  * `ENOENT` / `EISDIR` / `ENOTDIR` / `ENOTEMPTY`), and `createInMemoryShellAdapter()`,
- * which runs nothing and answers exit code 127. Unlike noetic, a harness given no
- * `environment.fs` / `shell` does not default to them: using one fails by name
- * (`MISSING_ENVIRONMENT_ADAPTER`, docs/runtime.md#tools); pass these to get noetic's default.
+ * which runs nothing and answers exit code 127. As in noetic, a harness given no
+ * `environment.fs` / `shell` uses a fresh one of each (docs/runtime.md#tools).
  *
  * @since 0.2.0
  */

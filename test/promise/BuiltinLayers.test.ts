@@ -396,10 +396,14 @@ describe("filesystem()", () => {
     expect(sent(server, 0)).toContain("## package.json")
   })
 
-  it("without environment.fs the layer's init fails the run by name; scoringModel is refused", async () => {
-    const h = harness({ name: "files", params: {}, contextLayers: [filesystem({ baseDir: "/tmp" })] })
-    const error = await h.run(runCode({ id: "noop", execute: async () => 1 }), "", h.createContext()).then(() => undefined, (e: unknown) => e)
-    expect(String((error as Error)?.message ?? error)).toContain("no file reader")
+  it("without environment.fs the layer reads noetic's default, the harness's in-memory filesystem; scoringModel is refused", async () => {
+    const server = await serve([{ text: "seen" }])
+    const h = harness({ name: "files", params: {}, contextLayers: [filesystem({ baseDir: "/work" })], callModelDefaults: openrouter(server) })
+    await h.fs.writeFile("/work/notes.md", "only in memory")
+    const ctx = h.createContext()
+    await ctx.append([{ type: "message", role: "user", content: [{ type: "input_text", text: "Read #notes.md" }] }])
+    await h.run(callModel({ id: "llm", model: "openai/gpt-4o" }), "go", ctx)
+    expect(sent(server, 0)).toContain("only in memory")
     expect(configCode(() => filesystem({ scoringModel: "anthropic/claude-haiku-4-5-20251001" }))).toBe("UNSUPPORTED_OPTION")
   })
 })
