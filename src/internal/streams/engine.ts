@@ -373,8 +373,12 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         // One callback with a timer (not a race of two fibers): a live reader waits here once per wake-up.
         yield* Effect.callback<void>((done) => {
           if (woken) return done(Effect.void)
-          const timer = setTimeout(() => done(Effect.void), wait)
+          const timer = setTimeout(() => {
+            resume = undefined
+            done(Effect.void)
+          }, wait)
           resume = () => {
+            resume = undefined
             clearTimeout(timer)
             done(Effect.void)
           }
