@@ -11,6 +11,7 @@ import { Buffer } from "node:buffer"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -27,6 +28,7 @@ import {
 } from "./types.ts"
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
+import { bodyData, decide, makeQueues, parseProducer, type PendingAppend } from "./appends.ts"
 import {
   type ChunkRecord,
   chunkBytes,
@@ -39,7 +41,6 @@ import {
   headAfter,
   isJson,
   jsonChunkData,
-  jsonMessages,
   mediaType,
   ownerOf,
   parseDecimal,
@@ -48,7 +49,6 @@ import {
   type PathRecord,
   pathKey,
   type Position,
-  type ProducerState
 } from "./model.ts"
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -337,6 +337,57 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       return infoOf(record, yield* currentHead(record))
     })
 
+  /** Registers a wake-up for appends to and deletes of the stream `id`; the returned function removes it. */
+  const listen = (id: string, notify: () => void) => {
+    let set = waiters.get(id)
+    if (set === undefined) waiters.set(id, set = new Set())
+    set.add(notify)
+    return () => {
+      const current = waiters.get(id)
+      current?.delete(notify)
+      if (current?.size === 0) waiters.delete(id)
+    }
+  }
+
+  /**
+   * Waits for the stream to move past `position` (or close), a wake-up, or `millis`:
+   * true when it moved or may have, undefined when the time passed. The wake-up is
+   * registered before the head is looked at, so an append in between is never missed.
+   */
+  const waitOnce = (record: PathRecord, position: Position, millis: () => number | undefined) =>
+    Effect.suspend(() => {
+      let woken = false
+      let resume: (() => void) | undefined
+      const stop = listen(record.id, () => {
+        woken = true
+        resume?.()
+      })
+      return Effect.gen(function*() {
+        // What this process committed or read is enough to know the stream moved on.
+        const cached = heads.get(record.id)
+        if (cached !== undefined && (cached.index > position.index || cached.closed)) return true
+        const current = yield* currentHead(record)
+        if (current.index > position.index || current.closed || woken) return true
+        const wait = millis()
+        if (wait === undefined) return false
+        // One callback with a timer (not a race of two fibers): a live reader waits here once per wake-up.
+        yield* Effect.callback<void>((done) => {
+          if (woken) return done(Effect.void)
+          const timer = setTimeout(() => {
+            resume = undefined
+            done(Effect.void)
+          }, wait)
+          resume = () => {
+            resume = undefined
+            clearTimeout(timer)
+            done(Effect.void)
+          }
+          return Effect.sync(() => clearTimeout(timer))
+        })
+        return woken ? true : undefined
+      }).pipe(Effect.ensuring(Effect.sync(stop)))
+    })
+
   const awaitChange = (path: string, offset: string, timeout: Duration.Input) =>
     Effect.gen(function*() {
       const position = parseOffset(offset)
@@ -344,187 +395,113 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(Duration.fromInputUnsafe(timeout))
       for (;;) {
         const record = yield* liveRecord(path)
-        let resume: (() => void) | undefined
-        let woken = false
-        const signalled = Effect.callback<void>((done) => {
-          resume = () => {
-            woken = true
-            done(Effect.void)
-          }
-          let set = waiters.get(record.id)
-          if (set === undefined) waiters.set(record.id, set = new Set())
-          set.add(resume)
-          return Effect.sync(() => {
-            const set = waiters.get(record.id)
-            set?.delete(resume!)
-            if (set?.size === 0) waiters.delete(record.id)
-          })
-        })
-        const current = yield* currentHead(record)
-        if (current.index > position.index || current.closed) return true
         const now = yield* Clock.currentTimeMillis
-        if (now >= deadline) return false
-        yield* Effect.raceFirst(signalled, Effect.sleep(Duration.millis(Math.min(pollMillis, deadline - now))))
         // Woken by an append or a delete (here, or announced by another process): the
         // caller's read finds out which, without this wait reading the stream again.
-        if (woken) return true
+        const changed = yield* waitOnce(record, position, () => now >= deadline ? undefined : Math.min(pollMillis, deadline - now))
+        if (changed !== undefined) return changed
       }
     })
 
   // ---------------------------------------------------------------- appends
 
-  interface Producer {
-    readonly id: string
-    readonly epoch: number
-    readonly seq: number
-  }
-
-  const parseProducer = (input: AppendInput): Effect.Effect<Producer | undefined, StreamError> => {
-    const given = [input.producerId, input.producerEpoch, input.producerSeq].filter((value) => value !== undefined)
-    if (given.length === 0) return Effect.succeed(undefined)
-    if (given.length !== 3) return fail("BadRequest", "Producer-Id, Producer-Epoch and Producer-Seq go together")
-    if (input.producerId!.length === 0) return fail("BadRequest", "Producer-Id is empty")
-    const epoch = parseDecimal(input.producerEpoch!.trim())
-    const seq = parseDecimal(input.producerSeq!.trim())
-    if (epoch === undefined || seq === undefined) {
-      return fail("BadRequest", "Producer-Epoch and Producer-Seq must be non-negative integers")
-    }
-    return Effect.succeed({ id: input.producerId!, epoch, seq })
-  }
-
-  /** The data of an append body for a stream of `contentType`, or why it is refused. */
+  /** The data of a create's body for a stream of `contentType`, or why it is refused. */
   const bodyChunk = (contentType: string, body: Uint8Array, forCreate: boolean) =>
-    Effect.suspend((): Effect.Effect<{ readonly d: string; readonly z: number; readonly n?: number }, StreamError> => {
-      if (!isJson(contentType)) {
-        return Effect.succeed({ d: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("base64"), z: body.byteLength })
-      }
-      if (body.byteLength === 0) return Effect.succeed({ d: "", z: 0, n: 0 })
-      const messages = jsonMessages(body)
-      if (messages === undefined) return fail("BadRequest", "the body is not valid JSON")
-      if (messages.length === 0 && !forCreate) return fail("BadRequest", "an empty JSON array appends nothing")
-      return Effect.succeed({ ...jsonChunkData(messages), n: messages.length })
+    Effect.suspend(() => {
+      const data = bodyData(contentType, body, forCreate)
+      return data instanceof StreamError ? Effect.fail(data) : Effect.succeed(data)
     })
 
   const append = (input: AppendInput): Effect.Effect<AppendResult, StreamError> =>
-    Effect.gen(function*() {
-      const producer = yield* parseProducer(input)
+    Effect.suspend(() => {
+      const producer = parseProducer(input)
+      if (producer instanceof StreamError) return Effect.fail(producer)
       const close = input.close === true
-      if (input.body.byteLength === 0 && !close) return yield* fail("BadRequest", "an append needs a body")
-      return yield* withLock(input.path, appendLocked(input, producer, close))
+      if (input.body.byteLength === 0 && !close) return fail("BadRequest", "an append needs a body")
+      return queues.submit(input.path, input, producer, close)
     })
 
-  const appendLocked = (input: AppendInput, producer: Producer | undefined, close: boolean) =>
-    Effect.gen(function*() {
-      for (;;) {
-        const record = yield* liveRecord(input.path)
-        const trusted = heads.has(record.id)
-        const head = yield* currentHead(record, true)
-        const decision = yield* decide(record, head, input, producer, close).pipe(
-          // A refusal on a cached head is checked against storage first: another process may have moved it.
-          Effect.catch((error) =>
-            trusted
-              ? Effect.flatMap(currentHead(record), (fresh) =>
-                fresh.index === head.index ? Effect.fail(error) : Effect.succeed({ _tag: "Retry" } as const))
-              : Effect.fail(error)
-          )
-        )
-        if (decision._tag === "Retry") continue
-        if (decision._tag === "Done") {
-          yield* touch(input.path, record)
-          return decision.result
+  /**
+   * Commits a batch of appends to one path in their order, under the path's lock: the
+   * record and the head are loaded once, each append is checked against the head the
+   * ones before it left, and each is its own chunk committed by compare-and-set. When
+   * another process took an index, the record and head are read again and that append
+   * is checked again. Readers are woken once, after the batch.
+   */
+  const appendBatch = (path: string, batch: ReadonlyArray<PendingAppend>): Effect.Effect<void> =>
+    withLock(
+      path,
+      Effect.gen(function*() {
+        const woken = new Set<string>()
+        let at = 0
+        const settleRest = (exit: Exit.Exit<AppendResult, StreamError>) => {
+          for (; at < batch.length; at++) batch[at]!.exit = exit
         }
-        if (yield* commit(record, head.index, decision.chunk)) {
-          const after = headAfter(head.index, decision.chunk)
-          rememberHead(record.id, after)
-          yield* announce(record.id)
-          yield* touch(input.path, record)
-          return {
-            outcome: "appended" as const,
-            nextOffset: formatOffset(after),
-            closed: after.closed,
-            producer: producer === undefined ? undefined : { epoch: producer.epoch, seq: producer.seq }
+        load: while (at < batch.length) {
+          const loaded = yield* Effect.exit(liveRecord(path))
+          if (loaded._tag === "Failure") {
+            settleRest(Exit.failCause(loaded.cause))
+            break
           }
-        }
-        // Another process committed this index first: re-read and validate again.
-        heads.delete(record.id)
-      }
-    })
-
-  type Decision =
-    | { readonly _tag: "Done"; readonly result: AppendResult }
-    | { readonly _tag: "Write"; readonly chunk: ChunkRecord }
-
-  /** The protocol's checks, in its order of precedence (PROTOCOL.md 5.2, 5.2.1). */
-  const decide = (
-    record: PathRecord,
-    head: Head,
-    input: AppendInput,
-    producer: Producer | undefined,
-    close: boolean
-  ): Effect.Effect<Decision, StreamError> =>
-    Effect.gen(function*() {
-      const tail = formatOffset(head)
-      const hasBody = input.body.byteLength > 0
-      const state: ProducerState | undefined = producer === undefined ? undefined : head.producers[producer.id]
-      if (producer !== undefined && state !== undefined) {
-        if (producer.epoch < state[0]) {
-          return yield* fail("StaleEpoch", `producer epoch ${producer.epoch} is older than ${state[0]}`, {
-            currentEpoch: state[0]
-          })
-        }
-        if (producer.epoch === state[0] && producer.seq <= state[1]) {
-          return {
-            _tag: "Done",
-            result: { outcome: "duplicate", nextOffset: tail, closed: head.closed, producer: { epoch: state[0], seq: state[1] } }
+          const record = loaded.value
+          const cached = yield* Effect.exit(currentHead(record, true))
+          if (cached._tag === "Failure") {
+            settleRest(Exit.failCause(cached.cause))
+            break
           }
+          let head = cached.value
+          let touched = false
+          while (at < batch.length) {
+            const item = batch[at]!
+            const decision = decide(record, head, item.input, item.producer, item.close)
+            if (decision instanceof StreamError) {
+              // A refusal is checked against storage first: another process may have moved the head.
+              const fresh = yield* Effect.exit(currentHead(record))
+              if (fresh._tag === "Success" && fresh.value.index !== head.index) {
+                if (touched) yield* touch(path, record)
+                continue load
+              }
+              item.exit = fresh._tag === "Failure" ? Exit.failCause(fresh.cause) : Exit.fail(decision)
+              at++
+              continue
+            }
+            if (decision._tag === "Done") {
+              item.exit = Exit.succeed(decision.result)
+              touched = true
+              at++
+              continue
+            }
+            const won = yield* Effect.exit(commit(record, head.index, decision.chunk))
+            if (won._tag === "Failure" || !won.value) {
+              // Another process committed this index first (or the write's fate is
+              // unknown): read again, and check this append again unless it failed.
+              heads.delete(record.id)
+              if (won._tag === "Failure") {
+                item.exit = Exit.failCause(won.cause)
+                at++
+              }
+              if (touched) yield* touch(path, record)
+              continue load
+            }
+            head = headAfter(head.index, decision.chunk)
+            rememberHead(record.id, head)
+            woken.add(record.id)
+            touched = true
+            item.exit = Exit.succeed({
+              outcome: "appended",
+              nextOffset: formatOffset(head),
+              closed: head.closed,
+              producer: item.producer === undefined ? undefined : { epoch: item.producer.epoch, seq: item.producer.seq }
+            })
+            at++
+          }
+          if (touched) yield* touch(path, record)
         }
-      }
-      if (head.closed) {
-        if (!hasBody && close && producer === undefined) {
-          return { _tag: "Done", result: { outcome: "duplicate", nextOffset: tail, closed: true } }
-        }
-        return yield* fail("Conflict", "the stream is closed", { closed: true, nextOffset: tail })
-      }
-      let producers = head.producers
-      if (producer !== undefined) {
-        if (state !== undefined && producer.epoch > state[0] && producer.seq !== 0) {
-          return yield* fail("BadRequest", `a new producer epoch starts at sequence 0, not ${producer.seq}`)
-        }
-        const expected = state === undefined || producer.epoch > state[0] ? 0 : state[1] + 1
-        if (producer.seq !== expected) {
-          return yield* fail("SequenceGap", `expected producer sequence ${expected}, received ${producer.seq}`, {
-            expectedSeq: expected,
-            receivedSeq: producer.seq
-          })
-        }
-        producers = { ...producers, [producer.id]: [producer.epoch, producer.seq] }
-      }
-      if (hasBody) {
-        if (input.contentType === undefined || input.contentType.trim() === "") {
-          return yield* fail("BadRequest", "an append with a body needs a Content-Type")
-        }
-        if (mediaType(input.contentType) !== mediaType(record.ct)) {
-          return yield* fail("Conflict", `content type ${input.contentType} does not match the stream's ${record.ct}`)
-        }
-      }
-      let seq = head.seq
-      if (input.seq !== undefined) {
-        if (head.seq !== undefined && input.seq <= head.seq) {
-          return yield* fail("Conflict", `Stream-Seq ${input.seq} is not after ${head.seq}`)
-        }
-        seq = input.seq
-      }
-      const data = hasBody ? yield* bodyChunk(record.ct, input.body, false) : { d: "", z: 0 }
-      const chunk: ChunkRecord = {
-        a: head.bytes,
-        ...data,
-        ...(close ? { c: 1 as const } : {}),
-        ...(seq === undefined ? {} : { s: seq }),
-        ...(Object.keys(producers).length === 0 ? {} : { p: producers }),
-        ...(close && producer !== undefined ? { k: [producer.id, producer.epoch, producer.seq] as const } : {})
-      }
-      return { _tag: "Write", chunk }
-    })
+        for (const id of woken) yield* announce(id)
+      })
+    )
+
+  const queues = makeQueues(appendBatch)
 
   // ---------------------------------------------------------------- create
 

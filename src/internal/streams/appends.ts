@@ -1,0 +1,237 @@
+/**
+ * The append rules of durable streams as plain functions (the protocol's checks in its
+ * order of precedence, PROTOCOL.md 5.2 and 5.2.1), and the per-path queue that lets one
+ * fiber commit the appends waiting on a stream in one pass (group commit; see
+ * docs/http-streams.md#the-write-path). engine.ts runs them against storage.
+ */
+import { Buffer } from "node:buffer"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import {
+  type ChunkRecord,
+  formatOffset,
+  type Head,
+  isJson,
+  jsonChunkData,
+  jsonMessages,
+  mediaType,
+  parseDecimal,
+  type PathRecord,
+  type ProducerState
+} from "./model.ts"
+import { type AppendInput, type AppendResult, StreamError } from "./types.ts"
+
+const refuse = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
+  new StreamError({ reason, message, ...extra })
+
+/** An idempotent producer's headers, parsed. */
+export interface Producer {
+  readonly id: string
+  readonly epoch: number
+  readonly seq: number
+}
+
+/** The producer an append names, none, or why its headers are refused. */
+export const parseProducer = (input: AppendInput): Producer | undefined | StreamError => {
+  const given = [input.producerId, input.producerEpoch, input.producerSeq].filter((value) => value !== undefined)
+  if (given.length === 0) return undefined
+  if (given.length !== 3) return refuse("BadRequest", "Producer-Id, Producer-Epoch and Producer-Seq go together")
+  if (input.producerId!.length === 0) return refuse("BadRequest", "Producer-Id is empty")
+  const epoch = parseDecimal(input.producerEpoch!.trim())
+  const seq = parseDecimal(input.producerSeq!.trim())
+  if (epoch === undefined || seq === undefined) {
+    return refuse("BadRequest", "Producer-Epoch and Producer-Seq must be non-negative integers")
+  }
+  return { id: input.producerId!, epoch, seq }
+}
+
+/** The stored data of a body. */
+export interface ChunkData {
+  readonly d: string
+  readonly z: number
+  readonly n?: number
+}
+
+/** The data of an append body for a stream of `contentType`, or why it is refused. */
+export const bodyData = (contentType: string, body: Uint8Array, forCreate: boolean): ChunkData | StreamError => {
+  if (!isJson(contentType)) {
+    return { d: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("base64"), z: body.byteLength }
+  }
+  if (body.byteLength === 0) return { d: "", z: 0, n: 0 }
+  const messages = jsonMessages(body)
+  if (messages === undefined) return refuse("BadRequest", "the body is not valid JSON")
+  if (messages.length === 0 && !forCreate) return refuse("BadRequest", "an empty JSON array appends nothing")
+  return { ...jsonChunkData(messages), n: messages.length }
+}
+
+/** What an append does at a head: answer without writing, or write this chunk at the head's index. */
+export type Decision =
+  | { readonly _tag: "Done"; readonly result: AppendResult }
+  | { readonly _tag: "Write"; readonly chunk: ChunkRecord }
+
+/** The protocol's checks of one append at `head`, in their order of precedence (PROTOCOL.md 5.2, 5.2.1). */
+export const decide = (
+  record: PathRecord,
+  head: Head,
+  input: AppendInput,
+  producer: Producer | undefined,
+  close: boolean
+): Decision | StreamError => {
+  const tail = formatOffset(head)
+  const hasBody = input.body.byteLength > 0
+  const state: ProducerState | undefined = producer === undefined ? undefined : head.producers[producer.id]
+  if (producer !== undefined && state !== undefined) {
+    if (producer.epoch < state[0]) {
+      return refuse("StaleEpoch", `producer epoch ${producer.epoch} is older than ${state[0]}`, { currentEpoch: state[0] })
+    }
+    if (producer.epoch === state[0] && producer.seq <= state[1]) {
+      return {
+        _tag: "Done",
+        result: { outcome: "duplicate", nextOffset: tail, closed: head.closed, producer: { epoch: state[0], seq: state[1] } }
+      }
+    }
+  }
+  if (head.closed) {
+    if (!hasBody && close && producer === undefined) {
+      return { _tag: "Done", result: { outcome: "duplicate", nextOffset: tail, closed: true } }
+    }
+    return refuse("Conflict", "the stream is closed", { closed: true, nextOffset: tail })
+  }
+  let producers = head.producers
+  if (producer !== undefined) {
+    if (state !== undefined && producer.epoch > state[0] && producer.seq !== 0) {
+      return refuse("BadRequest", `a new producer epoch starts at sequence 0, not ${producer.seq}`)
+    }
+    const expected = state === undefined || producer.epoch > state[0] ? 0 : state[1] + 1
+    if (producer.seq !== expected) {
+      return refuse("SequenceGap", `expected producer sequence ${expected}, received ${producer.seq}`, {
+        expectedSeq: expected,
+        receivedSeq: producer.seq
+      })
+    }
+    producers = { ...producers, [producer.id]: [producer.epoch, producer.seq] }
+  }
+  if (hasBody) {
+    if (input.contentType === undefined || input.contentType.trim() === "") {
+      return refuse("BadRequest", "an append with a body needs a Content-Type")
+    }
+    if (mediaType(input.contentType) !== mediaType(record.ct)) {
+      return refuse("Conflict", `content type ${input.contentType} does not match the stream's ${record.ct}`)
+    }
+  }
+  let seq = head.seq
+  if (input.seq !== undefined) {
+    if (head.seq !== undefined && input.seq <= head.seq) {
+      return refuse("Conflict", `Stream-Seq ${input.seq} is not after ${head.seq}`)
+    }
+    seq = input.seq
+  }
+  const data = hasBody ? bodyData(record.ct, input.body, false) : { d: "", z: 0 }
+  if (data instanceof StreamError) return data
+  let hasProducers = false
+  for (const _ in producers) {
+    hasProducers = true
+    break
+  }
+  const chunk: ChunkRecord = {
+    a: head.bytes,
+    ...data,
+    ...(close ? { c: 1 as const } : {}),
+    ...(seq === undefined ? {} : { s: seq }),
+    ...(hasProducers ? { p: producers } : {}),
+    ...(close && producer !== undefined ? { k: [producer.id, producer.epoch, producer.seq] as const } : {})
+  }
+  return { _tag: "Write", chunk }
+}
+
+/** One append waiting in its path's queue. */
+export interface PendingAppend {
+  readonly input: AppendInput
+  readonly producer: Producer | undefined
+  readonly close: boolean
+  /** Its outcome, once its batch ran. */
+  exit: Exit.Exit<AppendResult, StreamError> | undefined
+  /** Set when its fiber is to commit the queue next (the one before it finished). */
+  lead: boolean
+  woken: boolean
+  resume: (() => void) | undefined
+}
+
+/**
+ * Appends to one path queue up while one fiber commits: the first to arrive leads, and
+ * commits everything queued in batches until its own append is done; then the next in
+ * line leads. `run` commits a batch (it sets every `exit`, and never fails).
+ */
+export const makeQueues = (
+  run: (path: string, batch: ReadonlyArray<PendingAppend>) => Effect.Effect<void>
+) => {
+  const queues = new Map<string, Array<PendingAppend>>()
+  /** Paths whose last batch ended in this turn of the event loop. */
+  const busy = new Set<string>()
+  let clearing = false
+  const markBusy = (path: string) => {
+    busy.add(path)
+    if (clearing) return
+    clearing = true
+    setImmediate(() => {
+      clearing = false
+      busy.clear()
+    })
+  }
+
+  const wake = (item: PendingAppend, lead: boolean) => {
+    item.lead = lead
+    item.woken = true
+    const resume = item.resume
+    item.resume = undefined
+    resume?.()
+  }
+
+  const turn = (item: PendingAppend) =>
+    Effect.callback<void>((resume) => {
+      if (item.woken) return resume(Effect.void)
+      item.resume = () => resume(Effect.void)
+    })
+
+  const outcome = (item: PendingAppend): Effect.Effect<AppendResult, StreamError> =>
+    item.exit ?? Effect.die(new Error("an append left its batch without an outcome"))
+
+  const lead = (path: string, queue: Array<PendingAppend>, self: PendingAppend): Effect.Effect<AppendResult, StreamError> =>
+    Effect.gen(function*() {
+      while (self.exit === undefined) {
+        const batch = queue.splice(0, queue.length)
+        if (batch.length === 0) break
+        const ran = yield* Effect.exit(run(path, batch))
+        // A defect in the batch is every unanswered append's outcome: none is left waiting.
+        if (ran._tag === "Failure") for (const item of batch) item.exit ??= Exit.failCause(ran.cause)
+        for (const item of batch) if (item !== self) wake(item, false)
+      }
+      const next = queue[0]
+      if (next !== undefined) wake(next, true)
+      else if (queues.get(path) === queue) queues.delete(path)
+      markBusy(path)
+      return yield* outcome(self)
+    })
+
+  /**
+   * Runs one append through its path's queue: uninterruptible once queued, so a batch
+   * never loses the fiber that leads it (an append is a bounded storage write).
+   */
+  const submit = (path: string, input: AppendInput, producer: Producer | undefined, close: boolean) =>
+    Effect.uninterruptible(Effect.suspend(() => {
+      const item: PendingAppend = { input, producer, close, exit: undefined, lead: false, woken: false, resume: undefined }
+      const queue = queues.get(path)
+      if (queue === undefined) {
+        const fresh = [item]
+        queues.set(path, fresh)
+        // Appends that follow one another within one turn of the event loop are concurrent
+        // writers: the leader lets the scheduler run once, so theirs join its batch. A lone
+        // awaited append (one per request) commits at once.
+        return busy.has(path) ? Effect.andThen(Effect.yieldNow, lead(path, fresh, item)) : lead(path, fresh, item)
+      }
+      queue.push(item)
+      return Effect.flatMap(turn(item), () => item.lead ? lead(path, queue, item) : outcome(item))
+    }))
+
+  return { submit }
+}
