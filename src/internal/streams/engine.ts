@@ -27,6 +27,8 @@ import {
 } from "./types.ts"
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
+import * as ChunkCache from "./chunkCache.ts"
+import { type CachedChunk, decodeChunk } from "./chunkCache.ts"
 import {
   type ChunkRecord,
   chunkBytes,
@@ -52,8 +54,10 @@ import {
 } from "./model.ts"
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
-const MAX_CHUNKS_PER_READ = 512
+/** The most chunk keys one storage read asks for (a read of smaller chunks takes several). */
+const MAX_KEYS_PER_GET = 16_384
 const MAX_CACHED_HEADS = 10_000
+const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
   Effect.fail(new StreamError({ reason, message, ...extra }))
@@ -67,6 +71,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   }
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
+  const cache = ChunkCache.make(options.cacheBytes ?? DEFAULT_CACHE_BYTES)
   const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
@@ -213,6 +218,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         yield* Effect.forEach(keys, (key) => Effect.mapError(storage.delete(key), storageFailed), { discard: true })
       }
       heads.delete(id)
+      cache.drop(id)
     })
 
   /** Changes a record by compare-and-set until it holds; none when the record is gone. */
@@ -268,19 +274,76 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
 
   const chunkAt = (record: PathRecord, index: number) => readChunk(ownerOf(record, index), index)
 
-  /** The chunks from `index` to the head (at most a batch), read in one round trip. */
-  const chunksFrom = (record: PathRecord, index: number, head: Head) =>
+  /**
+   * The chunks from `start` toward the head, decoded, as many as `maxReadBytes` holds
+   * (at least one): from the cache where it has them, the rest read from storage in
+   * batches of keys sized by the stream's mean chunk length (one `getMany` each), and
+   * kept in the cache. Every index read is below the head, so committed.
+   */
+  const chunksFrom = (record: PathRecord, start: Position, head: Head, json: boolean) =>
     Effect.gen(function*() {
-      const end = Math.min(head.index, index + MAX_CHUNKS_PER_READ)
-      if (end <= index) return [] as Array<ChunkRecord>
+      const out: Array<CachedChunk> = []
+      let size = 0
+      let index = start.index
+      let bytesAt = start.bytes
+      let fetched: ReadonlyArray<CachedChunk> = []
+      let fetchedFrom = 0
+      while (index < head.index) {
+        let entry = index >= fetchedFrom && index - fetchedFrom < fetched.length
+          ? fetched[index - fetchedFrom]
+          : cache.get(ownerOf(record, index), index)
+        if (entry === undefined) {
+          const mean = (head.bytes - bytesAt) / (head.index - index)
+          const wanted = mean > 0 ? Math.ceil((maxReadBytes - size) / mean) + 1 : MAX_KEYS_PER_GET
+          const end = Math.min(head.index, index + Math.max(1, Math.min(wanted, MAX_KEYS_PER_GET)))
+          fetched = yield* fetchChunks(record, index, end, json)
+          fetchedFrom = index
+          entry = fetched[0]!
+        }
+        if (size > 0 && size + entry.z > maxReadBytes) break
+        out.push(entry)
+        size += entry.z
+        bytesAt = entry.a + entry.z
+        index++
+      }
+      if (out.length > 0) cache.touch(record.id)
+      return out
+    })
+
+  /**
+   * Chunks `from` to `end` (all committed) read in one range read of their keys when
+   * the storage has one and one stream owns them all, else one `getMany`; decoded and
+   * cached.
+   */
+  const fetchChunks = (record: PathRecord, from: number, end: number, json: boolean) =>
+    Effect.gen(function*() {
+      const owner = ownerOf(record, from)
+      const chunks: Array<CachedChunk> = []
+      if (storage.scanBetween !== undefined && ownerOf(record, end - 1) === owner) {
+        const rows = yield* Effect.mapError(
+          storage.scanBetween(chunkPrefix(owner), chunkKey(owner, from), chunkKey(owner, end)),
+          storageFailed
+        )
+        if (rows.length !== end - from) return yield* fail("Storage", `chunks ${from} to ${end - 1} of ${owner}: ${rows.length} found`)
+        for (let i = from; i < end; i++) {
+          const [key, value] = rows[i - from]!
+          if (key !== chunkKey(owner, i)) return yield* fail("Storage", `chunk ${chunkKey(owner, i)} is missing`)
+          const entry = decodeChunk(value as ChunkRecord, json)
+          cache.put(owner, i, entry)
+          chunks.push(entry)
+        }
+        return chunks
+      }
       const keys: Array<string> = []
-      for (let i = index; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
+      for (let i = from; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
       const found = yield* Effect.mapError(storage.getMany(keys), storageFailed)
-      const chunks: Array<ChunkRecord> = []
-      for (const key of keys) {
+      for (let i = from; i < end; i++) {
+        const key = keys[i - from]!
         const chunk = found.get(key) as ChunkRecord | undefined
         if (chunk === undefined) return yield* fail("Storage", `chunk ${key} is missing`)
-        chunks.push(chunk)
+        const entry = decodeChunk(chunk, json)
+        cache.put(ownerOf(record, i), i, entry)
+        chunks.push(entry)
       }
       return chunks
     })
@@ -305,23 +368,20 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       const head = yield* currentHead(record)
       const start = yield* resolveOffset(record, head, offset)
       const json = isJson(record.ct)
-      const chunks = offset === "now" ? [] : yield* chunksFrom(record, start.index, head)
+      const chunks = offset === "now" ? [] : yield* chunksFrom(record, start, head, json)
       const bytes: Array<Buffer> = []
       const messages: Array<string> = []
-      let next: Position = start
-      let size = 0
       for (const chunk of chunks) {
-        if (size > 0 && size + chunk.z > maxReadBytes) break
-        if (json) messages.push(...chunkMessages(chunk))
-        else bytes.push(chunkBytes(chunk))
-        size += chunk.z
-        next = { index: next.index + 1, bytes: chunk.a + chunk.z }
+        if (json) for (const message of chunk.messages!) messages.push(message)
+        else bytes.push(chunk.bytes!)
       }
+      const last = chunks[chunks.length - 1]
+      const next: Position = last === undefined ? start : { index: start.index + chunks.length, bytes: last.a + last.z }
       const upToDate = next.index === head.index
       return {
         contentType: record.ct,
         json,
-        bytes: Buffer.concat(bytes),
+        bytes: bytes.length === 1 ? bytes[0]! : Buffer.concat(bytes),
         messages,
         startOffset: formatOffset(start),
         nextOffset: formatOffset(next),
@@ -436,6 +496,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         if (yield* commit(record, head.index, decision.chunk)) {
           const after = headAfter(head.index, decision.chunk)
           rememberHead(record.id, after)
+          cache.put(record.id, head.index, decodeChunk(decision.chunk, isJson(record.ct)))
           yield* announce(record.id)
           yield* touch(input.path, record)
           return {

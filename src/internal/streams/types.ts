@@ -165,6 +165,12 @@ export interface DurableStreamsOptions {
   /** The most data one read returns (default 1 MiB); the rest is the next read's. */
   readonly maxReadBytes?: number | undefined
   /**
+   * How much committed chunk data this process keeps decoded in memory for reads
+   * (default 16 MiB; 0 keeps none). Committed chunks never change, so the cache is
+   * right across processes (docs/http-streams.md#reading).
+   */
+  readonly cacheBytes?: number | undefined
+  /**
    * Serves durable outbound queues read-only at `/queues/<socketId>`
    * (docs/agent-streams.md#watching-an-ipc-queue); without it that path is an ordinary stream path.
    */
