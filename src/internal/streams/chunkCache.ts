@@ -40,6 +40,12 @@ export interface ChunkCache {
   readonly touch: (id: string) => void
   /** Keeps a committed chunk (only ever a committed one: the cache is never checked against storage). */
   readonly put: (id: string, index: number, entry: CachedChunk) => void
+  /**
+   * Points a cached chunk's bytes at `bytes`, the same bytes inside a larger buffer (a
+   * read's output): chunks that then lie back to back in one buffer are served as one
+   * view of it, with no copy.
+   */
+  readonly rebase: (id: string, index: number, bytes: Buffer) => void
   /** Forgets every chunk of a stream (its chunks were deleted). */
   readonly drop: (id: string) => void
 }
@@ -87,6 +93,12 @@ export const make = (maxBytes: number): ChunkCache => {
       chunks.set(index, entry)
       total += costOf(entry)
       if (total > maxBytes) evict()
+    },
+    rebase: (id, index, bytes) => {
+      const chunks = streams.get(id)
+      const entry = chunks?.get(index)
+      if (entry === undefined || entry.bytes === undefined || entry.bytes.byteLength !== bytes.byteLength) return
+      chunks!.set(index, { ...entry, bytes })
     },
     drop: (id) => {
       const chunks = streams.get(id)

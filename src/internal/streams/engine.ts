@@ -58,6 +58,9 @@ const DEFAULT_CONTENT_TYPE = "application/octet-stream"
 const MAX_KEYS_PER_GET = 16_384
 const MAX_CACHED_HEADS = 10_000
 const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+/** A read of at least this many chunks leaves the cached ones pointing into its output. */
+const REBASE_MIN_CHUNKS = 16
+const EMPTY = Buffer.alloc(0)
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
   Effect.fail(new StreamError({ reason, message, ...extra }))
@@ -348,6 +351,34 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       return chunks
     })
 
+  /**
+   * The bytes of `chunks` (from `from`) as one buffer: a view when they already lie back
+   * to back in one buffer (an earlier read's), else a copy, which the cached chunks then
+   * point into, so the next read of them copies nothing.
+   */
+  const joinBytes = (record: PathRecord, from: number, chunks: ReadonlyArray<CachedChunk>): Buffer => {
+    if (chunks.length === 0) return EMPTY
+    const first = chunks[0]!.bytes!
+    let end = first.byteOffset + first.byteLength
+    let contiguous = true
+    for (let i = 1; i < chunks.length && contiguous; i++) {
+      const bytes = chunks[i]!.bytes!
+      contiguous = bytes.buffer === first.buffer && bytes.byteOffset === end
+      end += bytes.byteLength
+    }
+    if (contiguous) return Buffer.from(first.buffer, first.byteOffset, end - first.byteOffset)
+    const joined = Buffer.concat(chunks.map((chunk) => chunk.bytes!))
+    if (chunks.length >= REBASE_MIN_CHUNKS) {
+      let at = 0
+      for (let i = 0; i < chunks.length; i++) {
+        const length = chunks[i]!.bytes!.byteLength
+        cache.rebase(ownerOf(record, from + i), from + i, joined.subarray(at, at + length))
+        at += length
+      }
+    }
+    return joined
+  }
+
   /** Where a read offset points: -1 / absent is the start, `now` the tail; a token must be at or before the tail. */
   const resolveOffset = (record: PathRecord, head: Head, offset: string | undefined) =>
     Effect.suspend((): Effect.Effect<Position, StreamError> => {
@@ -369,19 +400,15 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       const start = yield* resolveOffset(record, head, offset)
       const json = isJson(record.ct)
       const chunks = offset === "now" ? [] : yield* chunksFrom(record, start, head, json)
-      const bytes: Array<Buffer> = []
       const messages: Array<string> = []
-      for (const chunk of chunks) {
-        if (json) for (const message of chunk.messages!) messages.push(message)
-        else bytes.push(chunk.bytes!)
-      }
+      if (json) for (const chunk of chunks) for (const message of chunk.messages!) messages.push(message)
       const last = chunks[chunks.length - 1]
       const next: Position = last === undefined ? start : { index: start.index + chunks.length, bytes: last.a + last.z }
       const upToDate = next.index === head.index
       return {
         contentType: record.ct,
         json,
-        bytes: bytes.length === 1 ? bytes[0]! : Buffer.concat(bytes),
+        bytes: json ? EMPTY : joinBytes(record, start.index, chunks),
         messages,
         startOffset: formatOffset(start),
         nextOffset: formatOffset(next),

@@ -127,6 +127,7 @@ export interface AppendResult {
 export interface ReadResult {
   readonly contentType: string
   readonly json: boolean
+  /** The data of a non-JSON stream; may be shared with the service's chunk cache: read it, never modify it. */
   readonly bytes: Uint8Array
   readonly messages: ReadonlyArray<string>
   readonly startOffset: string
