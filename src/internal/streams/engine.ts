@@ -316,12 +316,13 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   /**
    * Chunks `from` to `end` (all committed) read in one range read of their keys when
    * the storage has one and one stream owns them all, else one `getMany`; decoded and
-   * cached.
+   * cached. A binary stream's chunks are decoded into one buffer, back to back, so a
+   * read of them is one view of it.
    */
   const fetchChunks = (record: PathRecord, from: number, end: number, json: boolean) =>
     Effect.gen(function*() {
       const owner = ownerOf(record, from)
-      const chunks: Array<CachedChunk> = []
+      const records: Array<ChunkRecord> = []
       if (storage.scanBetween !== undefined && ownerOf(record, end - 1) === owner) {
         const rows = yield* Effect.mapError(
           storage.scanBetween(chunkPrefix(owner), chunkKey(owner, from), chunkKey(owner, end)),
@@ -331,23 +332,36 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         for (let i = from; i < end; i++) {
           const [key, value] = rows[i - from]!
           if (key !== chunkKey(owner, i)) return yield* fail("Storage", `chunk ${chunkKey(owner, i)} is missing`)
-          const entry = decodeChunk(value as ChunkRecord, json)
-          cache.put(owner, i, entry)
-          chunks.push(entry)
+          records.push(value as ChunkRecord)
         }
-        return chunks
+      } else {
+        const keys: Array<string> = []
+        for (let i = from; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
+        const found = yield* Effect.mapError(storage.getMany(keys), storageFailed)
+        for (const key of keys) {
+          const chunk = found.get(key) as ChunkRecord | undefined
+          if (chunk === undefined) return yield* fail("Storage", `chunk ${key} is missing`)
+          records.push(chunk)
+        }
       }
-      const keys: Array<string> = []
-      for (let i = from; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
-      const found = yield* Effect.mapError(storage.getMany(keys), storageFailed)
-      for (let i = from; i < end; i++) {
-        const key = keys[i - from]!
-        const chunk = found.get(key) as ChunkRecord | undefined
-        if (chunk === undefined) return yield* fail("Storage", `chunk ${key} is missing`)
-        const entry = decodeChunk(chunk, json)
-        cache.put(ownerOf(record, i), i, entry)
-        chunks.push(entry)
+      const chunks: Array<CachedChunk> = []
+      if (json) {
+        for (const chunk of records) chunks.push(decodeChunk(chunk, true))
+      } else {
+        let total = 0
+        for (const chunk of records) total += chunk.z
+        const block = Buffer.allocUnsafe(total)
+        let at = 0
+        for (let i = 0; i < records.length; i++) {
+          const chunk = records[i]!
+          if (block.write(chunk.d, at, chunk.z, "base64") !== chunk.z || Buffer.byteLength(chunk.d, "base64") !== chunk.z) {
+            return yield* fail("Storage", `chunk ${chunkKey(ownerOf(record, from + i), from + i)} holds ${chunk.z} bytes by its record, not its data`)
+          }
+          chunks.push({ a: chunk.a, z: chunk.z, bytes: block.subarray(at, at + chunk.z), messages: undefined })
+          at += chunk.z
+        }
       }
+      for (let i = 0; i < chunks.length; i++) cache.put(ownerOf(record, from + i), from + i, chunks[i]!)
       return chunks
     })
 
