@@ -205,7 +205,7 @@ const catchUpCase: BenchCase = {
         skipped: [],
         notes: [
           "A read returns up to 1 MiB (here the whole stream in one response). Warm: the chunks are in the server's in-memory cache of committed chunks (filled by the untimed appends through the same service); each read still reads the stream's record and probes the next chunk key in SQLite.",
-          "Cold: a fresh server (new SQLite connection, empty chunk cache) on the same database file, started untimed before each read; the OS page cache is warm. It reads the chunk records in getMany batches sized by the stream's mean chunk length."
+          "Cold: a fresh server (new SQLite connection, empty chunk cache) on the same database file, started untimed before each read; the OS page cache is warm. It reads the chunk records by one range read of their keys (StorageAdapter.scanBetween, batches sized by the stream's mean chunk length), decoding them into one buffer."
         ]
       }
     })
