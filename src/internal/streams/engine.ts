@@ -28,7 +28,8 @@ import {
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
 import * as ChunkCache from "./chunkCache.ts"
-import { type CachedChunk, decodeChunk } from "./chunkCache.ts"
+import { decodeChunk } from "./chunkCache.ts"
+import * as Reads from "./reads.ts"
 import {
   type ChunkRecord,
   chunkBytes,
@@ -54,12 +55,8 @@ import {
 } from "./model.ts"
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
-/** The most chunk keys one storage read asks for (a read of smaller chunks takes several). */
-const MAX_KEYS_PER_GET = 16_384
 const MAX_CACHED_HEADS = 10_000
 const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
-/** A read of at least this many chunks leaves the cached ones pointing into its output. */
-const REBASE_MIN_CHUNKS = 16
 const EMPTY = Buffer.alloc(0)
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
@@ -75,6 +72,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
   const cache = ChunkCache.make(options.cacheBytes ?? DEFAULT_CACHE_BYTES)
+  const { chunksFrom, joinBytes } = Reads.make(storage, cache, maxReadBytes)
   const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
@@ -276,122 +274,6 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   // ---------------------------------------------------------------- reads
 
   const chunkAt = (record: PathRecord, index: number) => readChunk(ownerOf(record, index), index)
-
-  /**
-   * The chunks from `start` toward the head, decoded, as many as `maxReadBytes` holds
-   * (at least one): from the cache where it has them, the rest read from storage in
-   * batches of keys sized by the stream's mean chunk length (one `getMany` each), and
-   * kept in the cache. Every index read is below the head, so committed.
-   */
-  const chunksFrom = (record: PathRecord, start: Position, head: Head, json: boolean) =>
-    Effect.gen(function*() {
-      const out: Array<CachedChunk> = []
-      let size = 0
-      let index = start.index
-      let bytesAt = start.bytes
-      let fetched: ReadonlyArray<CachedChunk> = []
-      let fetchedFrom = 0
-      while (index < head.index) {
-        let entry = index >= fetchedFrom && index - fetchedFrom < fetched.length
-          ? fetched[index - fetchedFrom]
-          : cache.get(ownerOf(record, index), index)
-        if (entry === undefined) {
-          const mean = (head.bytes - bytesAt) / (head.index - index)
-          const wanted = mean > 0 ? Math.ceil((maxReadBytes - size) / mean) + 1 : MAX_KEYS_PER_GET
-          const end = Math.min(head.index, index + Math.max(1, Math.min(wanted, MAX_KEYS_PER_GET)))
-          fetched = yield* fetchChunks(record, index, end, json)
-          fetchedFrom = index
-          entry = fetched[0]!
-        }
-        if (size > 0 && size + entry.z > maxReadBytes) break
-        out.push(entry)
-        size += entry.z
-        bytesAt = entry.a + entry.z
-        index++
-      }
-      if (out.length > 0) cache.touch(record.id)
-      return out
-    })
-
-  /**
-   * Chunks `from` to `end` (all committed) read in one range read of their keys when
-   * the storage has one and one stream owns them all, else one `getMany`; decoded and
-   * cached. A binary stream's chunks are decoded into one buffer, back to back, so a
-   * read of them is one view of it.
-   */
-  const fetchChunks = (record: PathRecord, from: number, end: number, json: boolean) =>
-    Effect.gen(function*() {
-      const owner = ownerOf(record, from)
-      const records: Array<ChunkRecord> = []
-      if (storage.scanBetween !== undefined && ownerOf(record, end - 1) === owner) {
-        const rows = yield* Effect.mapError(
-          storage.scanBetween(chunkPrefix(owner), chunkKey(owner, from), chunkKey(owner, end)),
-          storageFailed
-        )
-        if (rows.length !== end - from) return yield* fail("Storage", `chunks ${from} to ${end - 1} of ${owner}: ${rows.length} found`)
-        for (let i = from; i < end; i++) {
-          const [key, value] = rows[i - from]!
-          if (key !== chunkKey(owner, i)) return yield* fail("Storage", `chunk ${chunkKey(owner, i)} is missing`)
-          records.push(value as ChunkRecord)
-        }
-      } else {
-        const keys: Array<string> = []
-        for (let i = from; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
-        const found = yield* Effect.mapError(storage.getMany(keys), storageFailed)
-        for (const key of keys) {
-          const chunk = found.get(key) as ChunkRecord | undefined
-          if (chunk === undefined) return yield* fail("Storage", `chunk ${key} is missing`)
-          records.push(chunk)
-        }
-      }
-      const chunks: Array<CachedChunk> = []
-      if (json) {
-        for (const chunk of records) chunks.push(decodeChunk(chunk, true))
-      } else {
-        let total = 0
-        for (const chunk of records) total += chunk.z
-        const block = Buffer.allocUnsafe(total)
-        let at = 0
-        for (let i = 0; i < records.length; i++) {
-          const chunk = records[i]!
-          if (block.write(chunk.d, at, chunk.z, "base64") !== chunk.z || Buffer.byteLength(chunk.d, "base64") !== chunk.z) {
-            return yield* fail("Storage", `chunk ${chunkKey(ownerOf(record, from + i), from + i)} holds ${chunk.z} bytes by its record, not its data`)
-          }
-          chunks.push({ a: chunk.a, z: chunk.z, bytes: block.subarray(at, at + chunk.z), messages: undefined })
-          at += chunk.z
-        }
-      }
-      for (let i = 0; i < chunks.length; i++) cache.put(ownerOf(record, from + i), from + i, chunks[i]!)
-      return chunks
-    })
-
-  /**
-   * The bytes of `chunks` (from `from`) as one buffer: a view when they already lie back
-   * to back in one buffer (an earlier read's), else a copy, which the cached chunks then
-   * point into, so the next read of them copies nothing.
-   */
-  const joinBytes = (record: PathRecord, from: number, chunks: ReadonlyArray<CachedChunk>): Buffer => {
-    if (chunks.length === 0) return EMPTY
-    const first = chunks[0]!.bytes!
-    let end = first.byteOffset + first.byteLength
-    let contiguous = true
-    for (let i = 1; i < chunks.length && contiguous; i++) {
-      const bytes = chunks[i]!.bytes!
-      contiguous = bytes.buffer === first.buffer && bytes.byteOffset === end
-      end += bytes.byteLength
-    }
-    if (contiguous) return Buffer.from(first.buffer, first.byteOffset, end - first.byteOffset)
-    const joined = Buffer.concat(chunks.map((chunk) => chunk.bytes!))
-    if (chunks.length >= REBASE_MIN_CHUNKS) {
-      let at = 0
-      for (let i = 0; i < chunks.length; i++) {
-        const length = chunks[i]!.bytes!.byteLength
-        cache.rebase(ownerOf(record, from + i), from + i, joined.subarray(at, at + length))
-        at += length
-      }
-    }
-    return joined
-  }
 
   /** Where a read offset points: -1 / absent is the start, `now` the tail; a token must be at or before the tail. */
   const resolveOffset = (record: PathRecord, head: Head, offset: string | undefined) =>
