@@ -127,7 +127,7 @@ const agentCase: BenchCase = {
         ]),
         skipped: [],
         notes: [
-          "Each write is one idempotent-producer append (a compare-and-set commit); the reader long-polls the server, which shares the harness's DurableStreams service and wakes at the append."
+          "Each write is one idempotent-producer append (a compare-and-set commit); the reader catches up, then follows the stream over one SSE response from the server, which shares the harness's DurableStreams service: the append wakes the response, whose read takes the chunk from the service's cache of committed chunks (the stream's record and the next chunk key are still read from SQLite)."
         ]
       }
     })

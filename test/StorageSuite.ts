@@ -151,6 +151,32 @@ export const suite = (name: string, makeLayer: () => Layer.Layer<StorageAdapter,
         })
       ))
 
+    it.effect("scanBetween, where offered, reads the keys of a range under a prefix, sorted, with their values", () =>
+      withStorage((storage) =>
+        Effect.gen(function*() {
+          const scanBetween = storage.scanBetween
+          if (scanBetween === undefined) return
+          for (const key of ["c/0001", "c/0002", "c/0003", "c/0010", "c0", "b/0002", "c/0002x", "c/\u{1F600}"]) {
+            yield* storage.set(key, { key })
+          }
+          assert.deepStrictEqual(yield* scanBetween("c/", "c/0002", "c/0010"), [
+            ["c/0002", { key: "c/0002" }],
+            ["c/0002x", { key: "c/0002x" }],
+            ["c/0003", { key: "c/0003" }]
+          ])
+          assert.deepStrictEqual((yield* scanBetween("c/", "c/", "c/\u{1F600}~")).map(([key]) => key), [
+            "c/0001",
+            "c/0002",
+            "c/0002x",
+            "c/0003",
+            "c/0010",
+            "c/\u{1F600}"
+          ])
+          assert.deepStrictEqual(yield* scanBetween("c/", "c/0003", "c/0003"), [])
+          assert.deepStrictEqual(yield* scanBetween("c/", "c/0004", "c/0009"), [])
+        })
+      ))
+
     it.effect("writeAll, where offered, applies its writes in order, all of them", () =>
       withStorage((storage) =>
         Effect.gen(function*() {

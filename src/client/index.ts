@@ -54,8 +54,27 @@ const sleep = (millis: number, signal: AbortSignal | undefined) =>
 
 const isAborted = (signal: AbortSignal | undefined) => signal?.aborted === true
 
-const isJson = (contentType: string | null) =>
-  contentType !== null && contentType.split(";")[0]!.trim().toLowerCase() === "application/json"
+const mediaTypeOf = (contentType: string | null) => contentType === null ? "" : contentType.split(";")[0]!.trim().toLowerCase()
+
+const isJson = (contentType: string | null) => mediaTypeOf(contentType) === "application/json"
+
+/**
+ * Whether a live read of this content type follows one SSE response: JSON (messages as
+ * arrays) and binary types (base64 data, where the server offers it). Not `text/*`: an
+ * SSE event cannot carry a carriage return, so text follows by long-polls, byte for byte.
+ */
+const followsBySse = (contentType: string | null) => {
+  const media = mediaTypeOf(contentType)
+  return media === "application/json" || (media !== "" && !media.startsWith("text/"))
+}
+
+/** The bytes of base64 text, with no Node built-in. */
+const fromBase64 = (text: string): Uint8Array => {
+  const binary = atob(text)
+  const bytes = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
+  return bytes
+}
 
 /** What one SSE response gave: the items it yielded, where to resume, and whether the stream ended. */
 interface SseOutcome {
@@ -64,18 +83,22 @@ interface SseOutcome {
   closed: boolean
   /** The response was refused: its status and body. */
   refused?: { readonly status: number; readonly body: string }
+  /** The server does not serve this stream over SSE (400 for a binary stream, or data it does not encode): long-poll instead. */
+  unsupported?: boolean
   /** The connection failed or a 5xx: retry with backoff. */
   failed: boolean
 }
 
 /**
- * Follows a JSON stream over one SSE response (`live=sse`): every change arrives on the
- * open connection, with no request per read. Each `data` event's `id:` is where a read
- * resumes after its messages; the items are yielded before the offset moves on.
+ * Follows a stream over one SSE response (`live=sse`): every change arrives on the open
+ * connection, with no request per read. A JSON stream's `data` event is an array of
+ * messages (an item each); a binary stream's is base64 (`Stream-SSE-Data-Encoding:
+ * base64`), one item of its bytes. Each `data` event's `id:` is where a read resumes
+ * after it; the items are yielded before the offset moves on.
  */
 async function* followSse(
   url: string,
-  start: { readonly offset: string; readonly cursor: string | undefined },
+  start: { readonly offset: string; readonly cursor: string | undefined; readonly json: boolean },
   options: ReadStreamOptions,
   outcome: SseOutcome
 ): AsyncGenerator<StreamItem, void> {
@@ -96,8 +119,20 @@ async function* followSse(
     outcome.failed = true
     return
   }
+  const base64 = response.headers.get("stream-sse-data-encoding")?.trim().toLowerCase() === "base64"
+  if (response.status === 400 && !start.json) {
+    // A server that serves SSE for JSON and text only: this stream long-polls.
+    await response.body.cancel().catch(() => {})
+    outcome.unsupported = true
+    return
+  }
   if (response.status !== 200) {
     outcome.refused = { status: response.status, body: await response.text().catch(() => "") }
+    return
+  }
+  if (!start.json && !base64) {
+    await response.body.cancel().catch(() => {})
+    outcome.unsupported = true
     return
   }
   const reader = response.body.getReader()
@@ -126,7 +161,12 @@ async function* followSse(
             const text = data.join("\n")
             if (event === "data") {
               const next = id ?? outcome.offset
-              for (const message of JSON.parse(text) as ReadonlyArray<unknown>) yield { offset: next, data: message }
+              if (start.json) {
+                for (const message of JSON.parse(text) as ReadonlyArray<unknown>) yield { offset: next, data: message }
+              } else {
+                const bytes = fromBase64(text.replace(/\s+/g, ""))
+                if (bytes.byteLength > 0) yield { offset: next, data: bytes }
+              }
               outcome.offset = next
             } else if (event === "control") {
               const control = JSON.parse(text) as { streamNextOffset?: string; streamCursor?: string; streamClosed?: boolean }
@@ -153,8 +193,10 @@ async function* followSse(
 
 /**
  * Reads the stream at `url` from `offset`: catch-up reads, then, while `live`, follows
- * it until it is closed: over one SSE response for a JSON stream (every message arrives
- * on the open connection), by long-polls for other content types. On a network failure or a 5xx it reconnects with backoff
+ * it until it is closed: over one SSE response for JSON and binary streams (every change
+ * arrives on the open connection; binary data as base64 where the server offers it, else
+ * by long-polls), by long-polls for `text/*` (an SSE event cannot carry a carriage
+ * return). On a network failure or a 5xx it reconnects with backoff
  * (100 ms doubling up to `maxBackoffMillis`) and resumes from the last offset it
  * yielded past, so no item is skipped or repeated. Ends when the stream is closed (at
  * its tail), at the tail when not `live`, or when `signal` aborts.
@@ -166,18 +208,26 @@ export async function* readStream(url: string, options: ReadStreamOptions = {}):
   let offset = options.offset ?? "-1"
   let cursor: string | undefined
   let caughtUp = false
-  let json = false
+  /** The stream's content type, from its last 200. */
+  let contentType: string | null = null
+  /** The server refused SSE for this (non-JSON) stream: follow it by long-polls. */
+  let sseRefused = false
   let backoff = 100
   while (!isAborted(signal)) {
-    if (live && caughtUp && json) {
+    if (live && caughtUp && !sseRefused && followsBySse(contentType)) {
       const outcome: SseOutcome = { offset, cursor, closed: false, failed: false }
-      for await (const item of followSse(url, { offset, cursor }, options, outcome)) {
+      const start = { offset, cursor, json: isJson(contentType) }
+      for await (const item of followSse(url, start, options, outcome)) {
         yield item
         backoff = 100
       }
       offset = outcome.offset
       cursor = outcome.cursor
       if (outcome.closed || isAborted(signal)) return
+      if (outcome.unsupported === true) {
+        sseRefused = true
+        continue
+      }
       if (outcome.refused !== undefined) {
         throw new ReadStreamError(outcome.refused.status, `reading ${url}: ${outcome.refused.status} ${outcome.refused.body.trim()}`)
       }
@@ -220,7 +270,7 @@ export async function* readStream(url: string, options: ReadStreamOptions = {}):
     const upToDate = response.headers.get("stream-up-to-date") === "true"
     const closed = response.headers.get("stream-closed") === "true"
     cursor = response.headers.get("stream-cursor") ?? cursor
-    if (response.status === 200) json = isJson(response.headers.get("content-type"))
+    if (response.status === 200) contentType = response.headers.get("content-type")
     if (response.status === 200 && body.byteLength > 0) {
       if (isJson(response.headers.get("content-type"))) {
         const messages = JSON.parse(new TextDecoder().decode(body)) as ReadonlyArray<unknown>

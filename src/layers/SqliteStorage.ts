@@ -146,6 +146,8 @@ export const SQL = {
   scanAll: `SELECT key, value FROM ${TABLE} ORDER BY key`,
   scanFrom: `SELECT hex(substr(key, length(?1) + 1)), value FROM ${TABLE} WHERE key >= ?1 ORDER BY key`,
   scanRange: `SELECT hex(substr(key, length(?1) + 1)), value FROM ${TABLE} WHERE key >= ?1 AND key < ?2 ORDER BY key`,
+  // Keys under the prefix ?1 from ?2 up to ?3 (both under it): one index range scan.
+  scanBetween: `SELECT hex(substr(key, length(?1) + 1)), value FROM ${TABLE} WHERE key >= ?2 AND key < ?3 ORDER BY key`,
   // One statement for any number of keys: the keys travel as one JSON array of hex.
   getMany: `SELECT key, value FROM ${TABLE} WHERE key IN (SELECT unhex(value) FROM json_each(?))`
 } as const
@@ -324,6 +326,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
         scanAll: rowsAsArrays(db.prepare(SQL.scanAll)),
         scanFrom: rowsAsArrays(db.prepare(SQL.scanFrom)),
         scanRange: rowsAsArrays(db.prepare(SQL.scanRange)),
+        scanBetween: rowsAsArrays(db.prepare(SQL.scanBetween)),
         getMany: rowsAsArrays(db.prepare(SQL.getMany)),
         begin: db.prepare("BEGIN IMMEDIATE"),
         commit: db.prepare("COMMIT"),
@@ -343,6 +346,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       scanAll,
       scanFrom,
       scanRange,
+      scanBetween: scanBetweenStatement,
       set: setStatement
     } = statements
     const deleteStatement = statements.delete
@@ -581,6 +585,23 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       return rows as ReadonlyArray<unknown> as ReadonlyArray<readonly [string, string]>
     })
 
+    const scanBetween = Effect.fnUntraced(function*(prefix: string, from: string, to: string) {
+      if (!from.startsWith(prefix) || !to.startsWith(prefix)) {
+        return yield* Effect.die(new Error("scanBetween: the bounds must start with the prefix"))
+      }
+      if (to <= from) return [] as ReadonlyArray<readonly [string, unknown]>
+      yield* validateKey("scanBetween", from)
+      const lower = encodeStoredKey(prefix)
+      const rows = yield* read(
+        "scanBetween",
+        from,
+        () => scanBetweenStatement.all(lower, encodeStoredKey(from), encodeStoredKey(to)) as unknown as ReadonlyArray<StoredRow>
+      )
+      const entries = decodeRows("scanBetween", rows, rangeKeysOf(prefix))
+      if (entries instanceof StorageError) return yield* entries
+      return entries as ReadonlyArray<readonly [string, unknown]>
+    })
+
     const getMany = Effect.fnUntraced(function*(keys: ReadonlyArray<string>) {
       if (keys.length === 0) return new Map() as ReadonlyMap<string, unknown>
       for (const key of keys) yield* validateKey("getMany", key)
@@ -671,6 +692,7 @@ export const make = (options: SqliteStorageOptions): Effect.Effect<StorageAdapte
       list,
       scan,
       scanText,
+      scanBetween,
       getMany,
       compareAndSet,
       setFenced,

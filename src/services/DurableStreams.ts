@@ -128,7 +128,7 @@ export const forStorage = (
   options: Omit<DurableStreamsOptions, "signals"> = {}
 ): Effect.Effect<Service> =>
   Effect.suspend(() => {
-    const key = `${options.pollMillis ?? ""}/${options.maxReadBytes ?? ""}`
+    const key = `${options.pollMillis ?? ""}/${options.maxReadBytes ?? ""}/${options.cacheBytes ?? ""}`
     const served = (service: Service) => withQueues(service, storage, options.queues, options.maxReadBytes)
     let byOptions = shared.get(storage)
     if (byOptions === undefined) shared.set(storage, byOptions = new Map())

@@ -77,6 +77,17 @@ export interface StoragePrimitives {
    */
   readonly scanText?: (prefix: string) => Effect.Effect<ReadonlyArray<readonly [string, string]>, StorageError>
   /**
+   * The keys under `prefix` from `from` (included) to `to` (excluded), both starting
+   * with `prefix`, with their values, sorted by key, in one range read. Optional, never
+   * derived: a reader of a run of numbered keys (a stream's chunks) uses `getMany` of
+   * the keys without it.
+   */
+  readonly scanBetween?: (
+    prefix: string,
+    from: string,
+    to: string
+  ) => Effect.Effect<ReadonlyArray<readonly [string, unknown]>, StorageError>
+  /**
    * Atomically stores `next` at `key` if the key holds `expected` (none: the key is
    * absent); succeeds with whether it did. Values match when their JSON texts are
    * equal. Optional: only what needs compare-and-set (execution leases) requires it.

@@ -29,6 +29,9 @@ import {
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
 import { bodyData, decide, makeQueues, parseProducer, type PendingAppend } from "./appends.ts"
+import * as ChunkCache from "./chunkCache.ts"
+import { decodeChunk } from "./chunkCache.ts"
+import * as Reads from "./reads.ts"
 import {
   type ChunkRecord,
   chunkBytes,
@@ -52,8 +55,9 @@ import {
 } from "./model.ts"
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
-const MAX_CHUNKS_PER_READ = 512
 const MAX_CACHED_HEADS = 10_000
+const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+const EMPTY = Buffer.alloc(0)
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
   Effect.fail(new StreamError({ reason, message, ...extra }))
@@ -67,6 +71,8 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   }
   const cas = storage.compareAndSet
   const maxReadBytes = options.maxReadBytes ?? 1024 * 1024
+  const cache = ChunkCache.make(options.cacheBytes ?? DEFAULT_CACHE_BYTES)
+  const { chunksFrom, joinBytes } = Reads.make(storage, cache, maxReadBytes)
   const pollMillis = options.pollMillis ?? (options.signals === undefined ? 1_000 : 30_000)
   /** The last head seen per stream id: a hint, always checked against the next chunk key. */
   const heads = new Map<string, Head>()
@@ -213,6 +219,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         yield* Effect.forEach(keys, (key) => Effect.mapError(storage.delete(key), storageFailed), { discard: true })
       }
       heads.delete(id)
+      cache.drop(id)
     })
 
   /** Changes a record by compare-and-set until it holds; none when the record is gone. */
@@ -268,23 +275,6 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
 
   const chunkAt = (record: PathRecord, index: number) => readChunk(ownerOf(record, index), index)
 
-  /** The chunks from `index` to the head (at most a batch), read in one round trip. */
-  const chunksFrom = (record: PathRecord, index: number, head: Head) =>
-    Effect.gen(function*() {
-      const end = Math.min(head.index, index + MAX_CHUNKS_PER_READ)
-      if (end <= index) return [] as Array<ChunkRecord>
-      const keys: Array<string> = []
-      for (let i = index; i < end; i++) keys.push(chunkKey(ownerOf(record, i), i))
-      const found = yield* Effect.mapError(storage.getMany(keys), storageFailed)
-      const chunks: Array<ChunkRecord> = []
-      for (const key of keys) {
-        const chunk = found.get(key) as ChunkRecord | undefined
-        if (chunk === undefined) return yield* fail("Storage", `chunk ${key} is missing`)
-        chunks.push(chunk)
-      }
-      return chunks
-    })
-
   /** Where a read offset points: -1 / absent is the start, `now` the tail; a token must be at or before the tail. */
   const resolveOffset = (record: PathRecord, head: Head, offset: string | undefined) =>
     Effect.suspend((): Effect.Effect<Position, StreamError> => {
@@ -305,23 +295,16 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
       const head = yield* currentHead(record)
       const start = yield* resolveOffset(record, head, offset)
       const json = isJson(record.ct)
-      const chunks = offset === "now" ? [] : yield* chunksFrom(record, start.index, head)
-      const bytes: Array<Buffer> = []
+      const chunks = offset === "now" ? [] : yield* chunksFrom(record, start, head, json)
       const messages: Array<string> = []
-      let next: Position = start
-      let size = 0
-      for (const chunk of chunks) {
-        if (size > 0 && size + chunk.z > maxReadBytes) break
-        if (json) messages.push(...chunkMessages(chunk))
-        else bytes.push(chunkBytes(chunk))
-        size += chunk.z
-        next = { index: next.index + 1, bytes: chunk.a + chunk.z }
-      }
+      if (json) for (const chunk of chunks) for (const message of chunk.messages!) messages.push(message)
+      const last = chunks[chunks.length - 1]
+      const next: Position = last === undefined ? start : { index: start.index + chunks.length, bytes: last.a + last.z }
       const upToDate = next.index === head.index
       return {
         contentType: record.ct,
         json,
-        bytes: Buffer.concat(bytes),
+        bytes: json ? EMPTY : joinBytes(record, start.index, chunks),
         messages,
         startOffset: formatOffset(start),
         nextOffset: formatOffset(next),
@@ -483,6 +466,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
               if (touched) yield* touch(path, record)
               continue load
             }
+            cache.put(record.id, head.index, decodeChunk(decision.chunk, isJson(record.ct)))
             head = headAfter(head.index, decision.chunk)
             rememberHead(record.id, head)
             woken.add(record.id)

@@ -127,6 +127,7 @@ export interface AppendResult {
 export interface ReadResult {
   readonly contentType: string
   readonly json: boolean
+  /** The data of a non-JSON stream; may be shared with the service's chunk cache: read it, never modify it. */
   readonly bytes: Uint8Array
   readonly messages: ReadonlyArray<string>
   readonly startOffset: string
@@ -164,6 +165,12 @@ export interface DurableStreamsOptions {
   readonly pollMillis?: number | undefined
   /** The most data one read returns (default 1 MiB); the rest is the next read's. */
   readonly maxReadBytes?: number | undefined
+  /**
+   * How much committed chunk data this process keeps decoded in memory for reads
+   * (default 16 MiB; 0 keeps none). Committed chunks never change, so the cache is
+   * right across processes (docs/http-streams.md#reading).
+   */
+  readonly cacheBytes?: number | undefined
   /**
    * Serves durable outbound queues read-only at `/queues/<socketId>`
    * (docs/agent-streams.md#watching-an-ipc-queue); without it that path is an ordinary stream path.
