@@ -13,10 +13,18 @@
  */
 import * as Effect from "effect/Effect"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
-import { message, parseWith, type LayerUsageEntry, type LastLayerUsage, type ServeInfo } from "../internal/contextShapes.ts"
+import type * as Shapes from "../internal/contextShapes.ts"
+import { message, parseWith } from "../internal/contextShapes.ts"
 
 export { message, parseWith } from "../internal/contextShapes.ts"
-export type { LastLayerUsage, LayerUsageEntry, ServeInfo } from "../internal/contextShapes.ts"
+// Aliases, not `export type { ... } from`: the declaration bundle would merge a type
+// re-export with the value re-export above from the same module, and emit the types as values.
+/** How one layer's output was served in an assembly (noetic's `LayerServeInfo`). */
+export type ServeInfo = Shapes.ServeInfo
+/** One layer's part of the last assembled request (noetic's `LayerUsageEntry`). */
+export type LayerUsageEntry = Shapes.LayerUsageEntry
+/** The context window of the last model call, by bucket (noetic's `LastLayerUsage`). */
+export type LastLayerUsage = Shapes.LastLayerUsage
 import {
   type BudgetConfig,
   type ExecutionOutcome,
