@@ -132,13 +132,21 @@ const noteEnvironmentFs = (engine: EngineContext, harness: AgentHarness | undefi
  * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
  */
 export class AgentContext {
+  readonly #engine: EngineContext
   #harness: AgentHarness | undefined
   #itemLog: ItemLog | undefined
   #span: Span | undefined
 
+  static {
+    // The link to the engine context (bridge.ts) is read through the prototype: a
+    // context is made per step body, and a property defined on each cost more than
+    // the rest of its construction.
+    Bridge.context.attachEach(this.prototype, (ctx) => #engine in ctx ? ctx.#engine : undefined)
+  }
+
   /** @internal */
   constructor(engine: EngineContext, harness?: AgentHarness) {
-    Bridge.context.attach(this, engine)
+    this.#engine = engine
     // Note the context itself, not a step's view of it.
     const root = rootOf(engine)
     LiveContexts.register(root)
