@@ -5,9 +5,10 @@
  * SQLite storage to where it keeps its data, which child processes open themselves),
  * a facade step to the subprocess adapter it was built with.
  *
- * Links are non-enumerable properties under `Symbol.for` keys, so an object made by
- * one copy of this package (its ESM build) is still recognised by another (its CJS
- * build), and a spread copy of an object does not carry its link.
+ * Links are non-enumerable properties under `Symbol.for` keys (for contexts, made per
+ * step body, a getter on their prototype), so an object made by one copy of this
+ * package (its ESM build) is still recognised by another (its CJS build), and a
+ * spread copy of an object does not carry its link.
  *
  * @internal
  */
