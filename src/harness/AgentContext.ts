@@ -14,29 +14,28 @@ import { AskUserCancelled, UnknownAskUserPrompt } from "./HarnessError.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { makeMemory as makeMemoryStorage, type StorageAdapterShape } from "../services/StorageAdapter.ts"
 import type { ChannelHub } from "./Channels.ts"
-import type { LastLayerUsage } from "./LayerLifecycle.ts"
 import {
   type BudgetConfig,
   type ContextScope,
   durableStateKey,
+  type ExecutionOutcome,
+  type Item,
+  type LastLayerUsage,
   LayerInitFailed,
-  type LayerHooks,
-  type LayerProvides,
-  LayerStateMap,
   type LayerStateStore,
   type LayerTimeouts,
+  LayerStateMap,
+  type ModelResponse,
+  type RecallOutput,
   scopedStorage,
+  type ScopedStorage,
   runHook,
-  scopeKeyOf
-} from "./LayerHooks.ts"
+  scopeKeyOf,
+  type SteeringDecision
+} from "../internal/contextShapes.ts"
 
-/** One entry of the item log: messages, tool calls, events. `responseId` ties it to a model response. */
-export interface Item {
-  readonly type: string
-  readonly id?: string
-  readonly responseId?: string
-  readonly [field: string]: unknown
-}
+export type { Item } from "../internal/contextShapes.ts"
+
 
 /** What an effectful append hook is given: the items on their way in and the layer's state. */
 export interface AppendHookParams<S> {
@@ -95,6 +94,96 @@ export interface ContextLayer<S = unknown> {
   /** Values and functions exposed on `ctx.context[id]`. */
   readonly provides?: LayerProvides<S> | undefined
 }
+
+/**
+ * noetic's lifecycle hooks, each an Effect (failures are reported and, but for
+ * `init`, skipped: the layer contributes nothing to that phase). The append hook is
+ * `ContextLayer.appendEffect`.
+ */
+export interface LayerHooks<S> {
+  readonly init?: (params: {
+    readonly storage: ScopedStorage
+    readonly scopeKey: string
+    readonly ctx: AgentContext
+  }) => Effect.Effect<{ readonly state: S }, unknown>
+  readonly recall?: (params: {
+    readonly log: ReadonlyArray<Item>
+    readonly query: string
+    readonly ctx: AgentContext
+    readonly state: S
+    readonly budget: number
+  }) => Effect.Effect<RecallOutput<S> | string | null | undefined, unknown>
+  readonly renderDelta?: (params: {
+    readonly prev: ReadonlyArray<Item>
+    readonly next: ReadonlyArray<Item>
+    readonly prevState: S | undefined
+    readonly state: S | undefined
+    readonly ctx: AgentContext
+    readonly budget: number
+  }) => Effect.Effect<string | null | undefined, unknown>
+  readonly projectHistory?: (params: {
+    readonly items: ReadonlyArray<Item>
+    readonly ctx: AgentContext
+    readonly state: S
+  }) => Effect.Effect<{ readonly items: ReadonlyArray<Item> }, unknown>
+  readonly beforeToolCall?: (params: {
+    readonly toolName: string
+    readonly toolArgs: unknown
+    readonly callId?: string | undefined
+    readonly ctx: AgentContext
+    readonly state: S
+  }) => Effect.Effect<{ readonly decision: SteeringDecision; readonly state?: S }, unknown>
+  readonly afterModelCall?: (params: {
+    readonly response: ModelResponse
+    readonly ctx: AgentContext
+    readonly state: S
+  }) => Effect.Effect<{ readonly decision: SteeringDecision; readonly state?: S }, unknown>
+  /** A result with a `state` key replaces the state (`{ state: undefined }` clears it). */
+  readonly store?: (params: {
+    readonly newItems: ReadonlyArray<Item>
+    readonly log: ReadonlyArray<Item>
+    readonly response: ModelResponse
+    readonly ctx: AgentContext
+    readonly state: S
+  }) => Effect.Effect<{ readonly state?: S | undefined } | undefined | void, unknown>
+  readonly onSpawn?: (params: {
+    readonly parentState: S
+    readonly childCtx: AgentContext
+  }) => Effect.Effect<{ readonly childState: S | null; readonly items?: ReadonlyArray<Item> } | null | undefined, unknown>
+  readonly onReturn?: (params: {
+    readonly childState: S
+    readonly childLog: ReadonlyArray<Item>
+    readonly parentState: S | undefined
+    readonly result: unknown
+    readonly childCtx: AgentContext
+  }) => Effect.Effect<{ readonly parentState?: S; readonly result?: unknown } | undefined | void, unknown>
+  readonly onComplete?: (params: {
+    readonly log: ReadonlyArray<Item>
+    readonly ctx: AgentContext
+    readonly state: S
+    readonly outcome: ExecutionOutcome
+  }) => Effect.Effect<{ readonly state?: S | undefined } | undefined | void, unknown>
+  readonly dispose?: (params: { readonly state: S }) => Effect.Effect<void, unknown>
+}
+
+/** A value a layer exposes on `ctx.context[layerId]`: read from its state. */
+export interface LayerData<S = any> {
+  readonly kind: "data"
+  readonly read: (state: S) => unknown
+}
+
+/** A function a layer exposes on `ctx.context[layerId]` (and to the model as tool `layerId/name`). */
+export interface LayerFunction<S = any> {
+  readonly kind: "function"
+  readonly description: string
+  /** Validates the argument (a Standard Schema or anything with `parse`); none: any argument. */
+  readonly input?: unknown
+  readonly output?: unknown
+  readonly execute: (args: any, state: S, ctx: AgentContext) => Effect.Effect<{ readonly result: unknown; readonly state?: S }, unknown>
+}
+
+/** What a layer provides, by name. */
+export type LayerProvides<S = any> = Readonly<Record<string, LayerData<S> | LayerFunction<S>>>
 
 /** When and how widely a layer's append hook asks for a re-render. */
 export interface RerenderAsk {

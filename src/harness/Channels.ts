@@ -21,8 +21,7 @@ import * as Schema from "effect/Schema"
 import type { StorageError } from "../Errors.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import type { AgentContext } from "./AgentContext.ts"
-import { message, parseWith } from "./LayerLifecycle.ts"
+import { type Item, message, parseWith } from "../internal/contextShapes.ts"
 
 /** A channel definition (noetic's `Channel`). */
 export interface Channel<T = unknown> {
@@ -541,7 +540,11 @@ const reasonOf = (waiter: Waiter): { reason?: string } => {
  */
 export const inboxWakes = (
   loop: { readonly inbox?: Channel<any> | undefined; readonly parkTimeout?: number | undefined },
-  ctx: AgentContext
+  ctx: {
+    readonly store: { readonly channels?: ChannelHub | undefined }
+    readonly aborted: boolean
+    append(items: ReadonlyArray<Item>): Effect.Effect<unknown>
+  }
 ): Effect.Effect<boolean> =>
   Effect.suspend(() => {
     const hub = ctx.store.channels

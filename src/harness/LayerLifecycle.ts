@@ -13,6 +13,18 @@
  */
 import * as Effect from "effect/Effect"
 import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
+import type * as Shapes from "../internal/contextShapes.ts"
+import { message, parseWith } from "../internal/contextShapes.ts"
+
+export { message, parseWith } from "../internal/contextShapes.ts"
+// Aliases, not `export type { ... } from`: the declaration bundle would merge a type
+// re-export with the value re-export above from the same module, and emit the types as values.
+/** How one layer's output was served in an assembly (noetic's `LayerServeInfo`). */
+export type ServeInfo = Shapes.ServeInfo
+/** One layer's part of the last assembled request (noetic's `LayerUsageEntry`). */
+export type LayerUsageEntry = Shapes.LayerUsageEntry
+/** The context window of the last model call, by bucket (noetic's `LastLayerUsage`). */
+export type LastLayerUsage = Shapes.LastLayerUsage
 import {
   type BudgetConfig,
   type ExecutionOutcome,
@@ -44,15 +56,6 @@ export const DEFAULT_PROJECTION: ProjectionPolicy = { tokenBudget: 128_000, resp
 
 /** A rough token count (noetic's `estimateTokens`: four characters a token). */
 export const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
-
-/** A message item in noetic's shape. */
-export const message = (text: string, role: "user" | "assistant" | "system" | "developer"): Item => ({
-  type: "message",
-  id: `msg_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`,
-  role,
-  status: "completed",
-  content: [{ type: role === "assistant" ? "output_text" : "input_text", text }]
-})
 
 const bySlot = (layers: ReadonlyArray<ContextLayer<any>>): Array<ContextLayer<any>> =>
   [...layers].sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
@@ -226,14 +229,6 @@ interface Pin {
   rebillTokens: number
 }
 
-/** How one layer's output was served in an assembly (noetic's `LayerServeInfo`). */
-export interface ServeInfo {
-  readonly placement: "anchor" | "live"
-  readonly served: "fresh" | "pinned"
-  readonly changed: boolean
-  readonly churnRate: number
-  readonly rebillTokens: number
-}
 // The pins of anchored layers, by layer and thread: what the first assembly rendered.
 const pins = new WeakMap<ContextLayer<any>, Map<string, Pin>>()
 
@@ -638,28 +633,6 @@ export const meterUsage = (
   if (typeof cost === "number") meter.cost += cost
 }
 
-/** One layer's part of the last assembled request (noetic's `LayerUsageEntry`). */
-export interface LayerUsageEntry extends ServeInfo {
-  readonly layerId: string
-  /** What the layer's `recall` reported. */
-  readonly tokenCount: number
-  /** The items it contributed to the view the model was sent (a pinned replay's items when pinned). */
-  readonly items: ReadonlyArray<Item>
-}
-
-/** The context window of the last model call, by bucket (noetic's `LastLayerUsage`). */
-export interface LastLayerUsage {
-  readonly executionId: string
-  readonly modelId: string
-  /** Sorted by layer id. */
-  readonly layers: ReadonlyArray<LayerUsageEntry>
-  readonly systemPromptTokens: number
-  readonly toolsTokens: number
-  readonly historyTokens: number
-  /** The four buckets summed: system prompt, tools, history, layers. */
-  readonly totalUsedTokens: number
-}
-
 const estimateJsonTokens = (value: unknown): number => {
   try {
     return estimateTokens(JSON.stringify(value) ?? "")
@@ -747,20 +720,6 @@ export const runLayerFunction = (
     }
     return out.result
   })
-
-/** Validates `value` with a schema that has `parse` (zod) or `~standard` (Standard Schema); none: as is. */
-export const parseWith = (schema: unknown, value: unknown): Effect.Effect<unknown, unknown> => {
-  if (schema === undefined || schema === null) return Effect.succeed(value)
-  const s = schema as any
-  if (typeof s.parse === "function") return Effect.try({ try: () => s.parse(value), catch: (e) => e })
-  if (s["~standard"] !== undefined && typeof s["~standard"].validate === "function") {
-    return Effect.flatMap(Effect.promise(async () => await s["~standard"].validate(value)), (result: any) =>
-      result.issues !== undefined
-        ? Effect.fail(new Error(result.issues.map((i: any) => i.message).join("; ")))
-        : Effect.succeed(result.value))
-  }
-  return Effect.succeed(value)
-}
 
 /** The tools a context's layers provide to the model, named `layerId/fnName`. */
 export const layerTools = (

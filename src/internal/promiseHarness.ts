@@ -172,7 +172,7 @@ const toolHandlers = (tools: AgentHarnessOptions["tools"]): Record<string, Engin
     Object.entries(namedTools(tools)).map(([name, tool]) => [
       name,
       ((input, ctx) =>
-        Effect.flatMap(Effect.context<never>(), (services) =>
+        Effect.contextWith((services: Context.Context<never>) =>
           hostCall(
             (signal) => Promise.resolve().then(() => tool(input, new StepContext(ctx, services, signal))),
             (error) => error

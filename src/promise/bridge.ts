@@ -5,9 +5,10 @@
  * SQLite storage to where it keeps its data, which child processes open themselves),
  * a facade step to the subprocess adapter it was built with.
  *
- * Links are non-enumerable properties under `Symbol.for` keys, so an object made by
- * one copy of this package (its ESM build) is still recognised by another (its CJS
- * build), and a spread copy of an object does not carry its link.
+ * Links are non-enumerable properties under `Symbol.for` keys (for contexts, made per
+ * step body, a getter on their prototype), so an object made by one copy of this
+ * package (its ESM build) is still recognised by another (its CJS build), and a
+ * spread copy of an object does not carry its link.
  *
  * @internal
  */
@@ -24,6 +25,11 @@ import type { FileStats } from "../harness/FilesystemLayer.ts"
 export interface Link<E> {
   /** Links `facade` to `engine`, and returns `facade`. */
   readonly attach: <F extends object>(facade: F, engine: E) => F
+  /**
+   * Links every object made with `prototype` to what `read` finds on it: a getter on the
+   * prototype, for a kind of object made too often for a property of its own each.
+   */
+  readonly attachEach: <F extends object>(prototype: F, read: (facade: F) => E | undefined) => void
   /** The engine object behind `facade`, if it has one. */
   readonly get: (facade: object) => E | undefined
   /** The engine object behind `facade`; an object of this kind without one is a bug of this library. */
@@ -37,6 +43,13 @@ const makeLink = <E>(kind: string): Link<E> => {
   const get = (facade: object): E | undefined => (facade as Record<symbol, E | undefined>)[key]
   return {
     attach: (facade, engine) => Object.defineProperty(facade, key, { value: engine, enumerable: false }),
+    attachEach: (prototype, read) =>
+      void Object.defineProperty(prototype, key, {
+        get(this: typeof prototype) {
+          return read(this)
+        },
+        enumerable: false
+      }),
     get,
     of: (facade) => {
       const engine = get(facade)

@@ -89,7 +89,7 @@ export const effectBody = <I, O>(
   retriesExhausted: boolean
 ) =>
 (input: I, ctx: Step.StepContext): Effect.Effect<Awaited<O>, unknown> =>
-  Effect.flatMap(Effect.context<never>(), (services) =>
+  Effect.contextWith((services: Context.Context<never>) =>
     hostCall(
       // On a later tick, as before: the body never runs inside the engine's own step.
       (signal) => Promise.resolve().then(() => body(input, new StepContext(ctx, services, signal))),
@@ -136,7 +136,7 @@ export const engineEffects = <I, O>(
     ...(reconcile === undefined ? {} : {
       reconcile: typeof reconcile === "function"
         ? (input: I, ctx: Step.StepContext) =>
-          Effect.flatMap(Effect.context<never>(), (services) =>
+          Effect.contextWith((services: Context.Context<never>) =>
             fromPromise(() => reconcile(input, new StepContext(ctx, services, neverAborted))))
         : reconcile as never
     })
@@ -242,7 +242,7 @@ export function conditional(idOrOptions: string | ConditionalOptions<any, any>, 
       id: idOrOptions.id,
       route: (typeof route === "function"
         ? (input: unknown, ctx: Step.StepContext) =>
-          Effect.flatMap(Effect.context<never>(), (services) =>
+          Effect.contextWith((services: Context.Context<never>) =>
             Effect.map(
               fromPromise(() => route(input, new StepContext(ctx, services, neverAborted))),
               (picked) => (picked === null || picked === undefined ? picked : asStep(picked))

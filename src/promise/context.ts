@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import { AgentContext as EngineContext, type Item } from "../harness/AgentContext.ts"
@@ -108,13 +109,20 @@ export interface ItemLog {
   append(item: Item): void
 }
 
+/** The context itself under a step's view of it (a view is made with Object.create over its context). */
+const rootOf = (engine: EngineContext): EngineContext => {
+  let root = engine
+  while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
+  return root
+}
+
 /** Notes on an engine context the harness's `environment.fs`, for the `filesystem()` layer's reads. */
 const noteEnvironmentFs = (engine: EngineContext, harness: AgentHarness | undefined): void => {
   const fs = (harness as { readonly fs?: FsAdapter | undefined } | undefined)?.fs
-  // A step's view is made with Object.create over its context: the note goes on the context itself.
-  let root: EngineContext = engine
-  while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
-  if (fs !== undefined && !Bridge.environmentFs.has(root)) Bridge.environmentFs.attach(root, fs)
+  if (fs === undefined) return
+  // The note goes on the context itself, not on a step's view of it.
+  const root = rootOf(engine)
+  if (!Bridge.environmentFs.has(root)) Bridge.environmentFs.attach(root, fs)
 }
 
 /**
@@ -124,16 +132,23 @@ const noteEnvironmentFs = (engine: EngineContext, harness: AgentHarness | undefi
  * `aborted`; and this library's Promise methods (`append`, `askUser`, ...).
  */
 export class AgentContext {
+  readonly #engine: EngineContext
   #harness: AgentHarness | undefined
   #itemLog: ItemLog | undefined
   #span: Span | undefined
 
+  static {
+    // The link to the engine context (bridge.ts) is read through the prototype: a
+    // context is made per step body, and a property defined on each cost more than
+    // the rest of its construction.
+    Bridge.context.attachEach(this.prototype, (ctx) => #engine in ctx ? ctx.#engine : undefined)
+  }
+
   /** @internal */
   constructor(engine: EngineContext, harness?: AgentHarness) {
-    Bridge.context.attach(this, engine)
-    // A step's view is made with Object.create over its context: note the context itself.
-    let root: EngineContext = engine
-    while (!Object.prototype.hasOwnProperty.call(root, "store")) root = Object.getPrototypeOf(root)
+    this.#engine = engine
+    // Note the context itself, not a step's view of it.
+    const root = rootOf(engine)
     LiveContexts.register(root)
     this.#harness = harness
     noteEnvironmentFs(root, harness)
@@ -407,44 +422,78 @@ export interface StreamWriter {
 const isThenable = (u: unknown): u is PromiseLike<unknown> =>
   (typeof u === "object" || typeof u === "function") && u !== null && typeof (u as { then?: unknown }).then === "function"
 
-/** A body's abort signal, or how to make it when first asked for. */
-export type LazySignal = AbortSignal | (() => AbortSignal)
+/**
+ * The abort signal of one host call (a step body, a tool), made when first asked for,
+ * and the fibers its `ctx.run` calls are running: interrupting the call aborts the
+ * signal and interrupts those fibers. Most bodies never read their signal, and an abort
+ * listener per child step (what `Effect.runFork`'s `signal` option adds) costs more
+ * than a set entry.
+ */
+export class HostSignal {
+  #controller: AbortController | undefined
+  #interrupted = false
+  #fibers: Set<Fiber.Fiber<unknown, unknown>> | undefined
+
+  /** The signal, aborted once the call is interrupted. */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#interrupted) this.#controller.abort()
+    }
+    return this.#controller.signal
+  }
+
+  /** Interrupts `fiber` when the call is interrupted (at once if it was), until the fiber ends. */
+  watch(fiber: Fiber.Fiber<unknown, unknown>): void {
+    if (this.#interrupted) {
+      fiber.interruptUnsafe()
+      return
+    }
+    const fibers = this.#fibers ??= new Set()
+    fibers.add(fiber)
+    fiber.addObserver(() => fibers.delete(fiber))
+  }
+
+  /** @internal The call was interrupted: aborts the signal, interrupts the watched fibers. */
+  interrupt(): void {
+    this.#interrupted = true
+    this.#controller?.abort()
+    if (this.#fibers !== undefined) for (const fiber of this.#fibers) fiber.interruptUnsafe()
+  }
+}
+
+/** A body's abort signal: a host call's, or a signal of its own (one that never aborts, say). */
+export type LazySignal = AbortSignal | HostSignal
 
 /**
  * A host's Promise-returning function called as an Effect, its rejection mapped by
- * `onReject`: `f` gets a signal made when first asked for and aborted when the fiber is
- * interrupted. Most bodies never read it: `Effect.tryPromise` would make an
- * `AbortController` (and an abort listener) for every call whose `try` takes the signal.
+ * `onReject`: `f` gets the call's `HostSignal`, interrupted with the fiber. Most bodies
+ * never read the signal: `Effect.tryPromise` would make an `AbortController` (and an
+ * abort listener) for every call whose `try` takes the signal.
  */
 export const hostCall = <A>(
-  f: (signal: () => AbortSignal) => A | PromiseLike<A>,
+  f: (signal: HostSignal) => A | PromiseLike<A>,
   onReject: (thrown: unknown) => unknown
 ): Effect.Effect<Awaited<A>, unknown> =>
   Effect.callback<Awaited<A>, unknown>((resume) => {
-    let controller: AbortController | undefined
-    let interrupted = false
-    const signal = () => {
-      if (controller === undefined) {
-        controller = new AbortController()
-        if (interrupted) controller.abort()
-      }
-      return controller.signal
-    }
-    // Mapped once the fiber runs again, as Effect.tryPromise maps its rejections.
-    const reject = (thrown: unknown) => resume(Effect.suspend(() => Effect.fail(onReject(thrown))))
+    const signal = new HostSignal()
     // A value resumes the fiber at once, a Promise when it settles.
     try {
       const result = f(signal)
-      if (isThenable(result)) result.then((value) => resume(Effect.succeed(value as Awaited<A>)), reject)
-      else resume(Effect.succeed(result as Awaited<A>))
+      if (isThenable(result)) {
+        result.then((value) => resume(Effect.succeed(value as Awaited<A>)), (thrown) => resume(rejected(onReject, thrown)))
+      } else {
+        resume(Effect.succeed(result as Awaited<A>))
+      }
     } catch (thrown) {
-      reject(thrown)
+      resume(rejected(onReject, thrown))
     }
-    return Effect.sync(() => {
-      interrupted = true
-      controller?.abort()
-    })
+    return Effect.sync(() => signal.interrupt())
   })
+
+/** What a host call threw, mapped once the fiber runs again, as `Effect.tryPromise` maps its rejections. */
+const rejected = (onReject: (thrown: unknown) => unknown, thrown: unknown): Effect.Effect<never, unknown> =>
+  Effect.suspend(() => Effect.fail(onReject(thrown)))
 
 /** What step bodies see: their context plus `run` for child steps and their own `path`. */
 export class StepContext extends AgentContext {
@@ -454,7 +503,7 @@ export class StepContext extends AgentContext {
 
   /** @internal */
   constructor(step: Step.StepContext, services: Context.Context<never>, signal: LazySignal) {
-    super(step, Option.getOrUndefined(Context.getOption(services as Context.Context<FacadeHarness>, FacadeHarness)))
+    super(step, Context.getOrUndefined(services as Context.Context<FacadeHarness>, FacadeHarness))
     this.#step = step
     this.#services = services
     this.#signal = signal
@@ -474,21 +523,31 @@ export class StepContext extends AgentContext {
 
   /** Aborted when the step is interrupted (a race lost, a timeout, a failing sibling). */
   get signal(): AbortSignal {
-    if (typeof this.#signal === "function") this.#signal = this.#signal()
-    return this.#signal
+    const signal = this.#signal
+    return signal instanceof HostSignal ? signal.signal : signal
   }
 
-  /** Runs a child step below this one; a recorded output replays instead of running. */
+  /** Runs a child step below this one (interrupted with this body); a recorded output replays instead of running. */
   run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
+    const signal = this.#signal
     const fiber = Effect.runForkWith(this.#services)(
       this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
-      { signal: this.signal }
+      signal instanceof HostSignal ? undefined : { signal }
     )
     // A step the ledger answers (a replay) settles while it is forked: its promise is
     // made settled, without waiting for the fiber's observer.
     const done = fiber.pollUnsafe()
     if (done !== undefined) return settledPromise(done)
-    return new Promise<Exit.Exit<O, unknown>>((resolve) => fiber.addObserver(resolve)).then(unwrapExit)
+    if (signal instanceof HostSignal) signal.watch(fiber)
+    return new Promise<O>((resolve, reject) =>
+      fiber.addObserver((exit) => {
+        try {
+          resolve(unwrapExit(exit))
+        } catch (error) {
+          reject(error)
+        }
+      })
+    )
   }
 
   /**

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type { ModelTool } from "../harness/ToolLoop.ts"
 import { publish } from "../services/ModelProvider.ts"
@@ -127,7 +128,7 @@ export const toModelTool = (given: Tool): ModelTool => {
     ...(given.description === undefined ? {} : { description: given.description }),
     parameters: parametersOf(given as never),
     execute: (args, ctx, call) =>
-      Effect.flatMap(Effect.context<never>(), (services) =>
+      Effect.contextWith((services: Context.Context<never>) =>
         Effect.tryPromise({
           try: async (signal) => {
             const parsed = await validToolInput(given.input, args, name)

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Step from "../harness/Step.ts"
 import { isNoeticError, bodyFailure, stepFailed } from "./errors.ts"
@@ -99,7 +100,7 @@ export function invokeTool(
       ? {
         ...(given.name === undefined ? {} : { name: given.name }),
         execute: (args, ctx) =>
-          Effect.flatMap(Effect.context<never>(), (services) =>
+          Effect.contextWith((services: Context.Context<never>) =>
             hostCall(
               (signal) =>
                 Promise.resolve()
