@@ -71,8 +71,9 @@ describe("a body's abort signal", () => {
       execute: async (_: unknown, ctx: StepContext) => {
         const first = ctx.run(waiting, undefined)
         first.catch(() => {})
-        await tick(60)
-        // The race was lost 55 ms ago: this child is interrupted as it starts.
+        const signal = ctx.signal
+        if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }))
+        // The race is lost and this body interrupted: this child is interrupted as it starts.
         const late = ctx.run(lateChild, undefined)
         seen.lateRejected = await late.then(() => false, () => true)
         return first
@@ -88,7 +89,8 @@ describe("a body's abort signal", () => {
     const race = inParallel({ id: "race", mode: "race", paths: () => [parent, fast] })
     const h = harness({ name: "child-signals", agentGraph: race })
     expect(await h.run(race, undefined, h.createContext())).toBe("fast")
-    await tick(120)
+    // The lost path's bodies settle after the race returned: wait for them (bounded).
+    for (let i = 0; i < 500 && Object.keys(seen).length < 3; i++) await tick(10)
     expect(seen).toEqual({ waiting: true, lateChild: true, lateRejected: true })
   })
 })
