@@ -13,7 +13,8 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
-import type * as Tracer from "effect/Tracer"
+import * as References from "effect/References"
+import * as Tracer from "effect/Tracer"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
@@ -312,7 +313,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       : dispatchStep(step, input, parent)
 
   const dispatchStep = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
-    Effect.suspend(() => {
+    Effect.withFiber((fiber) => {
       if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
       // noetic: an aborted context throws `cancelled` at the next step boundary.
       if (parent.ctx.aborted) return Effect.fail(new StepCancelled(cancelledFields(parent.ctx)))
@@ -321,6 +322,34 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const path = `${parent.path}/${step.id}#${n}`
       const ctx = parent.ctx
       const position = noteDispatch(parent.run, parent.path, path)
+      // The run's root step, dispatched: its hook runs just before the replay is decided
+      // and the body (or reconciler) starts.
+      const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
+      const identity = { stepId: step.id, kind: step.kind }
+      // The replay hot path: a resume answers most dispatches from the ledger, and a
+      // step that replays runs nothing below it, so its span is no parent and it needs
+      // no frame, no record, no finalizer and no place in the frontier: it is counted
+      // and settles at once (docs/architecture.md#replay-by-path).
+      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
+        ? parent.ledger.value.replayAt(path, identity)
+        : undefined
+      if (decided?._tag === "Hit") {
+        ctx.passStep()
+        // Its span, marked `hit`, is for a tracing backend: with none installed (Effect's
+        // native tracer keeps spans in memory for whoever holds them, and nothing holds
+        // this one) or tracing off, it is not made.
+        if (!fiber.getRef(References.TracerEnabled) || fiber.getRef(Tracer.Tracer) === Tracer.nativeTracer) {
+          return Effect.succeed(decided.output)
+        }
+        return Effect.useSpan(
+          `${step.kind} ${step.id}`,
+          { attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind } },
+          (span) => {
+            mark(span, "hit")
+            return Effect.succeed(decided.output)
+          }
+        )
+      }
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
       // It captures no call site (always this line), which would cost a stack trace
@@ -328,23 +357,6 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const spanOptions = {
         attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind },
         captureStackTrace: false
-      }
-      // The run's root step, dispatched: its hook runs just before the replay is decided
-      // and the body (or reconciler) starts.
-      const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
-      const identity = { stepId: step.id, kind: step.kind }
-      // The replay hot path: a resume answers most dispatches from the ledger, and a
-      // step that replays runs nothing below it, so its span is no parent and it needs
-      // no frame, no record and no finalizer (docs/architecture.md#replay-by-path).
-      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
-        ? parent.ledger.value.replayAt(path, identity)
-        : undefined
-      if (decided?._tag === "Hit") {
-        return Effect.useSpan(`${step.kind} ${step.id}`, spanOptions, (span) => {
-          mark(span, "hit")
-          ctx.exitStep(path)
-          return Effect.succeed(decided.output)
-        })
       }
       const frame = frameAt(parent, path)
       const settle = Effect.sync(() => ctx.exitStep(path))
