@@ -326,29 +326,21 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       // and the body (or reconciler) starts.
       const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
       const identity = { stepId: step.id, kind: step.kind }
-      // The replay hot path: a resume answers most dispatches from the ledger, and a
-      // step that replays runs nothing below it, so its span is no parent and it needs
-      // no frame, no record, no finalizer and no place in the frontier: it is counted
-      // and settles at once (docs/architecture.md#replay-by-path).
+      // The replay hot path: a step that replays runs nothing below it, so it needs no
+      // frame, record, finalizer or place in the frontier (docs/architecture.md#replay-by-path).
       const decided = onDispatch === undefined && Option.isSome(parent.ledger)
         ? parent.ledger.value.replayAt(path, identity)
         : undefined
       if (decided?._tag === "Hit") {
         ctx.passStep()
-        // Its span, marked `hit`, is for a tracing backend: with none installed (Effect's
-        // native tracer keeps spans in memory for whoever holds them, and nothing holds
-        // this one) or tracing off, it is not made.
-        if (!fiber.getRef(References.TracerEnabled) || fiber.getRef(Tracer.Tracer) === Tracer.nativeTracer) {
-          return Effect.succeed(decided.output)
-        }
-        return Effect.useSpan(
-          `${step.kind} ${step.id}`,
-          { attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind } },
-          (span) => {
-            mark(span, "hit")
-            return Effect.succeed(decided.output)
-          }
-        )
+        // Its span (`hit`) is for a tracing backend: none under Effect's native tracer or tracing off.
+        const output = Effect.succeed(decided.output)
+        if (!fiber.getRef(References.TracerEnabled) || fiber.getRef(Tracer.Tracer) === Tracer.nativeTracer) return output
+        const attributes = { executionId: ctx.id, path, stepId: step.id, kind: step.kind }
+        return Effect.useSpan(`${step.kind} ${step.id}`, { attributes }, (span) => {
+          mark(span, "hit")
+          return output
+        })
       }
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
