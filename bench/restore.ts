@@ -382,7 +382,7 @@ const restoreCase: BenchCase = {
           notes.push(
             `Round trips of one resume on Postgres (counted on the wire): ${
               sizes.map((n) => `N = ${n}: ${trips[n]} (${reads[n]} reads)`).join(", ")
-            }; target at most 2 (reads at N = ${largest}: ${reads[largest]}). On a storage with its own pool the snapshot and the ledger are read in one statement; the other read lists the execution's streams to end them; any writes are the resumed run's own snapshot saves. Statements of the N = ${largest} resume: ${
+            }; target at most 2 (reads at N = ${largest}: ${reads[largest]}). On a storage with its own pool the snapshot and the ledger are read in one statement; the other read lists the execution's streams to end them, at the same time as the one write, the failure mark of the run (it fails at its last step; a resume that changed nothing saves no snapshot). Statements of the N = ${largest} resume: ${
               statements.map((text) => text.slice(0, 70)).join(" | ")
             }.`
           )

@@ -766,6 +766,12 @@ export class AgentContext {
     this.store.inFlight.set(path, entry)
   }
 
+  /** @internal Counts a dispatch that settles at once (a replay): it is never in flight. */
+  passStep(): void {
+    this.store.meter.stepCount++
+    this.store.frontierRestored = false
+  }
+
   /** @internal Marks a dispatch settled. */
   exitStep(path: string): void {
     this.store.inFlight.delete(path)

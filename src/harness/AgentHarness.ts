@@ -515,12 +515,13 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
             ? streams.finish(ctx.id, { $end: "succeeded" })
             : Cause.hasInterruptsOnly(exit.cause)
             ? Effect.void
-            : Effect.andThen(
+            : Option.isNone(store) || ctx.parent !== undefined
+            ? streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) })
+            // Neither waits on the other (each is best-effort): one round trip of storage, not two.
+            : Effect.all([
               streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) }),
-              Option.isNone(store) || ctx.parent !== undefined
-                ? Effect.void
-                : Checkpointing.markRunFailed(store.value.storage, ctx.id, failureText(Cause.squash(exit.cause)))
-            )
+              Checkpointing.markRunFailed(store.value.storage, ctx.id, failureText(Cause.squash(exit.cause)))
+            ], { concurrency: 2, discard: true })
         )
       )
       // A finished run leaves a mark an operator can read (the CLI's `finished`): the

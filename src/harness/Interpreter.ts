@@ -13,7 +13,8 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
-import type * as Tracer from "effect/Tracer"
+import * as References from "effect/References"
+import * as Tracer from "effect/Tracer"
 import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
 import type { ItemSchemaMismatch } from "../services/ItemSchemas.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
@@ -313,7 +314,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       : dispatchStep(step, input, parent)
 
   const dispatchStep = (step: AnyStep, input: unknown, parent: Frame): Effect.Effect<unknown, unknown, unknown> =>
-    Effect.suspend(() => {
+    Effect.withFiber((fiber) => {
       if (step.id.trim() === "") return Effect.fail(emptyStepId(step))
       // noetic: an aborted context throws `cancelled` at the next step boundary.
       if (parent.ctx.aborted) return Effect.fail(new StepCancelled(cancelledFields(parent.ctx)))
@@ -322,6 +323,26 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const path = `${parent.path}/${step.id}#${n}`
       const ctx = parent.ctx
       const position = noteDispatch(parent.run, parent.path, path)
+      // The run's root step, dispatched: its hook runs just before the replay is decided
+      // and the body (or reconciler) starts.
+      const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
+      const identity = { stepId: step.id, kind: step.kind }
+      // The replay hot path: a step that replays runs nothing below it, so it needs no
+      // frame, record, finalizer or place in the frontier (docs/architecture.md#replay-by-path).
+      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
+        ? parent.ledger.value.replayAt(path, identity)
+        : undefined
+      if (decided?._tag === "Hit") {
+        ctx.passStep()
+        // Its span (`hit`) is for a tracing backend: none under Effect's native tracer or tracing off.
+        const output = Effect.succeed(decided.output)
+        if (!fiber.getRef(References.TracerEnabled) || fiber.getRef(Tracer.Tracer) === Tracer.nativeTracer) return output
+        const attributes = { executionId: ctx.id, path, stepId: step.id, kind: step.kind }
+        return Effect.useSpan(`${step.kind} ${step.id}`, { attributes }, (span) => {
+          mark(span, "hit")
+          return output
+        })
+      }
       ctx.enterStep(path, { stepId: step.id, input, state: { path } })
       // One span per dispatch; its `replay` attribute says whether the ledger answered.
       // It captures no call site (always this line), which would cost a stack trace
@@ -329,23 +350,6 @@ export const make = (deps: InterpreterDeps): Interpreter => {
       const spanOptions = {
         attributes: { executionId: ctx.id, path, stepId: step.id, kind: step.kind },
         captureStackTrace: false
-      }
-      // The run's root step, dispatched: its hook runs just before the replay is decided
-      // and the body (or reconciler) starts.
-      const onDispatch = parent.path === "" ? parent.run.onRootDispatch : undefined
-      const identity = { stepId: step.id, kind: step.kind }
-      // The replay hot path: a resume answers most dispatches from the ledger, and a
-      // step that replays runs nothing below it, so its span is no parent and it needs
-      // no frame, no record and no finalizer (docs/architecture.md#replay-by-path).
-      const decided = onDispatch === undefined && Option.isSome(parent.ledger)
-        ? parent.ledger.value.replayAt(path, identity)
-        : undefined
-      if (decided?._tag === "Hit") {
-        return Effect.useSpan(`${step.kind} ${step.id}`, spanOptions, (span) => {
-          mark(span, "hit")
-          ctx.exitStep(path)
-          return Effect.succeed(decided.output)
-        })
       }
       const frame = frameAt(parent, path)
       const settle = Effect.sync(() => ctx.exitStep(path))
