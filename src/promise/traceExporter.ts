@@ -29,7 +29,7 @@ export class ExportedSpan {
   readonly status: "ok" | "error"
 
   constructor(record: SpanExport.SpanRecord) {
-    this.name = record.name
+    this.name = NOETIC_SPAN_NAMES[record.name] ?? record.name
     this.traceId = record.traceId
     this.spanId = record.spanId
     this.parentSpanId = record.parentSpanId
@@ -48,6 +48,16 @@ export class ExportedSpan {
   setAttribute(_key: string, _value: AttributeValue): void {}
   addEvent(_name: string, _attributes?: Record<string, AttributeValue>): void {}
   end(): void {}
+}
+
+/**
+ * The engine's spans that noetic makes under its own names: a model round is noetic's
+ * `llm.call`, a tool call its `tool.call` (docs/runtime.md#tracing), so an exporter
+ * written for noetic finds them by name.
+ */
+const NOETIC_SPAN_NAMES: Readonly<Record<string, string>> = {
+  "runCode model-round": "llm.call",
+  "runCode tool-call": "tool.call"
 }
 
 const isAttribute = (value: unknown): value is AttributeValue =>

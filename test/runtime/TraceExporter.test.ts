@@ -52,14 +52,14 @@ describe("traceExporter", () => {
     await h.execute("Find recent AI news")
     expect((await h.getAgentResponse()).text).toBe("news")
 
-    const rounds = exporter.getSpansByName("runCode model-round")
+    const rounds = exporter.getSpansByName("llm.call")
     expect(rounds).toHaveLength(3)
     expect(rounds.map((span) => span.attributes.get(GenAI.REQUEST_MODEL))).toEqual(["m/x", "m/x", "m/x"])
     expect(rounds.map((span) => span.attributes.get(GenAI.USAGE_INPUT_TOKENS))).toEqual([7, 11, 13])
     expect(rounds.map((span) => span.attributes.get(GenAI.USAGE_OUTPUT_TOKENS))).toEqual([2, 3, 1])
     expect(rounds[0]!.attributes.get(GenAI.COST)).toBe(0.01)
     expect(rounds[0]!.attributes.get(GenAI.SYSTEM)).toBe("openrouter")
-    const calls = exporter.getSpansByName("runCode tool-call")
+    const calls = exporter.getSpansByName("tool.call")
     expect(calls.map((span) => span.attributes.get(ToolAttr.NAME))).toEqual(["search"])
 
     // One trace; a round's parent is its callModel step's span, that step's the loop's.
@@ -70,7 +70,7 @@ describe("traceExporter", () => {
     expect(rounds[0]!.parentSpanId).toBe(llm!.spanId)
     expect(llm!.parentSpanId).toBe(theLoop!.spanId)
     expect(exporter.getTraceTree(execution!.traceId).length).toBeGreaterThanOrEqual(5)
-    expect(exporter.getChildSpans(llm!.spanId).map((span) => span.name)).toEqual(expect.arrayContaining(["runCode model-round", "runCode tool-call"]))
+    expect(exporter.getChildSpans(llm!.spanId).map((span) => span.name)).toEqual(expect.arrayContaining(["llm.call", "tool.call"]))
     for (const span of exporter.spans) {
       expect(span.endTime).toBeGreaterThanOrEqual(span.startTime)
       expect(span.duration).toBe(span.endTime! - span.startTime)
