@@ -20,7 +20,7 @@ import { type SubprocessAdapter } from "./subprocess.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { lastStepMeta, type StepMeta } from "../harness/ToolLoop.ts"
 import { NoeticConfigError } from "./errors.ts"
-import type { FsAdapter } from "./ipc.ts"
+import type { FsAdapter, ShellAdapter } from "./ipc.ts"
 import type { ContextLayer } from "./layers.ts"
 import { type AnyStep, asStep } from "./plainSteps.ts"
 import type { AgentHarness } from "./harness.ts"
@@ -603,13 +603,7 @@ const settledPromise = <A, E>(exit: Exit.Exit<A, E>): Promise<A> => {
 // Tool execution contexts (docs/runtime.md#tools)
 // -----------------------------------------------------------------------------
 
-/** What a shell adapter offers (noetic's `ShellAdapter`). */
-export interface ShellAdapter {
-  exec(
-    command: string,
-    options?: { readonly cwd?: string; readonly timeout?: number; readonly env?: Record<string, string> }
-  ): Promise<{ readonly stdout: string; readonly stderr: string; readonly exitCode: number }>
-}
+export type { ShellAdapter }
 
 /** Per-layer state a tool reads and writes (noetic's `ToolContext`). */
 export interface ToolLayerState {

@@ -171,6 +171,14 @@ export interface FsStats {
 }
 
 /** What a filesystem adapter offers (noetic's `FsAdapter`). */
+/** What a shell adapter offers (noetic's `ShellAdapter`). */
+export interface ShellAdapter {
+  exec(
+    command: string,
+    options?: { readonly cwd?: string; readonly timeout?: number; readonly env?: Record<string, string> }
+  ): Promise<{ readonly stdout: string; readonly stderr: string; readonly exitCode: number }>
+}
+
 export interface FsAdapter {
   readFile(path: string): Promise<Buffer>
   readFileText(path: string): Promise<string>

@@ -8,8 +8,7 @@
  *
  * @since 0.2.0
  */
-import type { ShellAdapter } from "./context.ts"
-import type { FsAdapter, FsStats } from "./ipc.ts"
+import type { FsAdapter, FsStats, ShellAdapter } from "./ipc.ts"
 
 type Entry = { readonly kind: "file"; readonly bytes: Uint8Array } | { readonly kind: "dir" }
 
