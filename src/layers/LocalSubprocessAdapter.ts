@@ -517,6 +517,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         Deferred.doneUnsafe(child.persisted, Exit.void)
         notice.destroy()
       })
+      notice.resume()
     }
     yield* watch(child)
     return child.handle

@@ -155,7 +155,9 @@ export const makeSpares = (options: SpareOptions): Effect.Effect<Spares, never, 
       proc.once("error", onExit)
       proc.once("exit", onExit)
       spare.release = () => {
+        // Held until the adapter reads it: a result byte is not dropped meanwhile.
         notice?.off("data", onReady)
+        notice?.pause()
         proc.off("error", onExit)
         proc.off("exit", onExit)
         proc.on("error", () => {})
