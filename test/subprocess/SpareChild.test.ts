@@ -112,6 +112,27 @@ describe("LocalSubprocessAdapter prewarm (real processes)", () => {
       assert.notStrictEqual(replacement, killed)
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
+  it.live("a spare started with another environment than a spawn's is not handed it: the spawn starts its own child", () =>
+    Effect.gen(function*() {
+      const base = yield* tempBase
+      const root = Path.join(base, "subprocess")
+      const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, prewarm: true })
+      const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+      const stale = yield* spareOf(root)
+      // The host's environment changes after the spare started: a child started now gets the new one.
+      yield* Effect.acquireRelease(
+        Effect.sync(() => (process.env.NOETIC_SPARE_TEST = "changed")),
+        () => Effect.sync(() => delete process.env.NOETIC_SPARE_TEST)
+      )
+      const handle = yield* harness.detachedSpawn(double, 5, yield* harness.createContext())
+      assert.notStrictEqual(handle.metadata?.pid, stale)
+      assert.strictEqual(yield* handle.await, 10)
+      yield* gone(stale)
+      // Its replacement has the new environment.
+      const next = yield* spareOf(root, [handle.metadata?.pid as number])
+      assert.include(Fs.readFileSync(`/proc/${next}/environ`, "utf8").split("\0"), "NOETIC_SPARE_TEST=changed")
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
   it.live("a host killed with SIGKILL: its spare exits, the child it was handed runs on and a new host reattaches it", () =>
     Effect.gen(function*() {
       const base = yield* crashDirectory("nsp-", (dir) => FileStorage.make({ root: Path.join(dir, "subprocess") }))
