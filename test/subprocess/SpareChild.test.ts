@@ -46,34 +46,36 @@ const spareOf = (root: string, assigned: ReadonlyArray<number> = []) =>
 const gone = (pid: number) => waitUntil(Effect.map(readStat(pid), (stat) => (stat === undefined || stat.state === "Z" ? true : undefined)))
 
 describe("LocalSubprocessAdapter prewarm (real processes)", () => {
-  it.live("spawns are handed to spares: each child is the spare that waited, and returns its result", () =>
-    Effect.gen(function*() {
-      const base = yield* tempBase
-      const root = Path.join(base, "subprocess")
-      const { assigned, next } = yield* Effect.scoped(Effect.gen(function*() {
-        const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, prewarm: true })
-        const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
-        const parent = yield* harness.createContext()
-        const assigned: Array<number> = []
-        for (const n of [1, 2]) {
-          const spare = yield* spareOf(root, assigned)
-          const handle = yield* harness.detachedSpawn(double, n * 10, parent)
-          assert.strictEqual(handle.metadata?.pid, spare, `spawn ${n} went to the waiting spare`)
-          assert.strictEqual(yield* handle.await, n * 20)
-          assigned.push(spare)
-        }
-        // The next spare waits; it goes with the adapter's scope.
-        const next = yield* spareOf(root, assigned)
-        assert.isTrue(yield* Effect.map(readStat(next), (stat) => stat !== undefined))
-        return { assigned, next }
-      }))
-      // The spare went with the scope (the children went on their own, done).
-      yield* gone(next)
-      yield* Effect.forEach(assigned, gone)
-      assert.deepStrictEqual(sparePids(root), [])
-      // Its log went with it; the children's logs went with their success.
-      assert.deepStrictEqual(Fs.readdirSync(Path.join(base, "run")).filter((name) => name.endsWith(".log")), [])
-    }), { timeout: 60_000 })
+  for (const kind of ["file", "sqlite"] as const) {
+    it.live(`spawns are handed to spares (${kind} root): each child is the spare that waited, and returns its result`, () =>
+      Effect.gen(function*() {
+        const base = yield* tempBase
+        const root = Path.join(base, kind === "file" ? "subprocess" : "subprocess.db")
+        const { assigned, next } = yield* Effect.scoped(Effect.gen(function*() {
+          const adapter = yield* LocalSubprocessAdapter.make({ root, pollMs: 20, prewarm: true })
+          const harness = yield* AgentHarness.make({ name: "host", subprocess: adapter })
+          const parent = yield* harness.createContext()
+          const assigned: Array<number> = []
+          for (const n of [1, 2]) {
+            const spare = yield* spareOf(root, assigned)
+            const handle = yield* harness.detachedSpawn(double, n * 10, parent)
+            assert.strictEqual(handle.metadata?.pid, spare, `spawn ${n} went to the waiting spare`)
+            assert.strictEqual(yield* handle.await, n * 20)
+            assigned.push(spare)
+          }
+          // The next spare waits; it goes with the adapter's scope.
+          const next = yield* spareOf(root, assigned)
+          assert.isTrue(yield* Effect.map(readStat(next), (stat) => stat !== undefined))
+          return { assigned, next }
+        }))
+        // The spare went with the scope (the children went on their own, done).
+        yield* gone(next)
+        yield* Effect.forEach(assigned, gone)
+        assert.deepStrictEqual(sparePids(root), [])
+        // Its log went with it; the children's logs went with their success.
+        assert.deepStrictEqual(Fs.readdirSync(Path.join(base, "run")).filter((name) => name.endsWith(".log")), [])
+      }), { timeout: 60_000 })
+  }
 
   it.live("an assigned spare is a child like any other: stopped by the adapter's scope, its records in place", () =>
     Effect.gen(function*() {
