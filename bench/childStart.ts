@@ -235,7 +235,42 @@ const fiftyCase: BenchCase = {
  * A host on the built package whose children run a trivial step that returns the
  * times of its first and last lines, over a SQLite or a directory (file storage) root.
  */
-const resultHost = async (base: string, kind: "sqlite" | "file") => {
+/** CPU ticks (utime + stime) of the prewarmed spares under `base`, by pid: /proc scan for `--noetic-spare`. */
+const spareTicks = (base: string): Map<number, number> => {
+  const ticks = new Map<number, number>()
+  for (const entry of Fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const args = Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")
+      const root = args[args.indexOf("--root") + 1]
+      if (!args.includes("--noetic-spare") || root === undefined || !root.startsWith(base)) continue
+      const stat = Fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (fields[0] === "Z") continue
+      ticks.set(Number(entry), Number(fields[11]) + Number(fields[12]))
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return ticks
+}
+
+/** Waits until a new spare of `base` (none of `taken`, the one the last spawn took) has started and used no CPU for 100 ms. */
+const spareIdle = async (base: string, taken: ReadonlyArray<number>) => {
+  const deadline = Date.now() + 10_000
+  const fresh = () => new Map([...spareTicks(base)].filter(([pid]) => !taken.includes(pid)))
+  let before = fresh()
+  let still = 0
+  while (Date.now() < deadline && still < 2) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const now = fresh()
+    const idle = now.size === 1 && [...now].every(([pid, ticks]) => before.get(pid) === ticks)
+    still = idle ? still + 1 : 0
+    before = now
+  }
+}
+
+const resultHost = async (base: string, kind: "sqlite" | "file", prewarm = false) => {
   const stepsFile = Path.join(base, "result-steps.mjs")
   Fs.writeFileSync(
     stepsFile,
@@ -249,16 +284,19 @@ export const trivial = runCode("trivial", async (input) => {
   const api = await import(pathToFileURL(dist).href)
   const { trivial } = await import(pathToFileURL(stepsFile).href)
   const subprocess = kind === "sqlite"
-    ? api.createLocalSubprocessAdapter({ storage: api.createSqliteStorage({ path: Path.join(base, "subprocess.db") }), entry: stepsFile })
-    : api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), entry: stepsFile })
+    ? api.createLocalSubprocessAdapter({ storage: api.createSqliteStorage({ path: Path.join(base, "subprocess.db") }), entry: stepsFile, prewarm })
+    : api.createLocalSubprocessAdapter({ root: Path.join(base, "subprocess"), entry: stepsFile, prewarm })
   const harness = new api.AgentHarness({ name: "child-result", agentGraph: api.runCode("idle", (x: unknown) => x), environment: { subprocess } })
   const context = await harness.createContext()
   let n = 0
   /** One child, as a user waits for it: detachedSpawn to `await()` resolving. */
   const once = async (): Promise<{ total: number; toFirst: number; lastToHost: number }> => {
+    const taken = prewarm ? [...spareTicks(base).keys()] : []
     const start = Date.now()
     const result = (await harness.detachedSpawn(trivial, { n: ++n }, context).await()) as { first: number; last: number }
     const end = Date.now()
+    // Not measured: the next spare gets ready now, not during the next variant's sample.
+    if (prewarm) await spareIdle(base, taken)
     return { total: end - start, toFirst: result.first - start, lastToHost: end - result.last }
   }
   return {
@@ -270,48 +308,66 @@ export const trivial = runCode("trivial", async (input) => {
   }
 }
 
+const VARIANTS = ["sqlite", "file", "sqlite-prewarm", "file-prewarm"] as const
+type Variant = (typeof VARIANTS)[number]
+
 const resultCase: BenchCase = {
   id: "childStart:result",
   title: "A local child's result (built package): detachedSpawn to await() resolving, against a bare node importing effect/Effect (ms)",
   run: async (context: BenchContext): Promise<CaseResult> => {
     checkBuilt()
     const rounds = context.quick ? 2 : 8
-    const hosts = {
+    // The default adapter, and the opt-in `prewarm: true` one (a spare child started
+    // ahead takes each spawn), on each root.
+    const hosts: Record<Variant, Awaited<ReturnType<typeof resultHost>>> = {
       sqlite: await resultHost(tempRoot("child-result-sqlite"), "sqlite"),
-      file: await resultHost(tempRoot("child-result-file"), "file")
+      file: await resultHost(tempRoot("child-result-file"), "file"),
+      "sqlite-prewarm": await resultHost(tempRoot("child-result-sqlite-prewarm"), "sqlite", true),
+      "file-prewarm": await resultHost(tempRoot("child-result-file-prewarm"), "file", true)
     }
     try {
       // The first child of each host fills its compile cache: not measured.
-      await hosts.sqlite.once()
-      await hosts.file.once()
-      const parts: Record<"sqlite" | "file", { toFirst: Array<number>; lastToHost: Array<number> }> = {
-        sqlite: { toFirst: [], lastToHost: [] },
-        file: { toFirst: [], lastToHost: [] }
-      }
-      const child = (kind: "sqlite" | "file") => async () => {
+      for (const kind of VARIANTS) await hosts[kind].once()
+      const parts = Object.fromEntries(VARIANTS.map((kind) => [kind, { toFirst: [] as Array<number>, lastToHost: [] as Array<number> }])) as
+        Record<Variant, { toFirst: Array<number>; lastToHost: Array<number> }>
+      const child = (kind: Variant) => async () => {
         const { total, toFirst, lastToHost } = await hosts[kind].once()
         parts[kind].toFirst.push(toFirst)
         parts[kind].lastToHost.push(lastToHost)
         return total
       }
       // The parts of the warm-up round (the first of each) are dropped, as interleave drops its samples.
-      const samples = await interleave({ bare: bareNode, sqlite: child("sqlite"), file: child("file") }, { rounds, warmup: 1 })
+      const samples = await interleave({
+        bare: bareNode,
+        sqlite: child("sqlite"),
+        file: child("file"),
+        "sqlite-prewarm": child("sqlite-prewarm"),
+        "file-prewarm": child("file-prewarm")
+      }, { rounds, warmup: 1 })
+      const labelOf = (kind: Variant) =>
+        kind.endsWith("-prewarm") ? `${kind.slice(0, -"-prewarm".length)} root, opt-in prewarm: true (a spare child started ahead)` : `${kind} root`
       const figures: Array<Figure> = [
         { id: "bare", label: "bare node importing effect/Effect, no compile cache (spawn to first output)", kind: "baseline", unit: "ms", summary: summarize(samples.bare) },
-        ...(["sqlite", "file"] as const).flatMap((kind): Array<Figure> => [
-          { id: kind, label: `local child on a ${kind} root, compile cache warm: detachedSpawn to await() resolving`, kind: "this", unit: "ms", summary: summarize(samples[kind]) },
-          { id: `${kind}-to-first`, label: `of which detachedSpawn to the step body's first line (${kind})`, kind: "this", unit: "ms", summary: summarize(parts[kind].toFirst.slice(1)) },
-          { id: `${kind}-last-to-host`, label: `of which the body's last line to the host seeing the result (${kind})`, kind: "this", unit: "ms", summary: summarize(parts[kind].lastToHost.slice(1)) }
+        ...VARIANTS.flatMap((kind): Array<Figure> => [
+          { id: kind, label: `local child on a ${labelOf(kind)}, compile cache warm: detachedSpawn to await() resolving`, kind: "this", unit: "ms", summary: summarize(samples[kind]) },
+          { id: `${kind}-to-first`, label: `of which detachedSpawn to the step body's first line (${labelOf(kind)})`, kind: "this", unit: "ms", summary: summarize(parts[kind].toFirst.slice(1)) },
+          { id: `${kind}-last-to-host`, label: `of which the body's last line to the host seeing the result (${labelOf(kind)})`, kind: "this", unit: "ms", summary: summarize(parts[kind].lastToHost.slice(1)) }
         ])
       ]
-      const ratios = (["sqlite", "file"] as const).flatMap((kind) => {
-        const ratio = ratioOf(figures, samples, `child result (${kind} root) / bare node importing effect/Effect`, kind, "bare", 2)
+      const ratios = VARIANTS.flatMap((kind) => {
+        const ratio = ratioOf(figures, samples, `child result (${labelOf(kind)}) / bare node importing effect/Effect`, kind, "bare", 2)
         return ratio === undefined ? [] : [ratio]
       })
-      return { id: "childStart:result", title: resultCase.title, figures, ratios, skipped: [], notes: [] }
+      return {
+        id: "childStart:result",
+        title: resultCase.title,
+        figures,
+        ratios,
+        skipped: [],
+        notes: ["The -prewarm variants use the opt-in `prewarm: true` (one idle spare child per adapter); the default is off."]
+      }
     } finally {
-      await hosts.sqlite.close()
-      await hosts.file.close()
+      for (const kind of VARIANTS) await hosts[kind].close()
     }
   }
 }

@@ -19,6 +19,12 @@ export const CHILD_FLAG = "--noetic-subprocess-child"
  */
 export const RESULT_FD_FLAG = "--result-fd"
 
+/**
+ * The argv flag of a prewarmed spare child (`prewarm`, see `layers/spareChild.ts`): it
+ * has no `--handle`; it loads the child's modules, then reads its handle from stdin.
+ */
+export const SPARE_FLAG = "--noetic-spare"
+
 const started = Symbol.for("noetic-effect/subprocessChild/started")
 
 /**

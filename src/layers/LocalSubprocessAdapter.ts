@@ -71,6 +71,7 @@ import {
   SUBPROCESS_DATABASE
 } from "../internal/homePaths.ts"
 import { makeStorageAt } from "./HomeStorage.ts"
+import { makeSpares } from "./spareChild.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import {
@@ -148,6 +149,8 @@ export interface LocalSubprocessAdapterOptions {
    * fresh start after every restart, as a storage-less noetic adapter.
    */
   readonly durable?: boolean | undefined
+  /** Keeps one spare child started ahead, handed the next spawn (docs/subprocesses.md#prewarmed-spare-child). Default false. */
+  readonly prewarm?: boolean | undefined
   /** Sees every frame a child streams before the result (items, events, ask-user prompts); it is acked after. */
   readonly onFrame?: ((handle: SubprocessHandle, frame: V1ServerFrame) => Effect.Effect<void>) | undefined
 }
@@ -398,20 +401,26 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
   // Spawn
   // ---------------------------------------------------------------------------
 
+  /** Cached code a child loads: only from a directory nobody else can write (made once). */
+  const prepareCompileCache = () => {
+    const problem = compileCacheMade ? undefined : ensureDirectory(compileCache, "shared")
+    compileCacheMade = problem === undefined
+    return problem
+  }
+  // Node's compile cache (see `compileCache`), so repeated child starts reuse compiled code. A host's own setting wins.
+  const childEnv = () => ({ NODE_COMPILE_CACHE: compileCache, ...(options.env ?? process.env) })
+  const spares = options.prewarm !== true ? undefined : yield* makeSpares({
+    node, bootstrap, root, runDir, env: childEnv, prepare: () => prepareCompileCache() === undefined,
+    execArgv: yield* Effect.option(execArgvFor("spare", entry)).pipe(Effect.map(Option.getOrUndefined))
+  })
+
   const startProcess = (manifest: SubprocessManifest, execArgv: ReadonlyArray<string>) =>
     Effect.callback<NodeChildProcess.ChildProcess, SubprocessError>((resume) => {
       const { handleId } = manifest
       let log: number | undefined
       try {
-        if (!compileCacheMade) {
-          // Cached code a child loads: only from a directory nobody else can write.
-          const problem = ensureDirectory(compileCache, "shared")
-          if (problem !== undefined) {
-            resume(Effect.fail(unsafeDirectory("compile cache directory", compileCache, problem)))
-            return
-          }
-          compileCacheMade = true
-        }
+        const problem = prepareCompileCache()
+        if (problem !== undefined) return resume(Effect.fail(unsafeDirectory("compile cache directory", compileCache, problem)))
         log = openLog(logPathOf(manifest.socketPath!))
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
         // own process group, unreferenced, its output in a file, so the host's death (even
@@ -422,9 +431,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           detached: true,
           stdio: ["ignore", log, log, "pipe"],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),
-          // Node's compile cache (see `compileCache`), so repeated child starts reuse
-          // compiled code. A host's own setting wins.
-          env: { NODE_COMPILE_CACHE: compileCache, ...(options.env ?? process.env) }
+          env: childEnv()
         })
         proc.once("spawn", () => resume(Effect.succeed(proc)))
         proc.once("error", (cause) => resume(Effect.fail(spawnFailed(handleId, `cannot start ${node}: ${cause.message}`, cause))))
@@ -486,9 +493,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     // dies before the pid lands leaves a pid-less manifest; the child then records its
     // own pid when it boots (see withPid).
     yield* Effect.mapError(recordManifest(starting), recordFailed)
-    const proc = yield* startProcess(starting, execArgv).pipe(
-      Effect.tapError(() => Effect.ignore(forget(handleId)))
-    )
+    // A waiting spare that fits takes it (see spareChild.ts), else a new process.
+    const proc = (spares === undefined ? undefined : yield* spares.assign(starting, execArgv)) ??
+      (yield* startProcess(starting, execArgv).pipe(Effect.tapError(() => Effect.ignore(forget(handleId)))))
     proc.unref()
     const pid = proc.pid!
     const stat = yield* readStat(pid)
@@ -504,10 +511,13 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       // Read (it never keeps the host alive) until the child's byte or its end.
       notice.unref()
       notice.on("error", () => notice.destroy())
-      notice.once("data", () => {
+      // A spare's `w` (it is ready) may come first.
+      notice.on("data", (chunk: Buffer) => {
+        if (!chunk.includes(0x72 /* r */)) return
         Deferred.doneUnsafe(child.persisted, Exit.void)
         notice.destroy()
       })
+      notice.resume()
     }
     yield* watch(child)
     return child.handle

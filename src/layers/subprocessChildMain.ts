@@ -46,7 +46,7 @@ import { IpcError } from "../IpcError.ts"
 import type { IpcServerShape } from "./IpcServer.ts"
 import { logError, logWarning } from "../internal/diagnostics.ts"
 import { nodeFs } from "../internal/builtins.ts"
-import { RESULT_FD_FLAG } from "../internal/childFlag.ts"
+import { RESULT_FD_FLAG, SPARE_FLAG } from "../internal/childFlag.ts"
 
 /**
  * A checkpoint store that also streams what each checkpoint adds: new items as `item`
@@ -151,8 +151,13 @@ const dropQueue = (storage: StorageAdapterShape, handleId: string) =>
  * The whole life of a child process. `onLoaded` is called once everything a child
  * loads at its start (the library, the step module, the socket stack) is loaded.
  */
-export const runChild = Effect.fnUntraced(function*(root: string, handleId: string, onLoaded: () => void = () => {}) {
-  const storage = yield* makeStorageAt(root)
+export const runChild = Effect.fnUntraced(function*(
+  root: string,
+  handleId: string,
+  onLoaded: () => void = () => {},
+  opened?: StorageAdapterShape
+) {
+  const storage = opened ?? (yield* makeStorageAt(root))
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
   const manifest = found.value
@@ -279,19 +284,63 @@ const argValue = (name: string): string | undefined => {
  * result is persisted. Without that pipe, or with its host gone, nothing happens: the
  * host (or a later one) finds the record when the process has exited.
  */
-const tellHostPersisted = (): void => {
+const tellHostPersisted = (byte = "r"): void => {
   const fd = Number(argValue(RESULT_FD_FLAG))
   if (!Number.isInteger(fd) || fd < 3) return
   try {
-    nodeFs.writeSync(fd, "r")
+    nodeFs.writeSync(fd, byte)
   } catch {
     // The host is gone (EPIPE): the record is where a restarted host reads it.
   }
 }
 
-/** Runs this process as the child named by its `--root` and `--handle` arguments. */
+/**
+ * A spare's assignment: one line on stdin, `{ handleId, cwd }`. The process exits when
+ * stdin ends first (its host died or let it go): an unassigned spare never outlives it.
+ */
+const assignment = Effect.callback<{ readonly handleId: string; readonly cwd: string }>((resume) => {
+  const stdin = process.stdin
+  let text = ""
+  stdin.setEncoding("utf8")
+  stdin.on("data", (chunk: string) => {
+    text += chunk
+    const end = text.indexOf("\n")
+    if (end < 0) return
+    stdin.removeAllListeners()
+    stdin.destroy()
+    try {
+      const { handleId, cwd } = JSON.parse(text.slice(0, end)) as { handleId: unknown; cwd: unknown }
+      if (typeof handleId !== "string" || typeof cwd !== "string") throw new Error("not { handleId, cwd }")
+      resume(Effect.succeed({ handleId, cwd }))
+    } catch (cause) {
+      process.stderr.write(`subprocess spare: a bad assignment: ${String(cause)}\n`)
+      process.exit(2)
+    }
+  })
+  stdin.once("end", () => process.exit(0))
+  stdin.once("error", () => process.exit(0))
+})
+
+/**
+ * A prewarmed spare (docs/subprocesses.md#prewarmed-spare-child): its modules are loaded;
+ * it opens the subprocess storage, tells the host it is ready (`w` on the result pipe)
+ * and, once assigned, is the child of that handle in that working directory.
+ */
+const runSpare = Effect.fnUntraced(function*(root: string, onLoaded: () => void) {
+  const storage = yield* makeStorageAt(root)
+  tellHostPersisted("w")
+  const { handleId, cwd } = yield* assignment
+  if (cwd !== process.cwd()) process.chdir(cwd)
+  return yield* runChild(root, handleId, onLoaded, storage)
+})
+
+/** Runs this process as the child named by its `--root` and `--handle` arguments (or as a spare, `--noetic-spare`). */
 export const main = (onLoaded: () => void): void => {
   const root = argValue("--root")
+  if (root !== undefined && process.argv.includes(SPARE_FLAG)) {
+    NodeRuntime.runMain(Effect.scoped(runSpare(root, onLoaded)))
+    return
+  }
   const handleId = argValue("--handle")
   if (root === undefined || handleId === undefined) {
     process.stderr.write("subprocess child: --root and --handle are required\n")

@@ -13,6 +13,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { sparePids } from "../fixtures/spares.ts"
 
 const fixture = fileURLToPath(new URL("../fixtures/hygieneHost.ts", import.meta.url))
 const pg = process.env.NOETIC_PG_URL
@@ -25,6 +26,19 @@ interface HostRun {
   readonly code: number | null
   readonly stdout: string
   readonly stderr: string
+  /** The prewarmed spares of the host's subprocess root still running a while after it exited (none, unless one outlived it). */
+  readonly spares: ReadonlyArray<number>
+}
+
+/** The spares of `root` once gone, else those still there after EXIT_WITHIN_MS. */
+const sparesLeft = async (root: string): Promise<ReadonlyArray<number>> => {
+  const deadline = Date.now() + EXIT_WITHIN_MS
+  let left = sparePids(root)
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    left = sparePids(root)
+  }
+  return left
 }
 
 const runHost = (scenario: string, mode: "close" | "dispose" | "forget"): Promise<HostRun> =>
@@ -38,10 +52,12 @@ const runHost = (scenario: string, mode: "close" | "dispose" | "forget"): Promis
     child.stdout.on("data", (chunk) => (stdout += chunk))
     child.stderr.on("data", (chunk) => (stderr += chunk))
     const timer = setTimeout(() => child.kill("SIGKILL"), EXIT_WITHIN_MS)
-    child.on("exit", (code, signal) => {
+    child.on("exit", async (code, signal) => {
       clearTimeout(timer)
+      const spares = await sparesLeft(Path.join(dir, "subprocess"))
+      for (const pid of spares) process.kill(pid, "SIGKILL")
       Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
-      resolve({ exited: signal === null, code, stdout, stderr })
+      resolve({ exited: signal === null, code, stdout, stderr, spares })
     })
   })
 
@@ -50,6 +66,7 @@ const scenarios = [
   "file-storage",
   "memory-storage",
   "local-adapter",
+  "local-adapter-prewarm",
   "in-memory-adapter",
   "queue",
   "ipc",
@@ -65,6 +82,7 @@ describe("resource hygiene", () => {
         assert.strictEqual(run.code, 0, run.stderr)
         const report = JSON.parse(run.stdout.trim().split("\n").at(-1)!)
         assert.deepStrictEqual(report.left, {}, `still held after release: ${JSON.stringify(report.left)}`)
+        assert.deepStrictEqual(run.spares, [], "a spare child outlived its adapter")
       })
     }
   }
@@ -78,6 +96,7 @@ describe("resource hygiene", () => {
       assert.ok(run.exited, `the host was kept alive: ${run.stderr}`)
       assert.strictEqual(run.code, 0, run.stderr)
       assert.include(run.stdout, `"forgot":"${scenario}"`)
+      assert.deepStrictEqual(run.spares, [], "a spare child outlived its host")
     })
   }
 })
