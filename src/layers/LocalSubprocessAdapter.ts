@@ -494,8 +494,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     // own pid when it boots (see withPid).
     yield* Effect.mapError(recordManifest(starting), recordFailed)
     // A waiting spare that fits takes it (see spareChild.ts), else a new process.
-    const proc = (spares === undefined ? undefined : yield* spares.assign(starting, execArgv)) ??
-      (yield* startProcess(starting, execArgv).pipe(Effect.tapError(() => Effect.ignore(forget(handleId)))))
+    const assigned = spares === undefined ? undefined : yield* spares.assign(starting, execArgv)
+    const proc = assigned !== undefined ? assigned : yield* startProcess(starting, execArgv).pipe(Effect.tapError(() => Effect.ignore(forget(handleId))))
     proc.unref()
     const pid = proc.pid!
     const stat = yield* readStat(pid)

@@ -157,7 +157,7 @@ export const runChild = Effect.fnUntraced(function*(
   onLoaded: () => void = () => {},
   opened?: StorageAdapterShape
 ) {
-  const storage = opened ?? (yield* makeStorageAt(root))
+  const storage = opened !== undefined ? opened : yield* makeStorageAt(root)
   const found = yield* loadManifest(storage, handleId)
   if (Option.isNone(found)) return yield* logError(`subprocess child: no manifest for handle ${handleId} under ${root}`)
   const manifest = found.value
