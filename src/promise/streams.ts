@@ -57,7 +57,7 @@ const configError = (error: HttpServeError) =>
     message: error.message,
     hint: error.reason === "TokenRequired"
       ? "give a token, or bind to 127.0.0.1"
-      : "check host, port, maxBodyBytes"
+      : "check host, port, maxBodyBytes, longPollMillis"
   })
 
 /** What `createStreamHandler` takes. */
