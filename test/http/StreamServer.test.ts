@@ -128,6 +128,20 @@ describe("createStreamServer", () => {
     await server.close()
   })
 
+  it("refuses a missing storage with a config error, not a TypeError", async () => {
+    for (const config of [undefined, {}, { storage: null }]) {
+      const refused = await createStreamServer(config as never).then(
+        async (server) => {
+          await server.close()
+          return undefined
+        },
+        (error: unknown) => error
+      )
+      assert.isTrue(isNoeticConfigError(refused), `createStreamServer(${JSON.stringify(config)}) gave ${String(refused)}`)
+      assert.strictEqual((refused as { code: string }).code, "STREAM_STORAGE_UNSUPPORTED")
+    }
+  })
+
   it("refuses a long-poll wait that is not a positive number, rather than answer every long-poll at once or with a 500", async () => {
     const storage = createInMemoryStorage()
     for (const longPollMillis of [-1, 0, Number.NaN, Number.POSITIVE_INFINITY, "x" as unknown as number]) {
