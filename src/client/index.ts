@@ -206,6 +206,16 @@ export async function* readStream(url: string, options: ReadStreamOptions = {}):
   const live = options.live ?? true
   const maxBackoff = options.maxBackoffMillis ?? 5_000
   let offset = options.offset ?? "-1"
+  // Refused before any request: a string `live` ("sse", "long-poll", as another client
+  // spells it) would read as true and pick the transport itself; a bad backoff would
+  // reconnect in a hot loop.
+  if (typeof live !== "boolean") {
+    throw new TypeError(`readStream: live must be true or false, not ${JSON.stringify(live)} (the transport follows the content type)`)
+  }
+  if (typeof offset !== "string") throw new TypeError(`readStream: offset must be a string, not ${String(offset)}`)
+  if (typeof maxBackoff !== "number" || !(maxBackoff >= 100) || !Number.isFinite(maxBackoff)) {
+    throw new TypeError(`readStream: maxBackoffMillis must be a finite number of at least 100, not ${String(maxBackoff)}`)
+  }
   let cursor: string | undefined
   let caughtUp = false
   /** The stream's content type, from its last 200. */

@@ -25,6 +25,28 @@ import * as StreamRoutes from "./StreamRoutes.ts"
 export interface StreamServerOptions extends HttpServe.HttpServeOptions, StreamRoutes.StreamRoutesOptions {}
 
 /**
+ * Refuses a `longPollMillis` or `sseMillis` that is not a positive finite number: a
+ * negative or NaN wait would answer every long-poll at once (a reader polls in a hot
+ * loop), a non-number would fail every live read with a 500, and an infinite one never
+ * ends a long-poll.
+ */
+const checkRouteOptions = (options: StreamRoutes.StreamRoutesOptions): Effect.Effect<void, HttpServe.HttpServeError> =>
+  Effect.suspend(() => {
+    for (const name of ["longPollMillis", "sseMillis"] as const) {
+      const value: unknown = options[name]
+      if (value !== undefined && !(typeof value === "number" && Number.isFinite(value) && value > 0)) {
+        return Effect.fail(
+          new HttpServe.HttpServeError({
+            reason: "InvalidOption",
+            message: `${name} must be a positive number of milliseconds, not ${String(value)}`
+          })
+        )
+      }
+    }
+    return Effect.void
+  })
+
+/**
  * Serves the streams of the `DurableStreams` in context until the scope closes; the base
  * URL (a stream `a/b` is at `${url}/a/b`) is the `ServedUrl` service.
  *
@@ -34,7 +56,7 @@ export interface StreamServerOptions extends HttpServe.HttpServeOptions, StreamR
 export const layer = (
   options: StreamServerOptions = {}
 ): Layer.Layer<HttpServe.ServedUrl, HttpServe.HttpServeError, DurableStreamsModule.DurableStreams> =>
-  HttpServe.layer(StreamRoutes.layerRouter(options), options) as never
+  Layer.unwrap(Effect.as(checkRouteOptions(options), HttpServe.layer(StreamRoutes.layerRouter(options), options))) as never
 
 /**
  * The server together with its service, over the `StorageAdapter` in context.
@@ -61,7 +83,10 @@ export const nodeListener = (
     readonly maxBodyBytes?: number | undefined
   } = {}
 ) =>
-  HttpServe.nodeListener(StreamRoutes.layerRouter(options).pipe(Layer.provide(DurableStreamsModule.layer(options))), options)
+  Effect.andThen(
+    checkRouteOptions(options),
+    HttpServe.nodeListener(StreamRoutes.layerRouter(options).pipe(Layer.provide(DurableStreamsModule.layer(options))), options)
+  )
 
 /** The Postgres channel appends are announced on. */
 export const SIGNAL_CHANNEL = "noetic_durable_streams"

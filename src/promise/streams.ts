@@ -57,7 +57,7 @@ const configError = (error: HttpServeError) =>
     message: error.message,
     hint: error.reason === "TokenRequired"
       ? "give a token, or bind to 127.0.0.1"
-      : "check host, port, maxBodyBytes"
+      : "check host, port, maxBodyBytes, longPollMillis"
   })
 
 /** What `createStreamHandler` takes. */
@@ -95,8 +95,16 @@ const queueOptions = async (queues: StreamServerConfig["queues"]) => {
   return { storages: storage === undefined ? undefined : [storage], socketIds: queues === true ? undefined : queues.socketIds }
 }
 
-const engineStorageOf = async (storage: StorageAdapter) => {
-  const engine = await runForFacade(toEngineStorage(storage))
+const engineStorageOf = async (config: { readonly storage: StorageAdapter } | undefined) => {
+  const storage: unknown = config?.storage
+  if (typeof storage !== "object" || storage === null) {
+    throw new NoeticConfigError({
+      code: "STREAM_STORAGE_UNSUPPORTED",
+      message: `durable streams need a storage, not ${String(storage)}`,
+      hint: "pass { storage: createSqliteStorage({ path }) } (or file, memory, Postgres)"
+    })
+  }
+  const engine = await runForFacade(toEngineStorage(storage as StorageAdapter))
   if (engine.compareAndSet === undefined) {
     throw new NoeticConfigError({
       code: "STREAM_STORAGE_UNSUPPORTED",
@@ -112,7 +120,7 @@ const engineStorageOf = async (storage: StorageAdapter) => {
  * under a prefix, beside its own pages (docs/http-streams.md#in-your-own-server).
  */
 export const createStreamHandler = async (config: StreamHandlerConfig): Promise<StreamHandler> => {
-  const storage = await engineStorageOf(config.storage)
+  const storage = await engineStorageOf(config)
   const prefix = (config.prefix ?? "/streams").replace(/\/+$/, "")
   if (!prefix.startsWith("/") || prefix.length < 2) {
     throw new NoeticConfigError({
@@ -151,7 +159,7 @@ export const createStreamHandler = async (config: StreamHandlerConfig): Promise<
 
 /** Starts a Durable Streams server on `storage`. */
 export const createStreamServer = async (config: StreamServerConfig): Promise<StreamServerHandle> => {
-  const storage = await engineStorageOf(config.storage)
+  const storage = await engineStorageOf(config)
   const queues = await queueOptions(config.queues)
   // Loaded when a server is made: importing the facade loads no HTTP or socket stack.
   const [{ ServedUrl }, StreamServer] = await Promise.all([import("../http/HttpServe.ts"), import("../http/StreamServer.ts")])

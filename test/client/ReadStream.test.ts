@@ -135,4 +135,18 @@ describe("readStream following live data", () => {
     assert.deepStrictEqual(join(read), join(pieces.slice(0, 20)))
     assert.isTrue(requests.some((request) => request.includes("live=long-poll")))
   })
+
+  it("refuses options it cannot honour before any request: a non-boolean live, a non-string offset, a bad backoff", async () => {
+    const base = await shortSse()
+    const url = `${base}/json`
+    await fetch(url, { method: "PUT", headers: { "content-type": "application/json" } })
+    const bad: Array<Record<string, unknown>> = [{ live: "sse" }, { live: "long-poll" }, { offset: 5 }, { maxBackoffMillis: -1 }, { maxBackoffMillis: Number.NaN }]
+    for (const options of bad) {
+      const requests = await recording(async () => {
+        const refused = await readStream(url, options as never).next().then(() => undefined, (error: unknown) => error)
+        assert.instanceOf(refused, TypeError, `readStream accepted ${JSON.stringify(options)}`)
+      })
+      assert.deepStrictEqual(requests, [])
+    }
+  })
 })

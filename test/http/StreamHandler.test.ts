@@ -67,4 +67,19 @@ describe("createStreamHandler", () => {
     const refused = await createStreamHandler({ storage, prefix: "streams" }).then(() => undefined, (error: unknown) => error)
     assert.isTrue(isNoeticConfigError(refused))
   })
+
+  it("refuses a long-poll or SSE wait that is not a positive number", async () => {
+    const storage = createInMemoryStorage()
+    for (const longPollMillis of [-1, Number.NaN, "x" as unknown as number]) {
+      const refused = await createStreamHandler({ storage, longPollMillis }).then(
+        async (handler) => {
+          await handler.close()
+          return undefined
+        },
+        (error: unknown) => error
+      )
+      assert.isTrue(isNoeticConfigError(refused), `longPollMillis ${String(longPollMillis)} was accepted`)
+      assert.strictEqual((refused as { code: string }).code, "STREAM_SERVER_INVALID_OPTION")
+    }
+  })
 })

@@ -127,5 +127,39 @@ describe("createStreamServer", () => {
     assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/)
     await server.close()
   })
+
+  it("refuses a missing storage with a config error, not a TypeError", async () => {
+    for (const config of [undefined, {}, { storage: null }]) {
+      const refused = await createStreamServer(config as never).then(
+        async (server) => {
+          await server.close()
+          return undefined
+        },
+        (error: unknown) => error
+      )
+      assert.isTrue(isNoeticConfigError(refused), `createStreamServer(${JSON.stringify(config)}) gave ${String(refused)}`)
+      assert.strictEqual((refused as { code: string }).code, "STREAM_STORAGE_UNSUPPORTED")
+    }
+  })
+
+  it("refuses a long-poll wait that is not a positive number, rather than answer every long-poll at once or with a 500", async () => {
+    const storage = createInMemoryStorage()
+    for (const longPollMillis of [-1, 0, Number.NaN, Number.POSITIVE_INFINITY, "x" as unknown as number]) {
+      const refused = await createStreamServer({ storage, longPollMillis }).then(
+        async (server) => {
+          await server.close()
+          return undefined
+        },
+        (error: unknown) => error
+      )
+      assert.isTrue(isNoeticConfigError(refused), `longPollMillis ${String(longPollMillis)} was accepted`)
+      assert.strictEqual((refused as { code: string }).code, "STREAM_SERVER_INVALID_OPTION")
+      assert.include((refused as Error).message, "longPollMillis")
+    }
+    const server = await createStreamServer({ storage, longPollMillis: 50 })
+    await fetch(`${server.url}/a`, { method: "PUT", headers: { "content-type": "text/plain" } })
+    assert.strictEqual((await fetch(`${server.url}/a?offset=now&live=long-poll`)).status, 204)
+    await server.close()
+  })
 })
 
