@@ -400,7 +400,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     })
 
   // A fresh root context gets a random thread id when none is given (noetic does),
-  // so every snapshot names a thread.
+  // so every snapshot names a thread; a child takes its parent's.
   const createContext = (createOptions: CreateContextOptions = {}) =>
     Effect.map(
       Effect.all([
@@ -415,8 +415,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         newContext({
           id,
           threadId,
-          resourceId: createOptions.resourceId,
-          cwd: createOptions.cwd,
+          // A child context inherits its parent's resource and working directory
+          // when none is given, as it does its thread.
+          resourceId: createOptions.resourceId ?? createOptions.parent?.resourceId,
+          cwd: createOptions.cwd ?? createOptions.parent?.cwd?.current ?? undefined,
           items: createOptions.items,
           restore: createOptions
         })

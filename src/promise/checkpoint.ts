@@ -25,7 +25,7 @@ import {
   type StepLedgerRetention,
   validateRetention
 } from "../services/StepLedger.ts"
-import { isNoeticConfigError, NoeticConfigError, unwrapExit } from "./errors.ts"
+import { isNoeticConfigError, unwrapExit } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
 
@@ -201,22 +201,8 @@ export const isEngineBackedCheckpointStore = (store: CheckpointStore): boolean =
 
 /**
  * Fills in and checks step-ledger caps for a facade constructor, synchronously:
- * throws `NoeticConfigError` code `STEP_LEDGER_RETENTION_INVALID` for a zero,
- * negative or NaN cap.
+ * throws `NoeticConfigError` code `STEP_LEDGER_RETENTION_INVALID` for a cap the
+ * engine's `validateRetention` refuses (below 1 or NaN).
  */
-export const resolveStepLedgerRetention = (retention?: Partial<StepLedgerRetention>): StepLedgerRetention => {
-  for (const field of ["maxEntryBytes", "maxEntries"] as const) {
-    const value = retention?.[field]
-    // A fractional cap below 1 would record nothing, like 0 does.
-    if (typeof value === "number" && value > 0 && value < 1) {
-      throw new NoeticConfigError({
-        code: "STEP_LEDGER_RETENTION_INVALID",
-        message: `stepLedgerRetention.${field} must be at least 1 or Infinity, got ${value}`,
-        hint: `Pass a ${field} of at least 1, Infinity to disable that cap, or leave it out for the default (${
-          ENGINE_DEFAULT_RETENTION[field]
-        }).`
-      })
-    }
-  }
-  return unwrapExit(Effect.runSyncExit(validateRetention(retention)))
-}
+export const resolveStepLedgerRetention = (retention?: Partial<StepLedgerRetention>): StepLedgerRetention =>
+  unwrapExit(Effect.runSyncExit(validateRetention(retention)))

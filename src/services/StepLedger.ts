@@ -196,8 +196,9 @@ export interface StepLedgerOptions {
 }
 
 /**
- * Fills in defaults and checks each cap is a positive number or `Infinity`. A zero,
- * negative or NaN cap fails: it would record nothing while the run still looked healthy.
+ * Fills in defaults and checks each cap is at least 1 or `Infinity`. A cap below 1
+ * (a fraction too) or NaN fails: it would record nothing while the run still looked
+ * healthy (docs/durability.md#retention).
  */
 export const validateRetention = (
   retention?: Partial<StepLedgerRetention> | undefined
@@ -209,13 +210,13 @@ export const validateRetention = (
     }
     for (const field of ["maxEntryBytes", "maxEntries"] as const) {
       const value: unknown = resolved[field]
-      if (typeof value !== "number" || Number.isNaN(value) || value <= 0) {
+      if (typeof value !== "number" || !(value >= 1)) {
         return Effect.fail(
           new StepLedgerRetentionInvalid({
             field,
             value: typeof value === "number" ? value : Number.NaN,
-            message: `stepLedgerRetention.${field} must be a positive number or Infinity, got ${String(value)}`,
-            hint: `Pass a positive ${field}, Infinity to disable that cap, or leave it out for the default (${
+            message: `stepLedgerRetention.${field} must be at least 1 or Infinity, got ${String(value)}`,
+            hint: `Pass a ${field} of at least 1, Infinity to disable that cap, or leave it out for the default (${
               DEFAULT_STEP_LEDGER_RETENTION[field]
             }).`
           })
