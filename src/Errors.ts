@@ -44,7 +44,7 @@ export class CheckpointSchemaMismatch extends Schema.TaggedError<CheckpointSchem
   }
 }
 
-/** A step-ledger retention cap is zero, negative or NaN. */
+/** A step-ledger retention cap is below 1 (a fraction included) or NaN. */
 export class StepLedgerRetentionInvalid extends Schema.TaggedError<StepLedgerRetentionInvalid>(
   "noetic-effect/StepLedgerRetentionInvalid"
 )("StepLedgerRetentionInvalid", {
