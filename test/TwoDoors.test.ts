@@ -193,10 +193,28 @@ describe("two doors: retry", () => {
     })
   }
 
-  // Not compared: fractional, Infinity, 0 and NaN attempts. The facade normalises them as
-  // noetic does (src/promise/builders.ts: a fraction rounds up, Infinity retries for good,
-  // below 1 builds and fails unrun with "No attempts executed"); the Effect API's
-  // `Step.runCode` refuses them when built (`INVALID_RETRY_POLICY`, src/internal/stepBuild.ts).
+  // Fractional, Infinity, 0 and NaN attempts: a documented difference
+  // (docs/coming-from-noetic.md). The engine's `noeticRetry` reads them as noetic does for
+  // the Promise API (a fraction rounds up, Infinity retries for good, below 1 builds and
+  // fails unrun); the Effect API's `Step.runCode` refuses them when built.
+  const odd: ReadonlyArray<readonly [number, number, number]> = [[2.5, 5, 3], [Infinity, 3, 4], [0, 0, 0], [Number.NaN, 0, 0]]
+  for (const [maxAttempts, failures, calls] of odd) {
+    it(`maxAttempts ${maxAttempts}: the Effect API refuses it when built, the Promise API reads it as noetic`, async () => {
+      const built = (() => {
+        try {
+          effectRunCode("odd", () => Effect.succeed(1), { retry: { maxAttempts, backoff: "fixed", initialDelay: 0 } })
+          return null
+        } catch (error) {
+          return (error as { readonly code?: string }).code
+        }
+      })()
+      expect(built).toBe("INVALID_RETRY_POLICY")
+      const viaPromise = await promiseSide(maxAttempts, failures)
+      expect(viaPromise.calls).toBe(calls)
+      expect(viaPromise.outcome.ok).toBe(calls > failures)
+      if (calls === 0) expect(viaPromise.outcome).toEqual({ ok: false, message: "No attempts executed" })
+    })
+  }
 })
 
 describe("two doors: detached handle status and stop", () => {

@@ -154,6 +154,22 @@ const checkRetry = (retry: RetryFields): void => {
 }
 
 /**
+ * noetic's reading of a retry policy, which the Promise API keeps: noetic runs
+ * `attempt < maxAttempts` attempts, so a count below 1 (or NaN) builds and makes none
+ * (`noAttempts`: the step fails when it runs), a fraction rounds up and Infinity retries
+ * for good. The Effect API's `runCode` refuses such a policy when built
+ * (`INVALID_RETRY_POLICY`, docs/coming-from-noetic.md#differences-from-noetic).
+ */
+export const noeticRetry = <R extends { readonly maxAttempts: number }>(
+  retry: R | undefined
+): { readonly retry: R | undefined; readonly noAttempts: boolean } => {
+  const attempts = retry?.maxAttempts
+  const noAttempts = attempts !== undefined && !(attempts >= 1)
+  if (retry === undefined || noAttempts) return { retry: undefined, noAttempts }
+  return { retry: { ...retry, maxAttempts: attempts === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(retry.maxAttempts) }, noAttempts }
+}
+
+/**
  * `runCode`'s checks, in noetic's order: a body, a valid retry policy, the
  * at-most-once fields, and no retry of an at-most-once body. Returns those fields.
  */

@@ -8,6 +8,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Step from "../harness/Step.ts"
+import { noeticRetry } from "../internal/stepBuild.ts"
 import {
   isConfigError,
   bodyFailure,
@@ -178,14 +179,7 @@ export function runCode(
   options?: StepBuildOptions & { readonly retry?: Step.RetryPolicy }
 ): AnyStep {
   const opts = typeof idOrOptions === "string" ? { ...options, id: idOrOptions, execute: body! } : idOrOptions
-  // noetic runs `attempt < maxAttempts` attempts: a count below 1 (or NaN) builds and makes
-  // none, failing the step when it runs; a fraction rounds up; Infinity retries for good.
-  const attempts = opts.retry?.maxAttempts
-  const noAttempts = attempts !== undefined && !(attempts >= 1)
-  const retry = opts.retry === undefined || noAttempts ? undefined : {
-    ...opts.retry,
-    maxAttempts: attempts === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(attempts!)
-  }
+  const { noAttempts, retry } = noeticRetry(opts.retry)
   const execute = noAttempts && typeof opts.execute === "function"
     ? () => Promise.reject(new Error("No attempts executed"))
     : opts.execute
