@@ -5,9 +5,8 @@
  * most two round trips, counted on the wire by a proxy (`Query` and `Sync` messages,
  * as the benchmark counts them), with a damaged row reported as before.
  */
-import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Redacted, type Scope } from "effect"
+import { Effect, Exit, Option, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import { countingProxy } from "../bench/postgres.ts"
@@ -17,35 +16,22 @@ import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
 import { ledgerKey } from "../src/schema/LedgerEntry.ts"
 import * as CheckpointStore from "../src/services/CheckpointStore.ts"
 import * as StepLedger from "../src/services/StepLedger.ts"
-import { StorageAdapter, type StorageAdapterShape } from "../src/services/StorageAdapter.ts"
+import type { StorageAdapterShape } from "../src/services/StorageAdapter.ts"
 import { suite as stepLedgerSuite } from "./StepLedgerSuite.ts"
 import { suite } from "./StorageSuite.ts"
+import { clientLayer, dropOnClose, freshTableName, storageOnFreshTable } from "./postgresFixture.ts"
 
 const url = process.env.NOETIC_PG_URL
 
-const freshTableName = () => `noetic_test_${randomUUID().replaceAll("-", "")}`
-
-const clientLayer = () => Layer.orDie(PgClient.layer({ url: Redacted.make(url ?? "") }))
-
 /** A storage that merges reads, on a table of its own dropped when the layer is released. */
-const mergedStorage = () =>
-  Layer.effect(
-    StorageAdapter,
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const table = freshTableName()
-      yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
-      return yield* PostgresStorage.make({ table, coalesceReads: true })
-    })
-  ).pipe(Layer.provide(clientLayer()))
+const mergedStorage = () => storageOnFreshTable({ coalesceReads: true })
 
 /** Runs `f` on a storage with its own pool through a counting proxy; its table is dropped afterwards. */
 const throughProxy = <A>(f: (storage: StorageAdapterShape, proxy: Awaited<ReturnType<typeof countingProxy>>, table: string) => Effect.Effect<A, unknown, Scope.Scope | SqlClient.SqlClient>) =>
   Effect.gen(function*() {
     const proxy = yield* Effect.acquireRelease(Effect.promise(() => countingProxy(url!)), (p) => Effect.promise(() => p.close()))
-    const sql = yield* SqlClient.SqlClient
     const table = freshTableName()
-    yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
+    yield* dropOnClose(table)
     const storage = yield* Effect.orDie(PostgresStorage.makeFromUrl(proxy.url, { table }))
     return yield* f(storage, proxy, table)
   }).pipe(Effect.scoped, Effect.provide(clientLayer()))

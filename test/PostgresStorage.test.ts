@@ -1,6 +1,5 @@
-import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Effect, Option, type Scope } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import * as PostgresStorage from "../src/layers/PostgresStorage.ts"
@@ -9,6 +8,7 @@ import * as StepLedger from "../src/services/StepLedger.ts"
 import { getMany, StorageAdapter } from "../src/services/StorageAdapter.ts"
 import { suite as stepLedgerSuite } from "./StepLedgerSuite.ts"
 import { suite } from "./StorageSuite.ts"
+import { clientLayer, dropOnClose, freshTableName, storageOnFreshTable } from "./postgresFixture.ts"
 
 const url = process.env.NOETIC_PG_URL
 
@@ -22,21 +22,8 @@ describe("PostgresStorage test setup", () => {
   })
 })
 
-const freshTableName = () => `noetic_test_${randomUUID().replaceAll("-", "")}`
-
-const clientLayer = () => Layer.orDie(PgClient.layer({ url: Redacted.make(url ?? "") }))
-
 /** A storage on a table of its own, dropped when the layer is released. */
-const freshStorage = () =>
-  Layer.effect(
-    StorageAdapter,
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const table = freshTableName()
-      yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
-      return yield* PostgresStorage.make({ table })
-    })
-  ).pipe(Layer.provide(clientLayer()))
+const freshStorage = () => storageOnFreshTable()
 
 /** Runs `f` with a SQL client and a fresh table name; the table is dropped afterwards. */
 const withTable = <A, E>(
@@ -45,7 +32,7 @@ const withTable = <A, E>(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const table = freshTableName()
-    yield* Effect.addFinalizer(() => Effect.ignore(sql`DROP TABLE IF EXISTS ${sql(table)}`))
+    yield* dropOnClose(table)
     return yield* f(sql, table)
   }).pipe(Effect.scoped, Effect.provide(clientLayer()))
 
