@@ -12,7 +12,7 @@
  * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
-import type { AgentContext, ContextLayer, Item } from "./AgentContext.ts"
+import type { AgentContext, ContextLayer, Item, RerenderRequest } from "./AgentContext.ts"
 import type * as Shapes from "../internal/contextShapes.ts"
 import { message, parseWith } from "../internal/contextShapes.ts"
 
@@ -154,9 +154,35 @@ const recallOne = (
   )
 
 /**
+ * noetic's `executeRerender`: recalls again, fresh (no recall cache), the layers the
+ * append pipeline's re-render requests select (`self`: the layer; `slot-after`: those at
+ * its slot or after; `all`: every one), in slot order. No request: nothing runs.
+ */
+export const rerenderLayers = (
+  ctx: AgentContext,
+  requests: ReadonlyArray<RerenderRequest>,
+  options: {
+    readonly query?: string
+    readonly layers?: ReadonlyArray<ContextLayer<any>>
+    readonly budgets?: ReadonlyMap<string, number>
+  } = {}
+): Effect.Effect<ReadonlyArray<RecallEntry>> => {
+  if (requests.length === 0) return Effect.succeed([])
+  const selects = (request: RerenderRequest, layer: ContextLayer<any>) =>
+    request.scope === "all" || (request.scope === "self" && layer.id === request.layerId) ||
+    (request.scope === "slot-after" && (layer.slot ?? 0) >= request.slot)
+  const layers = (options.layers ?? ctx.store.layers)
+    .filter((layer) => requests.some((request) => selects(request, layer)))
+    .sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
+  return recallLayers(ctx, { ...options, layers, forceAtomic: true })
+}
+
+/**
  * Runs `recall` of every active layer in slot order: `atomic` layers each time,
  * `eventual` ones from a cache refreshed after their `store` produced new state
- * (`forceAtomic`: every layer each time). A recall that returns state is written through.
+ * (`forceAtomic`: every layer each time; `mode`: the layers of that `recallMode` only,
+ * noetic's `recallLayersAtomic` / `recallLayersEventual`). A recall that returns state
+ * is written through.
  */
 export const recallLayers = (
   ctx: AgentContext,
@@ -166,11 +192,16 @@ export const recallLayers = (
     readonly budgets?: ReadonlyMap<string, number>
     readonly policy?: ProjectionPolicy
     readonly forceAtomic?: boolean
+    readonly mode?: "atomic" | "eventual"
   } = {}
 ): Effect.Effect<ReadonlyArray<RecallEntry>> =>
   Effect.gen(function*() {
     yield* ctx.ensureLayersInit()
-    const layers = options.layers ?? ctx.store.layers
+    const given = options.layers ?? ctx.store.layers
+    const mode = options.mode
+    const layers = mode === undefined
+      ? given
+      : given.filter((layer) => (layer.recallMode === "eventual") === (mode === "eventual"))
     const budgets = options.budgets ?? allocateBudgets(layers, options.policy)
     const out: Array<RecallEntry> = []
     for (const layer of activeWith(ctx, layers, "recall")) {

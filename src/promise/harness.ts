@@ -467,7 +467,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Recalls again, fresh, the layers the re-render requests of `runAppendPipeline` select (noetic's `executeRerender`). */
   executeRerender(requests: ReadonlyArray<LayerMethods.RerenderRequest>, layers: ReadonlyArray<ContextLayer> | undefined, ctx: AgentContext, budgets: ReadonlyMap<string, number> = new Map(), query = ""): Promise<Array<LayerMethods.RecallLayerOutput>> {
-    return this.#use((engine) => LayerMethods.rerender(engine, ctx, requests, this.#toEngineLayers(layers) ?? Bridge.context.of(ctx).store.layers, budgets, query))
+    return this.#use((engine) => LayerMethods.rerender(engine, ctx, requests, this.#toEngineLayers(layers), budgets, query))
   }
 
   /** Runs `store` of `layers` after a model response, waiting for the write-through (noetic's `storeLayers`). */

@@ -14,6 +14,9 @@ import type { ModelResponse } from "../harness/LayerHooks.ts"
 import * as LayerLifecycle from "../harness/LayerLifecycle.ts"
 import * as Bridge from "./bridge.ts"
 import type { AgentContext } from "./context.ts"
+import type { RerenderRequest } from "./layers.ts"
+
+export type { RerenderRequest } from "./layers.ts"
 
 /** What `recallLayers` resolves with, per layer (noetic's `RecallLayerOutput`). */
 export interface RecallLayerOutput {
@@ -48,6 +51,10 @@ const engineOf = (engine: EngineHarness.AgentHarness<any>, ctx: AgentContext): E
 export const init = (engine: EngineHarness.AgentHarness<any>, ctx: AgentContext) =>
   LayerLifecycle.initLayers(engineOf(engine, ctx))
 
+/** Recall entries as the facade hands them out: each with an item array of its own. */
+const copyEntries = (entries: ReadonlyArray<LayerLifecycle.RecallEntry>): Array<RecallLayerOutput> =>
+  entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+
 export const recall = (
   engine: EngineHarness.AgentHarness<any>,
   ctx: AgentContext,
@@ -56,15 +63,10 @@ export const recall = (
 ) =>
   Effect.map(
     LayerLifecycle.recallLayers(engineOf(engine, ctx), { query, ...(layers === undefined ? {} : { layers }) }),
-    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+    copyEntries
   )
 
-/**
- * noetic's `recallLayersAtomic` / `recallLayersEventual`: the recall of the layers of
- * one `recallMode` only (atomic: those not `'eventual'`, recalled each time; eventual:
- * served from the recall cache, refreshed after their `store` produced new state),
- * with the given budgets.
- */
+/** noetic's `recallLayersAtomic` / `recallLayersEventual`: the engine's recall of one `recallMode`, with the given budgets. */
 export const recallByMode = (
   engine: EngineHarness.AgentHarness<any>,
   ctx: AgentContext,
@@ -72,52 +74,25 @@ export const recallByMode = (
   query: string,
   budgets: ReadonlyMap<string, number>,
   mode: "atomic" | "eventual"
-) => {
-  const c = engineOf(engine, ctx)
-  const selected = (layers ?? c.store.layers).filter((layer) => (layer.recallMode === "eventual") === (mode === "eventual"))
-  return Effect.map(
-    LayerLifecycle.recallLayers(c, { query, layers: selected, budgets }),
-    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+) =>
+  Effect.map(
+    LayerLifecycle.recallLayers(engineOf(engine, ctx), { query, budgets, mode, ...(layers === undefined ? {} : { layers }) }),
+    copyEntries
   )
-}
 
-/** A re-render request of the append pipeline (noetic's `RerenderRequest`). */
-export interface RerenderRequest {
-  readonly layerId: string
-  readonly slot: number
-  readonly timing: "immediate" | "batched"
-  readonly scope: "self" | "slot-after" | "all"
-}
-
-/**
- * noetic's `executeRerender`: recall again, fresh (no recall cache), the layers the
- * requests select (`self`: the layer; `slot-after`: those at its slot or after; `all`:
- * every one), in slot order.
- */
+/** noetic's `executeRerender`: the engine's fresh recall of the layers the requests select. */
 export const rerender = (
   engine: EngineHarness.AgentHarness<any>,
   ctx: AgentContext,
   requests: ReadonlyArray<RerenderRequest>,
-  layers: ReadonlyArray<EngineContextLayer<any>>,
+  layers: ReadonlyArray<EngineContextLayer<any>> | undefined,
   budgets: ReadonlyMap<string, number>,
   query: string
-) => {
-  if (requests.length === 0) return Effect.succeed([])
-  const chosen = new Set<string>()
-  for (const request of requests) {
-    for (const layer of layers) {
-      if (
-        request.scope === "all" || (request.scope === "self" && layer.id === request.layerId) ||
-        (request.scope === "slot-after" && (layer.slot ?? 0) >= request.slot)
-      ) chosen.add(layer.id)
-    }
-  }
-  const selected = layers.filter((layer) => chosen.has(layer.id)).sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0))
-  return Effect.map(
-    LayerLifecycle.recallLayers(engineOf(engine, ctx), { query, layers: selected, budgets, forceAtomic: true }),
-    (entries) => entries.map((entry) => ({ ...entry, items: [...entry.items] }))
+) =>
+  Effect.map(
+    LayerLifecycle.rerenderLayers(engineOf(engine, ctx), requests, { query, budgets, ...(layers === undefined ? {} : { layers }) }),
+    copyEntries
   )
-}
 
 export const store = (
   engine: EngineHarness.AgentHarness<any>,
@@ -138,6 +113,10 @@ export const dispose = (
   return LayerLifecycle.disposeLayers(c, layers ?? c.store.layers)
 }
 
+/** An engine verdict as noetic's `SteeringDecision`: no `guidance` key when it has none. */
+const decisionOf = (d: { readonly action: SteeringDecision["action"]; readonly guidance?: string | undefined }): SteeringDecision =>
+  d.guidance === undefined ? { action: d.action } : { action: d.action, guidance: d.guidance }
+
 export const beforeTool = (
   engine: EngineHarness.AgentHarness<any>,
   ctx: AgentContext,
@@ -149,7 +128,7 @@ export const beforeTool = (
   const c = engineOf(engine, ctx)
   return Effect.map(
     LayerLifecycle.beforeToolCallLayers(c, { toolName, toolArgs, callId }, layers ?? c.store.layers),
-    (d): SteeringDecision => d.guidance === undefined ? { action: d.action } : { action: d.action, guidance: d.guidance }
+    decisionOf
   )
 }
 
@@ -162,7 +141,7 @@ export const afterModel = (
   const c = engineOf(engine, ctx)
   return Effect.map(
     LayerLifecycle.afterModelCallLayers(c, response as ModelResponse, layers ?? c.store.layers),
-    (d): SteeringDecision => d.guidance === undefined ? { action: d.action } : { action: d.action, guidance: d.guidance }
+    decisionOf
   )
 }
 
