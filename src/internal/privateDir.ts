@@ -8,6 +8,7 @@
  * @internal
  */
 import { nodeFs as Fs } from "./builtins.ts"
+import { makeDirectorySync } from "./makeDirectory.ts"
 
 /** What a directory must not allow: `shared` forbids writes by group and others; `private` any access by them (0700). */
 export type DirectoryRule = "shared" | "private"
@@ -42,7 +43,7 @@ export const directoryProblem = (path: string, rule: DirectoryRule): string | un
  */
 export const ensureDirectory = (path: string, rule: DirectoryRule): string | undefined => {
   try {
-    Fs.mkdirSync(path, { recursive: true, mode: 0o700 })
+    makeDirectorySync(path, 0o700)
   } catch (cause) {
     // EEXIST of a non-directory, or a parent that cannot be created: the check says which.
     if ((cause as NodeJS.ErrnoException).code !== "EEXIST") {

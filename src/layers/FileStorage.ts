@@ -46,6 +46,7 @@ import {
   validateKeys
 } from "../services/StorageAdapter.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { makeDirectory } from "../internal/makeDirectory.ts"
 
 /** Where a file storage keeps its files. */
 export interface FileStorageOptions {
@@ -120,7 +121,7 @@ export const make = Effect.fnUntraced(function*(options: FileStorageOptions) {
   const pathOf = (name: string) => NodePath.join(root, name)
 
   yield* Effect.tryPromise({
-    try: () => fsPromises().mkdir(root, { recursive: true, mode: DIR_MODE }),
+    try: () => makeDirectory(root, DIR_MODE),
     catch: (cause) => ioError("open", root, cause)
   })
   const names = yield* Effect.tryPromise({

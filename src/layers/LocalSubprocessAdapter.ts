@@ -98,6 +98,7 @@ import {
 } from "../services/SubprocessRecords.ts"
 import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { makeDirectory } from "../internal/makeDirectory.ts"
 
 /**
  * The IPC client, loaded when the first child is watched: a module graph that only
@@ -476,7 +477,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     const execArgv = yield* execArgvFor(handleId, module)
     if (request.cwdInit !== undefined) {
       yield* Effect.tryPromise({
-        try: () => Fs.promises.mkdir(request.cwdInit!, { recursive: true, mode: 0o700 }),
+        try: () => makeDirectory(request.cwdInit!, 0o700),
         catch: (cause) => spawnFailed(handleId, `cannot create cwdInit ${request.cwdInit}`, cause)
       })
     }

@@ -48,6 +48,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Io, StorageError } from "../Errors.ts"
 import { nodeFs as Fs } from "../internal/builtins.ts"
+import { makeDirectorySync } from "../internal/makeDirectory.ts"
 import { corrupt, encodeStoredKey, isBusy, messageOf, type RangeKeys, rangeKeysOf, SQLITE_FULL, SQLITE_PERM, SQLITE_READONLY, sqliteCode, storageFailure, upperBoundOf, WHOLE_KEYS } from "../internal/sqliteKeys.ts"
 import {
   decodeJson,
@@ -160,7 +161,7 @@ const rowsAsArrays = (statement: NodeSqlite.StatementSync): NodeSqlite.Statement
 
 /** Creates the database's directory (0700) and file (0600) when missing. */
 const prepareFile = (path: string) => {
-  Fs.mkdirSync(NodePath.dirname(path), { recursive: true, mode: DIR_MODE })
+  makeDirectorySync(NodePath.dirname(path), DIR_MODE)
   try {
     Fs.closeSync(Fs.openSync(path, Fs.constants.O_CREAT | Fs.constants.O_EXCL | Fs.constants.O_WRONLY, FILE_MODE))
   } catch (cause) {

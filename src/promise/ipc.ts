@@ -24,6 +24,7 @@ import {
   type V1ServerFrame
 } from "../schema/IpcFrame.ts"
 import { makeWith } from "../services/DurableOutboundQueue.ts"
+import { makeDirectory } from "../internal/makeDirectory.ts"
 import * as Bridge from "./bridge.ts"
 import { toFacadeError } from "./errors.ts"
 import { runForFacade, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -757,7 +758,7 @@ export const createLocalFsAdapter = (): FsAdapter => ({
   writeFileBytes: (path, content) => fsPromises().writeFile(path, content),
   appendFile: (path, content) => fsPromises().appendFile(path, content, "utf-8"),
   mkdir: async (dir) => {
-    await fsPromises().mkdir(dir, { recursive: true })
+    await makeDirectory(dir, 0o777)
   },
   rename: (from, to) => fsPromises().rename(from, to),
   rm: (path, options) => fsPromises().rm(path, options),

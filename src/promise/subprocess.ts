@@ -22,6 +22,7 @@ import {
   SubprocessError,
   type SubprocessHandle as EngineHandle
 } from "../services/SubprocessAdapter.ts"
+import { makeDirectorySync } from "../internal/makeDirectory.ts"
 import * as Bridge from "./bridge.ts"
 import { type CheckpointStore, toEngineCheckpointStore } from "./checkpoint.ts"
 import { childError, childFailedReason, isNoeticError, NoeticConfigError, NoeticError, toFacadeError } from "./errors.ts"
@@ -499,7 +500,7 @@ const rootOf = (storage: StorageAdapter | undefined, what: string): string | und
   }
   // The children tell a database from a directory by what is on disk, so the file
   // exists before they look (an empty file is an empty SQLite database).
-  Fs.mkdirSync(Path.dirname(Path.resolve(database)), { recursive: true, mode: 0o700 })
+  makeDirectorySync(Path.dirname(Path.resolve(database)), 0o700)
   Fs.closeSync(Fs.openSync(database, "a", 0o600))
   return database
 }
