@@ -64,11 +64,17 @@ const hostStorageError = (operation: string, cause: unknown) =>
     reason: new Io({ key: "subprocess", message: `the host's subprocess adapter rejected ${operation}: ${messageOf(cause)}`, cause })
   })
 
+/** The reason a host handle's metadata gives for its stop (noetic's `stopReason`). */
+const stopReasonOf = (handle: SubprocessHandle): string | undefined => {
+  const reason = handle.metadata?.stopReason
+  return typeof reason === "string" ? reason : undefined
+}
+
 /** A handle's outcome as the engine sees it, from a terminal host handle. */
 const settleFrom = (handle: SubprocessHandle): { readonly value: unknown } | { readonly error: SubprocessError } => {
   const metadata = handle.metadata ?? {}
   if (handle.status === "completed") return { value: metadata.result }
-  if (handle.status === "stopped") return { error: stopped(handle.id) }
+  if (handle.status === "stopped") return { error: stopped(handle.id, stopReasonOf(handle)) }
   const raw = metadata.error
   const message = typeof raw === "object" && raw !== null && typeof raw.message === "string"
     ? raw.message
@@ -98,16 +104,18 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
         "or use createInMemorySubprocessAdapter / createLocalSubprocessAdapter"
     })
   }
-  const known = new Map<string, EngineHandle>()
+  /** Each host handle's engine handle, and the host's latest answer for it (polled, or what `stop` answered). */
+  const known = new Map<string, { readonly handle: EngineHandle; latest: SubprocessHandle }>()
 
   /** The engine handle of a host handle: one per id, settled by polling `get`. */
   const bridge = (initial: SubprocessHandle, request?: SpawnRequest): EngineHandle => {
     const existing = known.get(initial.id)
-    if (existing !== undefined) return existing
+    if (existing !== undefined) return existing.handle
     let status = engineStatus(initial.status)
     const result = Deferred.makeUnsafe<unknown, SubprocessError>()
     const finish = (handle: SubprocessHandle) => {
       status = engineStatus(handle.status)
+      entry.latest = handle
       const outcome = settleFrom(handle)
       return "value" in outcome ? Deferred.succeed(result, outcome.value) : Deferred.fail(result, outcome.error)
     }
@@ -145,6 +153,7 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
         }
         nullSince = undefined
         current = next
+        entry.latest = next
         status = engineStatus(current.status)
       }
       yield* finish(current)
@@ -163,9 +172,12 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
       metadata,
       startedAt: Number.isNaN(Date.parse(initial.startedAt)) ? Date.now() : Date.parse(initial.startedAt),
       status: Effect.sync(() => status),
+      // noetic's adapters keep the reason given to `stop` on the handle's metadata.
+      stopReason: Effect.sync(() => stopReasonOf(entry.latest)),
       await: awaitOutcome
     }
-    known.set(initial.id, handle)
+    const entry = { handle, latest: initial }
+    known.set(initial.id, entry)
     return handle
   }
 
@@ -200,12 +212,18 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
           Effect.as(logWarning(`subprocess ${handleId}: the host adapter's get() rejected`, cause), Option.none())
         )
       ),
-    stop: (handleId) =>
+    stop: (handleId, reason) =>
       Effect.tryPromise({
-        try: () => adapter.stop(handleId),
+        try: () => adapter.stop(handleId, reason),
         catch: (cause) => childFailed(handleId, cause)
       }).pipe(
-        Effect.flatMap((outcome) => (outcome.kind === "not_found" ? Effect.fail(unknownHandle(handleId)) : Effect.void))
+        Effect.flatMap((outcome) => {
+          if (outcome.kind === "not_found") return Effect.fail(unknownHandle(handleId))
+          // The handle the host answered with is the child's latest (its `stopReason` among it).
+          const entry = known.get(handleId)
+          if (entry !== undefined && outcome.handle !== undefined) entry.latest = outcome.handle
+          return Effect.void
+        })
       ),
     listLive: Effect.tryPromise({
       try: () => adapter.listLive(),
@@ -234,7 +252,7 @@ const fromEngineBacked = (engine: Effect.Effect<SubprocessAdapterShape>): Subpro
   pause: (handleId) => Effect.flatMap(engine, (a) => (a.pause === undefined ? Effect.succeed(false) : a.pause(handleId))),
   resume: (handleId) => Effect.flatMap(engine, (a) => (a.resume === undefined ? Effect.succeed(false) : a.resume(handleId))),
   get: (handleId) => Effect.flatMap(engine, (a) => a.get(handleId)),
-  stop: (handleId) => Effect.flatMap(engine, (a) => a.stop(handleId)),
+  stop: (handleId, reason) => Effect.flatMap(engine, (a) => a.stop(handleId, reason)),
   listLive: Effect.flatMap(engine, (a) => a.listLive),
   reattach: (handleId) => Effect.flatMap(engine, (a) => a.reattach(handleId)),
   // Only this library's adapters are engine-backed, and each runs nested steps in place.
