@@ -9,8 +9,10 @@ import {
   AgentHarness as EffectHarness,
   CheckpointStore,
   InMemorySubprocessAdapter,
+  loop as effectLoop,
   runCode as effectRunCode,
-  StepLedger
+  StepLedger,
+  Until
 } from "../src/index.ts"
 import {
   createCheckpointStore,
@@ -18,7 +20,11 @@ import {
   createInMemorySubprocessAdapter,
   isNoeticConfigError,
   isNoeticError,
-  runCode as promiseRunCode
+  all as promiseAll,
+  any as promiseAny,
+  loop as promiseLoop,
+  runCode as promiseRunCode,
+  until as promiseUntil
 } from "../src/promise/index.ts"
 import { harness as promiseHarness } from "./promise/harnesses.ts"
 
@@ -315,4 +321,73 @@ describe("two doors: detached handle status and stop", () => {
       expect(viaEffect.stopReason).toBe(kind === "stopped" ? "no longer needed" : undefined)
     })
   }
+})
+
+describe("two doors: loop termination predicates", () => {
+  /** Each iteration appends one letter; the loop's `until` decides when it stops. */
+  const letters = "abcdefghij"
+  type Case = { readonly name: string; readonly effect: () => Until.Until<unknown>; readonly promise: () => import("../src/promise/index.ts").Until }
+  const cases: ReadonlyArray<Case> = [
+    { name: "maxSteps(3)", effect: () => Until.maxSteps(3), promise: () => promiseUntil.maxSteps(3) },
+    { name: "outputContains(d)", effect: () => Until.outputContains("d"), promise: () => promiseUntil.outputContains("d") },
+    { name: "outputEquals(ab)", effect: () => Until.outputEquals("ab"), promise: () => promiseUntil.outputEquals("ab") },
+    {
+      name: "any(maxSteps(5), outputContains(c))",
+      effect: () => Until.any(Until.maxSteps(5), Until.outputContains("c")),
+      promise: () => promiseAny(promiseUntil.maxSteps(5), promiseUntil.outputContains("c"))
+    },
+    {
+      name: "all(maxSteps(2), outputContains(d))",
+      effect: () => Until.all(Until.maxSteps(2), Until.outputContains("d")),
+      promise: () => promiseAll(promiseUntil.maxSteps(2), promiseUntil.outputContains("d"))
+    },
+    {
+      name: "verified(length 4)",
+      effect: () => Until.verified((output) => Effect.succeed({ pass: String(output).length === 4 })),
+      promise: () => promiseUntil.verified(async (output) => ({ pass: String(output).length === 4 }))
+    }
+  ]
+
+  const effectSide = (until: Until.Until<unknown>) =>
+    runScoped(Effect.gen(function*() {
+      const harness = yield* effectHarness
+      const step = effectLoop({
+        id: "grow",
+        steps: [effectRunCode("append", (text: string) => Effect.succeed(text + letters[text.length]))],
+        until,
+        maxIterations: 9
+      })
+      return yield* harness.run(step, "", yield* harness.createContext())
+    }))
+
+  const promiseSide = (until: import("../src/promise/index.ts").Until) => {
+    const harness = facadeHarness()
+    const step = promiseLoop({
+      id: "grow",
+      steps: [promiseRunCode("append", (text: string) => text + letters[text.length])],
+      until,
+      maxIterations: 9
+    })
+    return harness.run(step, "", harness.createContext())
+  }
+
+  for (const { effect, name, promise } of cases) {
+    it(`${name}: the same output through both doors`, async () => {
+      const viaEffect = await effectSide(effect())
+      expect(await promiseSide(promise())).toBe(viaEffect)
+    })
+  }
+
+  it("the predicates are the engine's: a verdict carries the same reason through both doors", async () => {
+    const snapshot = {
+      stepCount: 3, tokens: { input: 0, output: 0, total: 0 }, elapsed: 0, cost: 0,
+      lastOutput: "abc", lastText: "abc", history: [], depth: 0
+    }
+    const viaEffect = await Effect.runPromise(
+      Until.verdictOf(Until.all(Until.maxSteps(3), Until.outputContains("c")), snapshot)
+    )
+    const viaPromise = await promiseAll(promiseUntil.maxSteps(3), promiseUntil.outputContains("c"))(snapshot)
+    expect(viaPromise).toEqual(viaEffect)
+    expect(viaEffect).toEqual({ stop: true, reason: "Reached max steps (3); Output contains marker: c" })
+  })
 })
