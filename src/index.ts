@@ -87,6 +87,9 @@ export { callModel, conditional, inParallel, invokeTool, loop, Reconciled, runCo
 /** Loop termination predicates for `loop({ until })`: maxSteps, maxCost, noToolCalls, verified, converged, any, all. */
 export * as Until from "./harness/Until.ts"
 
+/** A tool's input checked against its Standard Schema (or Zod) schema: `validate`, `ToolInputInvalid`. */
+export * as ToolInput from "./harness/ToolInput.ts"
+
 /** Agent streams: a step's durable stream of its execution (`ctx.stream(name)`), exactly once. */
 export * as AgentStreams from "./harness/AgentStreams.ts"
 

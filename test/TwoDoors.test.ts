@@ -12,6 +12,7 @@ import {
   loop as effectLoop,
   runCode as effectRunCode,
   StepLedger,
+  ToolInput,
   Until
 } from "../src/index.ts"
 import {
@@ -19,6 +20,7 @@ import {
   createInMemoryStorage,
   createInMemorySubprocessAdapter,
   isNoeticConfigError,
+  invokeTool as promiseInvokeTool,
   isNoeticError,
   all as promiseAll,
   any as promiseAny,
@@ -390,4 +392,43 @@ describe("two doors: loop termination predicates", () => {
     expect(viaPromise).toEqual(viaEffect)
     expect(viaEffect).toEqual({ stop: true, reason: "Reached max steps (3); Output contains marker: c" })
   })
+})
+
+describe("two doors: tool input validation", () => {
+  /** A Standard Schema of `{ n: number }` that doubles `n`, as a vendor's would. */
+  const schema = {
+    "~standard": {
+      version: 1,
+      vendor: "two-doors",
+      validate: (value: unknown) =>
+        typeof value === "object" && value !== null && typeof (value as { n?: unknown }).n === "number"
+          ? { value: { n: (value as { n: number }).n * 2 } }
+          : { issues: [{ message: "n must be a number", path: [{ key: "n" }] }] }
+    }
+  }
+  const effectSide = (args: unknown) =>
+    Effect.runPromise(Effect.match(ToolInput.validate(schema, args, "check"), {
+      onSuccess: (value): Outcome => ({ ok: true, value }),
+      onFailure: (error): Outcome => ({ ok: false, message: error.message })
+    }))
+  const promiseSide = async (args: unknown): Promise<Outcome> => {
+    const harness = facadeHarness()
+    const step = promiseInvokeTool({ id: "check", tool: { name: "check", input: schema, execute: (parsed: unknown) => parsed } })
+    try {
+      return { ok: true, value: await harness.run(step, args, harness.createContext()) }
+    } catch (error) {
+      return { ok: false, message: messageOf(facadeCause(error)) }
+    }
+  }
+  for (const args of [{ n: 4 }, { n: "four" }]) {
+    it(`${JSON.stringify(args)}: the same parsed input or the same issues`, async () => {
+      const viaEffect = await effectSide(args)
+      expect(await promiseSide(args)).toEqual(viaEffect)
+      expect(viaEffect).toEqual(
+        typeof args.n === "number"
+          ? { ok: true, value: { n: 8 } }
+          : { ok: false, message: expect.stringContaining("Tool input validation failed") }
+      )
+    })
+  }
 })
