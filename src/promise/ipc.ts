@@ -481,9 +481,6 @@ export class AgentIpcClient implements AsyncDisposable {
   private closed = false
   private closeError: Error | null = null
   private lastError: Error | null = null
-  private lastAckedDurableSeq = 0
-  /** The highest ack of delivered frames (what the client's watermark holds). */
-  private ackedDelivered = 0
 
   constructor(opts: AgentIpcClientOpts) {
     this.opts = opts
@@ -597,23 +594,8 @@ export class AgentIpcClient implements AsyncDisposable {
    */
   acknowledgeDurableFrames(throughSeq: number): void {
     this.requireConnected()
-    const delivered = this.getHighestDeliveredDurableSeq()
-    if (throughSeq > this.lastAckedDurableSeq) {
-      this.lastAckedDurableSeq = throughSeq
-      if (throughSeq <= delivered) return this.ackDelivered(throughSeq)
-      // Past what was delivered: the frame goes to the server, which judges it.
-      void runForFacade(this.client!.sendAck(throughSeq)).catch((error) => {
-        this.lastError = error instanceof Error ? error : new Error(String(error))
-      })
-      return
-    }
-    if (throughSeq > this.ackedDelivered && throughSeq <= delivered) this.ackDelivered(throughSeq)
-  }
-
-  /** Acknowledges delivered frames through `seq`: the client's watermark, then the server. */
-  private ackDelivered(seq: number): void {
-    this.ackedDelivered = seq
-    void runForFacade(this.client!.ack(seq)).catch((error) => {
+    // The rule is the engine client's (`acknowledge` in layers/IpcClient.ts).
+    void runForFacade(this.client!.acknowledge(throughSeq)).catch((error) => {
       this.lastError = error instanceof Error ? error : new Error(String(error))
     })
   }
@@ -625,7 +607,7 @@ export class AgentIpcClient implements AsyncDisposable {
 
   /** The highest durable seq acknowledged to the server. */
   getLastAckedDurableSeq(): number {
-    return this.lastAckedDurableSeq
+    return this.client === undefined ? 0 : Effect.runSync(this.client.acknowledgedSeq)
   }
 
   /** The server's hello, or null before `connect()` resolves. */
