@@ -287,10 +287,6 @@ export const stopped = (handleId: string, stopReason?: string): SubprocessError 
     })
   })
 
-/** The reason a settled child's failure says it was stopped for, if it was stopped with one. */
-export const stopReasonOf = (error: SubprocessError): string | undefined =>
-  error.reason._tag === "Stopped" ? error.reason.stopReason : undefined
-
 /** An `Error`'s own fields plus its `name` and `message`, which are not its own enumerable ones. */
 const errorFields = (error: Error): Record<string, unknown> => ({ ...error, name: error.name, message: error.message })
 
