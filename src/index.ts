@@ -84,6 +84,12 @@ export * as Channels from "./harness/Channels.ts"
 export * as Step from "./harness/Step.ts"
 export { callModel, conditional, inParallel, invokeTool, loop, Reconciled, runCode, spawn } from "./harness/Step.ts"
 
+/** Loop termination predicates for `loop({ until })`: maxSteps, maxCost, noToolCalls, verified, converged, any, all. */
+export * as Until from "./harness/Until.ts"
+
+/** A tool's input checked against its Standard Schema (or Zod) schema: `validate`, `ToolInputInvalid`. */
+export * as ToolInput from "./harness/ToolInput.ts"
+
 /** Agent streams: a step's durable stream of its execution (`ctx.stream(name)`), exactly once. */
 export * as AgentStreams from "./harness/AgentStreams.ts"
 

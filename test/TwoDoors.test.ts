@@ -9,16 +9,24 @@ import {
   AgentHarness as EffectHarness,
   CheckpointStore,
   InMemorySubprocessAdapter,
+  loop as effectLoop,
   runCode as effectRunCode,
-  StepLedger
+  StepLedger,
+  ToolInput,
+  Until
 } from "../src/index.ts"
 import {
   createCheckpointStore,
   createInMemoryStorage,
   createInMemorySubprocessAdapter,
   isNoeticConfigError,
+  invokeTool as promiseInvokeTool,
   isNoeticError,
-  runCode as promiseRunCode
+  all as promiseAll,
+  any as promiseAny,
+  loop as promiseLoop,
+  runCode as promiseRunCode,
+  until as promiseUntil
 } from "../src/promise/index.ts"
 import { harness as promiseHarness } from "./promise/harnesses.ts"
 
@@ -223,6 +231,8 @@ describe("two doors: detached handle status and stop", () => {
   interface HandleOutcome {
     readonly status: string
     readonly outcome: Outcome
+    /** The reason given to `stop` (noetic's `metadata.stopReason`), kept by the engine's adapter. */
+    readonly stopReason: string | undefined
   }
 
   const effectSide = (kind: Kind) =>
@@ -236,16 +246,17 @@ describe("two doors: detached handle status and stop", () => {
         ? effectRunCode("child", (_: number) => Effect.fail(new Error("child broke")))
         : effectRunCode("child", (_: number) => Effect.never)
       const handle = yield* harness.detachedSpawn(step, 21, parent, { subprocess: adapter })
-      if (kind === "stopped") yield* adapter.stop(handle.handleId)
+      if (kind === "stopped") yield* adapter.stop(handle.handleId, "no longer needed")
       const exit = yield* Effect.exit(handle.await)
       const status = yield* handle.status
       const outcome: Outcome = Exit.isSuccess(exit)
         ? { ok: true, value: exit.value }
         : { ok: false, message: String(exit.cause.reasons.map((r) => r._tag === "Fail" ? r.error.reason._tag : r._tag)[0]) }
-      return { status, outcome } satisfies HandleOutcome
+      const stopReason = handle.stopReason === undefined ? undefined : yield* handle.stopReason
+      return { status, outcome, stopReason } satisfies HandleOutcome
     }))
 
-  const promiseSide = async (kind: Kind): Promise<HandleOutcome & { readonly stopReason: unknown }> => {
+  const promiseSide = async (kind: Kind): Promise<HandleOutcome> => {
     const harness = facadeHarness()
     const adapter = createInMemorySubprocessAdapter()
     const parent = harness.createContext()
@@ -269,7 +280,8 @@ describe("two doors: detached handle status and stop", () => {
     }
     const live = await poll(() => adapter.get(handle.handleId))
     const status = live.status === "completed" ? "succeeded" : live.status
-    return { status, outcome, stopReason: live.metadata.stopReason }
+    const stopReason = live.metadata.stopReason
+    return { status, outcome, stopReason: typeof stopReason === "string" ? stopReason : undefined }
   }
 
   /** The engine `SubprocessError` reason a facade error carries somewhere on its cause chain. */
@@ -304,12 +316,119 @@ describe("two doors: detached handle status and stop", () => {
   for (const kind of ["succeeds", "fails", "stopped"] as const) {
     it(`a child that ${kind === "stopped" ? "is stopped" : kind}: same status and classification`, async () => {
       const viaEffect = await effectSide(kind)
-      const { stopReason, ...viaPromise } = await promiseSide(kind)
+      const viaPromise = await promiseSide(kind)
       expect(viaEffect).toEqual(viaPromise)
       expect(viaEffect.status).toBe(kind === "succeeds" ? "succeeded" : kind === "fails" ? "failed" : "stopped")
-      // The reason is the facade's alone: the engine's `SubprocessAdapterShape.stop(handleId)`
-      // takes none, and the facade keeps it in a map of its own (src/promise/subprocess.ts).
-      if (kind === "stopped") expect(stopReason).toBe("no longer needed")
+      // The reason lives with the engine's handle: both doors report the one `stop` was given.
+      expect(viaEffect.stopReason).toBe(kind === "stopped" ? "no longer needed" : undefined)
+    })
+  }
+})
+
+describe("two doors: loop termination predicates", () => {
+  /** Each iteration appends one letter; the loop's `until` decides when it stops. */
+  const letters = "abcdefghij"
+  type Case = { readonly name: string; readonly effect: () => Until.Until<unknown>; readonly promise: () => import("../src/promise/index.ts").Until }
+  const cases: ReadonlyArray<Case> = [
+    { name: "maxSteps(3)", effect: () => Until.maxSteps(3), promise: () => promiseUntil.maxSteps(3) },
+    { name: "outputContains(d)", effect: () => Until.outputContains("d"), promise: () => promiseUntil.outputContains("d") },
+    { name: "outputEquals(ab)", effect: () => Until.outputEquals("ab"), promise: () => promiseUntil.outputEquals("ab") },
+    {
+      name: "any(maxSteps(5), outputContains(c))",
+      effect: () => Until.any(Until.maxSteps(5), Until.outputContains("c")),
+      promise: () => promiseAny(promiseUntil.maxSteps(5), promiseUntil.outputContains("c"))
+    },
+    {
+      name: "all(maxSteps(2), outputContains(d))",
+      effect: () => Until.all(Until.maxSteps(2), Until.outputContains("d")),
+      promise: () => promiseAll(promiseUntil.maxSteps(2), promiseUntil.outputContains("d"))
+    },
+    {
+      name: "verified(length 4)",
+      effect: () => Until.verified((output) => Effect.succeed({ pass: String(output).length === 4 })),
+      promise: () => promiseUntil.verified(async (output) => ({ pass: String(output).length === 4 }))
+    }
+  ]
+
+  const effectSide = (until: Until.Until<unknown>) =>
+    runScoped(Effect.gen(function*() {
+      const harness = yield* effectHarness
+      const step = effectLoop({
+        id: "grow",
+        steps: [effectRunCode("append", (text: string) => Effect.succeed(text + letters[text.length]))],
+        until,
+        maxIterations: 9
+      })
+      return yield* harness.run(step, "", yield* harness.createContext())
+    }))
+
+  const promiseSide = (until: import("../src/promise/index.ts").Until) => {
+    const harness = facadeHarness()
+    const step = promiseLoop({
+      id: "grow",
+      steps: [promiseRunCode("append", (text: string) => text + letters[text.length])],
+      until,
+      maxIterations: 9
+    })
+    return harness.run(step, "", harness.createContext())
+  }
+
+  for (const { effect, name, promise } of cases) {
+    it(`${name}: the same output through both doors`, async () => {
+      const viaEffect = await effectSide(effect())
+      expect(await promiseSide(promise())).toBe(viaEffect)
+    })
+  }
+
+  it("the predicates are the engine's: a verdict carries the same reason through both doors", async () => {
+    const snapshot = {
+      stepCount: 3, tokens: { input: 0, output: 0, total: 0 }, elapsed: 0, cost: 0,
+      lastOutput: "abc", lastText: "abc", history: [], depth: 0
+    }
+    const viaEffect = await Effect.runPromise(
+      Until.verdictOf(Until.all(Until.maxSteps(3), Until.outputContains("c")), snapshot)
+    )
+    const viaPromise = await promiseAll(promiseUntil.maxSteps(3), promiseUntil.outputContains("c"))(snapshot)
+    expect(viaPromise).toEqual(viaEffect)
+    expect(viaEffect).toEqual({ stop: true, reason: "Reached max steps (3); Output contains marker: c" })
+  })
+})
+
+describe("two doors: tool input validation", () => {
+  /** A Standard Schema of `{ n: number }` that doubles `n`, as a vendor's would. */
+  const schema = {
+    "~standard": {
+      version: 1,
+      vendor: "two-doors",
+      validate: (value: unknown) =>
+        typeof value === "object" && value !== null && typeof (value as { n?: unknown }).n === "number"
+          ? { value: { n: (value as { n: number }).n * 2 } }
+          : { issues: [{ message: "n must be a number", path: [{ key: "n" }] }] }
+    }
+  }
+  const effectSide = (args: unknown) =>
+    Effect.runPromise(Effect.match(ToolInput.validate(schema, args, "check"), {
+      onSuccess: (value): Outcome => ({ ok: true, value }),
+      onFailure: (error): Outcome => ({ ok: false, message: error.message })
+    }))
+  const promiseSide = async (args: unknown): Promise<Outcome> => {
+    const harness = facadeHarness()
+    const step = promiseInvokeTool({ id: "check", tool: { name: "check", input: schema, execute: (parsed: unknown) => parsed } })
+    try {
+      return { ok: true, value: await harness.run(step, args, harness.createContext()) }
+    } catch (error) {
+      return { ok: false, message: messageOf(facadeCause(error)) }
+    }
+  }
+  for (const args of [{ n: 4 }, { n: "four" }]) {
+    it(`${JSON.stringify(args)}: the same parsed input or the same issues`, async () => {
+      const viaEffect = await effectSide(args)
+      expect(await promiseSide(args)).toEqual(viaEffect)
+      expect(viaEffect).toEqual(
+        typeof args.n === "number"
+          ? { ok: true, value: { n: 8 } }
+          : { ok: false, message: expect.stringContaining("Tool input validation failed") }
+      )
     })
   }
 })

@@ -173,13 +173,15 @@ export interface StopOutcome {
  * Stops a child. A local child whose process (pid and start time) is alive gets
  * SIGTERM to its process group, then SIGKILL after `graceMs`; unless it persisted a
  * result first, a `Stopped` result is recorded, so its host (or the next one, on
- * reattach) settles it as stopped rather than as a crash. An in-process child has no
+ * reattach) settles it as stopped rather than as a crash, its handle's `stopReason`
+ * being `reason` when given. An in-process child has no
  * process of its own: its manifest is removed, so no restarted host re-runs it.
  */
 export const stopChild = (
   storage: StorageAdapterShape,
   handleId: string,
-  graceMs: number
+  graceMs: number,
+  reason?: string
 ): Effect.Effect<StopOutcome, StorageError | CliFailure> =>
   Effect.gen(function*() {
     const manifest = yield* loadManifest(storage, handleId).pipe(
@@ -223,7 +225,11 @@ export const stopChild = (
     }
     yield* saveResult(storage, handleId, {
       _tag: "Failure",
-      error: new Stopped({ handleId, message: `child ${handleId} was stopped by an operator` })
+      error: new Stopped({
+        handleId,
+        message: `child ${handleId} was stopped by an operator`,
+        ...(reason === undefined ? {} : { stopReason: reason })
+      })
     })
     const result = yield* storedResult(storage, handleId)
     return { handleId, signal, action: signal === null ? "already-exited" : "stopped", result: Option.getOrNull(result) }

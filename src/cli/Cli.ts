@@ -536,14 +536,18 @@ const childrenStop = Command.make(
       Flag.withDescription("How long to wait after SIGTERM before SIGKILL"),
       Flag.withDefault("5s")
     ),
+    reason: Flag.String("reason").pipe(
+      Flag.withDescription("Why it is stopped: the child's stopReason, reported by the host that reattaches it"),
+      Flag.optional
+    ),
     json
   },
-  ({ grace, handleId, json }) =>
+  ({ grace, handleId, json, reason }) =>
     withStorages((storages) =>
       Effect.gen(function*() {
         const graceMs = yield* Render.parseDuration("--grace", grace)
         const storage = yield* requireChild(storages, handleId)
-        const outcome = yield* Children.stopChild(storage, handleId, graceMs)
+        const outcome = yield* Children.stopChild(storage, handleId, graceMs, Option.getOrUndefined(reason))
         if (json) return yield* Render.printJson(outcome)
         switch (outcome.action) {
           case "stopped":

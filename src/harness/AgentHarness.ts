@@ -66,6 +66,7 @@ import {
   type Step
 } from "./Step.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { inheritFields } from "../internal/contextInit.ts"
 
 export {
   /** The schedule of a step's retry policy. */
@@ -399,30 +400,19 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       checkpoint
     })
 
-  // A fresh root context gets a random thread id when none is given (noetic does),
-  // so every snapshot names a thread; a child takes its parent's.
-  const createContext = (createOptions: CreateContextOptions = {}) =>
-    Effect.map(
+  // A fresh root context gets a random thread id when none is given (noetic does), so
+  // every snapshot names a thread; a child takes its parent's thread, resource and
+  // working directory when none is given (internal/contextInit.ts, shared with the facade).
+  const createContext = (createOptions: CreateContextOptions = {}) => {
+    const inherited = inheritFields(createOptions, createOptions.parent)
+    return Effect.map(
       Effect.all([
         createOptions.id === undefined ? randomUuid : Effect.succeed(createOptions.id),
-        createOptions.threadId !== undefined
-          ? Effect.succeed(createOptions.threadId)
-          : createOptions.parent?.threadId !== undefined
-          ? Effect.succeed(createOptions.parent.threadId)
-          : randomUuid
+        inherited.threadId === undefined ? randomUuid : Effect.succeed(inherited.threadId)
       ]),
-      ([id, threadId]) =>
-        newContext({
-          id,
-          threadId,
-          // A child context inherits its parent's resource and working directory
-          // when none is given, as it does its thread.
-          resourceId: createOptions.resourceId ?? createOptions.parent?.resourceId,
-          cwd: createOptions.cwd ?? createOptions.parent?.cwd?.current ?? undefined,
-          items: createOptions.items,
-          restore: createOptions
-        })
+      ([id, threadId]) => newContext({ ...inherited, id, threadId, items: createOptions.items, restore: createOptions })
     )
+  }
 
   // `refresh` false: the caller reads the channels' stored values itself (a resume, beside its other reads).
   const restore = (executionId: string, restoreOptions?: RestoreContextOptions, refresh = true) =>

@@ -14,8 +14,10 @@ import * as NodePath from "node:path"
 import type * as IpcClient from "../layers/IpcClient.ts"
 import type { SubprocessManifest } from "../schema/SubprocessManifest.ts"
 import {
+  ChildExited,
   type HandleStatus,
   SpawnFailed,
+  stopped,
   SubprocessError,
   type SubprocessHandle,
   UnsafeDirectory
@@ -41,6 +43,11 @@ export interface Child {
   readonly scope: Scope.Closeable
   status: HandleStatus
   stopping: boolean
+  /**
+   * The reason given to the `stop` that stopped it (noetic's `stopReason`), or read from
+   * its `Stopped` result when another host or an operator stopped it.
+   */
+  stopReason: string | undefined
   /** Started by this host (so its exit event is seen), not reattached. */
   spawnedHere: boolean
   /** Suspended by `pause` (SIGSTOP) until `resume`. */
@@ -48,6 +55,26 @@ export interface Child {
   client: IpcClient.IpcClientShape | undefined
   /** Another host's client took the child's stream (`bye`): its result goes there. */
   takenOver: boolean
+}
+
+/**
+ * How a child that ended without recording a result settles: stopped (with the reason
+ * given) when this host stopped it, else exited, naming the host that took its result
+ * when another one took its stream over.
+ */
+export const exitedWithoutResult = (child: Child): SubprocessOutcome => {
+  const handleId = child.manifest.handleId
+  if (child.stopping) return { _tag: "Failure", error: stopped(handleId, child.stopReason).reason }
+  return {
+    _tag: "Failure",
+    error: new ChildExited({
+      handleId,
+      message: child.takenOver
+        // Its result went to the host that took the stream over, which settled and cleared it.
+        ? `child ${handleId} (pid ${child.manifest.pid}) was reattached by another host, which took its result`
+        : `child ${handleId} (pid ${child.manifest.pid}) ended without a result`
+    })
+  }
 }
 
 export const spawnFailed = (handleId: string, message: string, cause: unknown) =>

@@ -172,9 +172,9 @@ export const make = Effect.fnUntraced(function*(
     spawn,
     spawnProcess: base.spawnProcess,
     get: base.get,
-    stop: (handleId) =>
+    stop: (handleId, reason) =>
       Effect.andThen(
-        base.stop(handleId),
+        base.stop(handleId, reason),
         Effect.ignore(clearChild(storage, handleId))
       ),
     listLive,

@@ -145,6 +145,17 @@ export interface IpcClientShape {
    * above what it sent on the connection with an `error` frame `AckAboveSent`.
    */
   readonly sendAck: (throughSeq: number) => Effect.Effect<void, IpcError>
+  /**
+   * noetic's acknowledgement rule (its client's `acknowledgeDurableFrames`): an ack above
+   * the highest one asked for so far is sent as it is, `ack` when the frames were
+   * delivered, else `sendAck` (the server refuses one above what it sent, and it
+   * acknowledges nothing); a seq at or below it is a no-op, except one of frames
+   * delivered since, past the watermark, which is acked. The watermark never passes
+   * the frames delivered.
+   */
+  readonly acknowledge: (throughSeq: number) => Effect.Effect<void, IpcError | StorageError>
+  /** The highest seq `acknowledge` was asked for (noetic's `getLastAckedDurableSeq`). */
+  readonly acknowledgedSeq: Effect.Effect<number>
 }
 
 const DEFAULT_BUFFER_FRAMES = 4096
@@ -319,6 +330,7 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
     })
   }
 
+  let acknowledged = 0
   const client: IpcClientShape = {
     frames: Stream.fromQueue(inbox),
     take: Queue.take(inbox),
@@ -364,7 +376,16 @@ export const connect = Effect.fnUntraced(function*(options: IpcClientOptions) {
           return Effect.fail(fail(new SocketClosed({ message: "no connection to acknowledge on", cause: undefined })))
         }
         return current.write(`{"type":"durableAck","throughSeq":${Math.max(0, Math.floor(throughSeq))}}\n`)
-      }))
+      })),
+    acknowledge: (throughSeq) =>
+      Effect.suspend((): Effect.Effect<void, IpcError | StorageError> => {
+        if (throughSeq > acknowledged) {
+          acknowledged = throughSeq
+          return throughSeq <= delivered ? client.ack(throughSeq) : client.sendAck(throughSeq)
+        }
+        return throughSeq > acked && throughSeq <= delivered ? client.ack(throughSeq) : Effect.void
+      }),
+    acknowledgedSeq: Effect.sync(() => acknowledged)
   }
   return client
 })

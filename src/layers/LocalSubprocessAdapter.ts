@@ -75,13 +75,11 @@ import { makeSpares } from "./spareChild.ts"
 import type { V1ServerFrame } from "../schema/IpcFrame.ts"
 import { manifestKey, type SubprocessManifest, watermarkKey } from "../schema/SubprocessManifest.ts"
 import {
-  ChildExited,
   childFailed,
   type ProcessRequest,
   processStepId,
   type SpawnRequest,
   StepUnavailable,
-  Stopped,
   SubprocessAdapter,
   type SubprocessAdapterShape,
   SubprocessError,
@@ -96,7 +94,7 @@ import {
   saveResult,
   SubprocessOutcome
 } from "../services/SubprocessRecords.ts"
-import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
+import { causeMessage, checkSocketDirectory, type Child, decodeOutcome, DEFAULT_LINGER_MS, DEFAULT_POLL_MS, DEFAULT_STOP_GRACE_MS, ensureRunDirectory, exitedWithoutResult, logPathOf, MAX_SOCKET_PATH_BYTES, openLog, signalChild, spawnFailed, unsafeDirectory } from "../internal/localChildren.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 import { makeDirectory } from "../internal/makeDirectory.ts"
 
@@ -247,6 +245,8 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       forgetSettled(handleId)
       const succeeded = outcome._tag === "Success"
       child.status = succeeded ? "succeeded" : outcome.error._tag === "Stopped" ? "stopped" : "failed"
+      // A `Stopped` result another host or an operator recorded carries the reason given.
+      if (!succeeded && outcome.error._tag === "Stopped") child.stopReason ??= outcome.error.stopReason
       // A failed child's log is kept for whoever investigates; a successful one's is not.
       if (succeeded && child.manifest.socketPath !== null) {
         Fs.rm(logPathOf(child.manifest.socketPath), { force: true }, () => {})
@@ -266,22 +266,6 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         Effect.uninterruptible
       )
     })
-
-  const exitedWithoutResult = (child: Child): SubprocessOutcome => {
-    const handleId = child.manifest.handleId
-    return {
-      _tag: "Failure",
-      error: child.stopping
-        ? new Stopped({ handleId, message: `child ${handleId} was stopped` })
-        : child.takenOver
-        // Its result went to the host that took the stream over, which settled and cleared it.
-        ? new ChildExited({
-          handleId,
-          message: `child ${handleId} (pid ${child.manifest.pid}) was reattached by another host, which took its result`
-        })
-        : new ChildExited({ handleId, message: `child ${handleId} (pid ${child.manifest.pid}) ended without a result` })
-    }
-  }
 
   const alive = (manifest: SubprocessManifest) =>
     manifest.pid === null ? Effect.succeed(false) : isAlive(manifest.pid, manifest.pidStarttime)
@@ -377,6 +361,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         scope: yield* Scope.fork(adapterScope),
         status: "running",
         stopping: false,
+        stopReason: undefined,
         spawnedHere: false,
         paused: false,
         client: undefined,
@@ -390,6 +375,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
           metadata: { ...manifest.metadata, runtime: "local", pid: manifest.pid, pidStarttime: manifest.pidStarttime },
           startedAt: manifest.createdAt,
           status: Effect.sync(() => child.status),
+          stopReason: Effect.sync(() => child.stopReason),
           paused: Effect.sync(() => child.paused && child.status === "running"),
           await: Deferred.await(result)
         }
@@ -688,9 +674,10 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       return !(yield* alive(manifest))
     })
 
-  const terminate = (child: Child): Effect.Effect<void> =>
+  const terminate = (child: Child, reason?: string): Effect.Effect<void> =>
     Effect.gen(function*() {
       if (child.status !== "running") return
+      if (!child.stopping) child.stopReason = reason
       child.stopping = true
       const { manifest } = child
       // Signals go only to a process whose pid and start time both match the manifest.
@@ -724,10 +711,10 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
       return child
     })
 
-  const stop = (handleId: string): Effect.Effect<void, SubprocessError> =>
+  const stop = (handleId: string, reason?: string): Effect.Effect<void, SubprocessError> =>
     Effect.gen(function*() {
       const child = yield* knownChild(handleId)
-      yield* terminate(child)
+      yield* terminate(child, reason)
     }).pipe(Effect.withSpan("LocalSubprocessAdapter.stop"))
 
   /** SIGSTOP / SIGCONT to a running child (its group), found like `stop` finds one. */
@@ -742,7 +729,7 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
 
   yield* Effect.addFinalizer(() =>
     ownsLifetimes
-      ? Effect.forEach(children.values(), terminate, { concurrency: "unbounded", discard: true })
+      ? Effect.forEach(children.values(), (child) => terminate(child), { concurrency: "unbounded", discard: true })
       : Effect.void
   )
 

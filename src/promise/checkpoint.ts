@@ -17,7 +17,7 @@ import {
   FrontierEntry
 } from "../schema/CheckpointSnapshot.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
-import { type CheckpointStoreShape, ledgerKeysOf, makeWith } from "../services/CheckpointStore.ts"
+import { type CheckpointStoreShape, decodeLoadedSnapshot, ledgerKeysOf, makeWith } from "../services/CheckpointStore.ts"
 import { makeMemory } from "../services/StorageAdapter.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
@@ -166,20 +166,8 @@ export const toEngineCheckpointStore = (
             ? new CheckpointSchemaMismatch({ executionId, seenVersion: null, message: cause.message, hint: cause.hint })
             : hostFailure("load", executionId)(cause)
       }).pipe(
-        Effect.flatMap((snapshot): Effect.Effect<Option.Option<CheckpointSnapshot>, CheckpointSchemaMismatch> => {
-          if (snapshot === null || snapshot === undefined) return Effect.succeedNone
-          const result = CheckpointSnapshotSchema.safeParse(snapshot)
-          if (result.success) return Effect.succeedSome(result.data)
-          const seen = typeof snapshot === "object" && "schemaVersion" in snapshot ? snapshot.schemaVersion : null
-          return Effect.fail(
-            new CheckpointSchemaMismatch({
-              executionId,
-              seenVersion: seen ?? null,
-              message: `The checkpoint store loaded a record for execution ${JSON.stringify(executionId)} that is not a schemaVersion ${CHECKPOINT_SCHEMA_VERSION} snapshot.`,
-              hint: `Discard it with harness.clearCheckpoint(${JSON.stringify(executionId)}) and start the execution fresh.`
-            })
-          )
-        })
+        // The engine's check of what a host's store loaded (a snapshot, else a schema mismatch).
+        Effect.flatMap((snapshot) => decodeLoadedSnapshot(executionId, snapshot))
       ),
     list: Effect.map(
       Effect.tryPromise({ try: () => store.list(), catch: hostFailure("list", "") }),

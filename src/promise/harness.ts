@@ -25,6 +25,7 @@ import * as EngineSessions from "../harness/Sessions.ts"
 import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/Reattach.ts"
 import type * as Step from "../harness/Step.ts"
 import { nodeCrypto } from "../internal/builtins.ts"
+import { inheritFields, selectLayers } from "../internal/contextInit.ts"
 import { clearLedger } from "./checkpoint.ts"
 import { toFacadeError, unwrapExit, harnessClosed } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
@@ -229,9 +230,11 @@ export class AgentHarness<I = any, O = any> {
 
   /** The layers of a restored context, as `createContext` picks them: none given, the snapshot's harness default. */
   #restoreLayers = (options: RestoreContextOptions | undefined) => {
-    const base = this.#toEngineLayers(options?.contextLayers ?? options?.context)
-    const extra = this.#toEngineLayers(options?.extraContextLayers)
-    return extra === undefined ? base : [...(base ?? this.#layers), ...extra]
+    return selectLayers(
+      this.#toEngineLayers(options?.contextLayers ?? options?.context),
+      this.#toEngineLayers(options?.extraContextLayers),
+      this.#layers
+    )
   }
 
   /**
@@ -286,9 +289,7 @@ export class AgentHarness<I = any, O = any> {
    */
   execute(input: I, options: ExecuteOptions = {}): Promise<ExecuteReceipt<O>> {
     const { context, contextLayers, extraContextLayers, ...rest } = options
-    const base = this.#toEngineLayers(contextLayers ?? context)
-    const extra = this.#toEngineLayers(extraContextLayers)
-    const layers = extra === undefined ? base : [...(base ?? this.#layers), ...extra]
+    const layers = selectLayers(this.#toEngineLayers(contextLayers ?? context), this.#toEngineLayers(extraContextLayers), this.#layers)
     const rootCwd = this.#rootCwd?.cwd
     const enqueueOptions: EngineSessions.EnqueueOptions = {
       ...(rootCwd === undefined ? {} : { cwd: rootCwd }),
@@ -592,18 +593,21 @@ export class AgentHarness<I = any, O = any> {
    */
   createContext(options: CreateContextOptions = {}): AgentContext {
     const parent = (options.parent === undefined ? undefined : Bridge.context.of(options.parent))
-    const base = this.#toEngineLayers(options.contextLayers ?? options.context) ?? this.#layers
-    const extra = this.#toEngineLayers(options.extraContextLayers)
-    const cwd = options.cwdInit ?? parent?.cwd?.current ?? (parent === undefined ? this.#rootCwd?.cwd : undefined)
-    const threadId = options.threadId ?? parent?.threadId ?? nodeCrypto().randomUUID()
-    const resourceId = options.resourceId ?? parent?.resourceId
+    const layers = selectLayers(
+      this.#toEngineLayers(options.contextLayers ?? options.context),
+      this.#toEngineLayers(options.extraContextLayers),
+      this.#layers
+    )
+    // The engine's rule (what a child inherits); a root context starts in the root cwd.
+    const inherited = inheritFields({ ...options, cwd: options.cwdInit }, parent)
+    const cwd = inherited.cwd ?? (parent === undefined ? this.#rootCwd?.cwd : undefined)
     const engine = new EngineContext({
       id: options.id ?? nodeCrypto().randomUUID(),
-      threadId,
-      resourceId,
+      threadId: inherited.threadId ?? nodeCrypto().randomUUID(),
+      resourceId: inherited.resourceId,
       parent,
       state: options.state,
-      layers: extra === undefined ? base : [...base, ...extra],
+      layers: layers ?? this.#layers,
       items: options.items,
       cwd: cwd === undefined ? null : { current: cwd },
       channels: this.#channels,

@@ -7,14 +7,17 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
 import { IpcError } from "../IpcError.ts"
 import { fsPromises, sha256Hex } from "../internal/builtins.ts"
 import type * as IpcClient from "../layers/IpcClient.ts"
+import * as IpcRequests from "../layers/IpcRequests.ts"
 import type * as IpcServer from "../layers/IpcServer.ts"
 import {
   type ClientFrame,
@@ -420,11 +423,6 @@ export interface AgentIpcClientOpts {
   readonly socketPath: string
 }
 
-interface PendingDeferred<T> {
-  resolve(value: T): void
-  reject(error: unknown): void
-}
-
 /** An async iterable fed by pushes, ended by `close`. */
 const queueIterable = <T>() => {
   const buffered: Array<T> = []
@@ -475,16 +473,12 @@ export class AgentIpcClient implements AsyncDisposable {
     readonly events: ReturnType<typeof queueIterable<unknown>>
     readonly askUser: ReturnType<typeof queueIterable<AskUserStreamEvent>>
   } | undefined
-  private historyDeferred: PendingDeferred<ReadonlyArray<unknown>> | null = null
-  private statusDeferred: PendingDeferred<unknown> | null = null
-  private readonly pendingAcks = new Map<string, PendingDeferred<void>>()
+  /** The requests in flight and their answers (the engine's `IpcRequests`). */
+  private requests: IpcRequests.IpcRequestsShape | undefined
   private subscribed = false
   private closed = false
   private closeError: Error | null = null
   private lastError: Error | null = null
-  private lastAckedDurableSeq = 0
-  /** The highest ack of delivered frames (what the client's watermark holds). */
-  private ackedDelivered = 0
 
   constructor(opts: AgentIpcClientOpts) {
     this.opts = opts
@@ -501,6 +495,7 @@ export class AgentIpcClient implements AsyncDisposable {
       scope
     ))
     this.client = client
+    this.requests = IpcRequests.make(client)
     const hello: Hello = await runForFacade(client.awaitConnected).catch((error) => {
       this.fail(error instanceof Error ? error : new Error(String(error)))
       throw error
@@ -536,30 +531,40 @@ export class AgentIpcClient implements AsyncDisposable {
   /** The chat history snapshot. */
   getHistory(): Promise<ReadonlyArray<unknown>> {
     this.requireConnected()
-    if (this.historyDeferred !== null) return Promise.reject(new Error("AgentIpcClient: history request already in flight"))
-    return new Promise((resolve, reject) => {
-      this.historyDeferred = { resolve, reject }
-      this.write({ type: "getHistory" })
-    })
+    return this.request(this.requests!.history, "AgentIpcClient: ")
   }
 
   /** The runner's status. */
   getStatus(): Promise<unknown> {
     this.requireConnected()
-    if (this.statusDeferred !== null) return Promise.reject(new Error("AgentIpcClient: status request already in flight"))
-    return new Promise((resolve, reject) => {
-      this.statusDeferred = { resolve, reject }
-      this.write({ type: "getStatus" })
-    })
+    return this.request(this.requests!.status, "AgentIpcClient: ")
   }
 
   /** Sends a user message; resolves when the server acks it. */
   send(args: { messageId: string; text: string }): Promise<void> {
     this.requireConnected()
-    if (this.pendingAcks.has(args.messageId)) return Promise.reject(new Error(`messageId already in flight: ${args.messageId}`))
-    return new Promise((resolve, reject) => {
-      this.pendingAcks.set(args.messageId, { resolve, reject })
-      this.write({ type: "send", messageId: args.messageId, text: args.text })
+    return this.request(this.requests!.send(args.messageId, args.text), "")
+  }
+
+  /**
+   * Runs a request: its answer, or an `Error` of why not (a refused request's message,
+   * `prefix` before one in flight); a write that failed closes the client.
+   */
+  private request<A>(request: Effect.Effect<A, IpcRequests.IpcRequestFailed | IpcError>, prefix: string): Promise<A> {
+    return Effect.runPromiseExit(request).then((exit) => {
+      if (Exit.isSuccess(exit)) return exit.value
+      const error = Cause.findErrorOption(exit.cause)
+      if (Option.isNone(error)) throw Cause.squash(exit.cause)
+      if (error.value._tag === "IpcError") {
+        this.fail(error.value)
+        throw new Error("AgentIpcClient closed")
+      }
+      const failed = error.value
+      throw new Error(
+        failed.reason === "InFlight" ? `${prefix}${failed.message}`
+          : failed.reason === "ServerError" ? `server error (${failed.kind}): ${failed.message}`
+          : failed.message
+      )
     })
   }
 
@@ -598,23 +603,8 @@ export class AgentIpcClient implements AsyncDisposable {
    */
   acknowledgeDurableFrames(throughSeq: number): void {
     this.requireConnected()
-    const delivered = this.getHighestDeliveredDurableSeq()
-    if (throughSeq > this.lastAckedDurableSeq) {
-      this.lastAckedDurableSeq = throughSeq
-      if (throughSeq <= delivered) return this.ackDelivered(throughSeq)
-      // Past what was delivered: the frame goes to the server, which judges it.
-      void runForFacade(this.client!.sendAck(throughSeq)).catch((error) => {
-        this.lastError = error instanceof Error ? error : new Error(String(error))
-      })
-      return
-    }
-    if (throughSeq > this.ackedDelivered && throughSeq <= delivered) this.ackDelivered(throughSeq)
-  }
-
-  /** Acknowledges delivered frames through `seq`: the client's watermark, then the server. */
-  private ackDelivered(seq: number): void {
-    this.ackedDelivered = seq
-    void runForFacade(this.client!.ack(seq)).catch((error) => {
+    // The rule is the engine client's (`acknowledge` in layers/IpcClient.ts).
+    void runForFacade(this.client!.acknowledge(throughSeq)).catch((error) => {
       this.lastError = error instanceof Error ? error : new Error(String(error))
     })
   }
@@ -626,7 +616,7 @@ export class AgentIpcClient implements AsyncDisposable {
 
   /** The highest durable seq acknowledged to the server. */
   getLastAckedDurableSeq(): number {
-    return this.lastAckedDurableSeq
+    return this.client === undefined ? 0 : Effect.runSync(this.client.acknowledgedSeq)
   }
 
   /** The server's hello, or null before `connect()` resolves. */
@@ -679,27 +669,14 @@ export class AgentIpcClient implements AsyncDisposable {
   }
 
   private dispatch(frame: V1ServerFrame) {
+    // The server's error frame is kept for getLastError; requests settle in the engine.
+    if (frame.type === "error") this.lastError = new Error(`server error (${frame.kind}): ${frame.message}`)
+    if (this.requests!.route(frame)) return
     switch (frame.type) {
-      case "history": {
-        const deferred = this.historyDeferred
-        this.historyDeferred = null
-        return deferred?.resolve(frame.items)
-      }
       case "item":
         return this.streams?.items.push(frame.item)
       case "event":
         return this.streams?.events.push(frame.event)
-      case "status": {
-        const deferred = this.statusDeferred
-        this.statusDeferred = null
-        return deferred?.resolve(frame.status)
-      }
-      case "ack": {
-        if (frame.messageId === undefined) return
-        const pending = this.pendingAcks.get(frame.messageId)
-        this.pendingAcks.delete(frame.messageId)
-        return pending?.resolve()
-      }
       case "askUserRequest":
         return this.streams?.askUser.push({
           kind: "pending",
@@ -707,16 +684,6 @@ export class AgentIpcClient implements AsyncDisposable {
         })
       case "askUserCleared":
         return this.streams?.askUser.push({ kind: "cleared", id: frame.id })
-      case "error": {
-        // Not fatal: the stream goes on; a send in flight learns of it.
-        const error = new Error(`server error (${frame.kind}): ${frame.message}`)
-        this.lastError = error
-        // A refused durable ack concerns no message in flight.
-        if (frame.kind === "AckAboveSent") return
-        for (const pending of this.pendingAcks.values()) pending.reject(error)
-        this.pendingAcks.clear()
-        return
-      }
       case "bye":
         return this.close()
       case "hello":
@@ -731,11 +698,7 @@ export class AgentIpcClient implements AsyncDisposable {
   }
 
   private failPending(error: Error) {
-    for (const deferred of [this.historyDeferred, this.statusDeferred]) deferred?.reject(error)
-    this.historyDeferred = null
-    this.statusDeferred = null
-    for (const pending of this.pendingAcks.values()) pending.reject(error)
-    this.pendingAcks.clear()
+    this.requests?.close(error.message)
   }
 }
 

@@ -14,7 +14,13 @@ import * as FileStorage from "../layers/FileStorage.ts"
 import * as PostgresStorage from "../layers/PostgresStorage.ts"
 import * as SqliteStorage from "../layers/SqliteStorage.ts"
 import { roots } from "../NoeticHome.ts"
-import { type Fence, make as makeStorage, makeMemory, type StorageAdapterShape, type StorageWrite } from "../services/StorageAdapter.ts"
+import {
+  closedError,
+  make as makeStorage,
+  makeMemory,
+  type StorageAdapterShape,
+  whileOpen
+} from "../services/StorageAdapter.ts"
 import * as Bridge from "./bridge.ts"
 import { unwrapExit } from "./errors.ts"
 
@@ -64,45 +70,14 @@ const scopedStorage = (
 ): ClosableStorageAdapter => {
   const scope = Scope.makeUnsafe()
   let closed = false
-  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
-    Effect.suspend(() =>
-      closed
-        ? Effect.fail(
-          new StorageError({ operation, reason: new Io({ key, message: `the ${kind} storage is closed`, cause: null }) })
-        )
-        : effect
-    )
-  // Every operation and capability of the storage, guarded: one dropped here (writeAll,
-  // takesJsonText) would make the facade's queues and ledgers slower than the engine's.
-  const guarded = (storage: StorageAdapterShape): StorageAdapterShape => {
-    const { compareAndSet, deleteFenced, scanText, setFenced, writeAll } = storage
-    return {
-      ...(storage.takesJsonText === undefined ? {} : { takesJsonText: storage.takesJsonText }),
-      get: (key) => guard("get", key, storage.get(key)),
-      set: (key, value) => guard("set", key, storage.set(key, value)),
-      delete: (key) => guard("delete", key, storage.delete(key)),
-      list: (prefix) => guard("list", prefix, storage.list(prefix)),
-      getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
-      scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
-      ...(scanText === undefined ? {} : {
-        scanText: (prefix: string) => guard("scan", prefix, scanText(prefix))
-      }),
-      ...(compareAndSet === undefined ? {} : {
-        compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
-          guard("compareAndSet", key, compareAndSet(key, expected, next))
-      }),
-      ...(setFenced === undefined ? {} : {
-        setFenced: (key: string, value: unknown, fence: Fence) => guard("setFenced", key, setFenced(key, value, fence))
-      }),
-      ...(deleteFenced === undefined ? {} : {
-        deleteFenced: (key: string, fence: Fence) => guard("deleteFenced", key, deleteFenced(key, fence))
-      }),
-      ...(writeAll === undefined ? {} : {
-        writeAll: (writes: ReadonlyArray<StorageWrite>) => guard("writeAll", writes[0]?.key ?? "", writeAll(writes))
-      })
-    }
-  }
-  const adapter = fromEngine(guard("open", location, Effect.map(Scope.provide(open, scope), guarded)))
+  const isClosed = () => closed
+  // The engine's guard (`whileOpen` in services/StorageAdapter.ts) on every operation of the opened storage.
+  const opened = Effect.suspend(() =>
+    closed
+      ? Effect.fail(closedError(kind, "open", location))
+      : Effect.map(Scope.provide(open, scope), (storage) => whileOpen(storage, kind, isClosed))
+  )
+  const adapter = fromEngine(opened)
   const close = () =>
     runForFacade(Effect.suspend(() => {
       closed = true

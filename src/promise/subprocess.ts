@@ -167,10 +167,14 @@ export const serializeError = (error: unknown): SerializedError => {
 }
 
 const views = new WeakMap<EngineHandle, LiveSubprocessHandle>()
+
+/** noetic's `metadata.stopReason`: the reason the engine keeps with a stopped child. */
+const stopReasonOf = (handle: EngineHandle): { readonly stopReason?: string } => {
+  const reason = handle.stopReason === undefined ? undefined : Effect.runSync(handle.stopReason)
+  return reason === undefined ? {} : { stopReason: reason }
+}
 /** Resolves once a view shows everything the engine knows (a settled child's result or error). */
 const ready = new WeakMap<LiveSubprocessHandle, () => Promise<void>>()
-/** What the facade learnt of a handle beside the engine (noetic's `stopReason`), by handle id. */
-const notes = new Map<string, { stopReason?: string }>()
 
 /**
  * The Promise view of an engine handle (one per handle): noetic's fields read live,
@@ -256,7 +260,7 @@ export const toFacadeHandle = (handle: EngineHandle): LiveSubprocessHandle => {
         stepId: handle.stepId,
         executionId: handle.executionId,
         ...(settled === undefined ? {} : settled.status === "completed" ? { result: settled.result } : { error: settled.error }),
-        ...notes.get(handle.handleId)
+        ...stopReasonOf(handle)
       }
     },
     await: observe
@@ -387,15 +391,8 @@ export const fromEngineSubprocessAdapter = (
       }).then(readyView),
     get,
     stop: (handleId, reason) =>
-      use((a) => a.stop(handleId)).then(
-        () => {
-          // Kept for the handle's metadata, as noetic does; bounded like the adapters' settled handles.
-          if (reason !== undefined) {
-            notes.set(handleId, { stopReason: reason })
-            if (notes.size > 1024) notes.delete(notes.keys().next().value!)
-          }
-          return get(handleId).then((handle) => ({ kind: "stopped" as const, handleId, ...(handle === null ? {} : { handle }) }))
-        },
+      use((a) => a.stop(handleId, reason)).then(
+        () => get(handleId).then((handle) => ({ kind: "stopped" as const, handleId, ...(handle === null ? {} : { handle }) })),
         (error: unknown) => {
           if (error instanceof NoeticError && isUnknownHandle(error.cause)) return notFound(handleId)
           throw error

@@ -3,22 +3,21 @@
  * made by this library hands back the engine adapter it wraps; one a host wrote
  * (noetic's interface) is called through its Promises. Each step dispatch becomes
  * noetic's step request, and the handle's settlement is read back the way noetic's
- * `DetachedHandle` reads it: by polling `get(handleId)` until a terminal status, then
- * taking `metadata.result` or `metadata.error`.
+ * `DetachedHandle` reads it: the engine polls `get(handleId)` until a terminal status
+ * (`internal/polledHandles.ts`), and this module translates the terminal handle's
+ * `metadata.result` or `metadata.error`.
  *
  * Also: the facade harness's `subprocess`, whose `listLive` waits for the spawns in flight.
  *
  * @since 0.1.0
  */
-import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { Io, StorageError } from "../Errors.ts"
 import {
   ChildFailed,
   childFailed,
-  HandleEvicted,
   type HandleStatus,
   SpawnFailed,
   type SpawnRequest,
@@ -39,19 +38,10 @@ import {
   toFacadeHandle
 } from "./subprocess.ts"
 import { logWarning } from "../internal/diagnostics.ts"
+import { makePolledHandles, type PolledChild } from "../internal/polledHandles.ts"
 
 /** The methods the engine calls on an adapter; without one, a host adapter cannot be used. */
 const REQUIRED = ["spawn", "get", "stop", "listLive", "reattach"] as const
-
-/** How the settlement poll paces itself: as noetic's `DetachedHandle`. */
-const MICROTASK_POLLS = 64
-const INITIAL_POLL_MS = 10
-const MAX_POLL_MS = 100
-const RAMP_AFTER_MS = 1_000
-/** How long `get` may answer null before the handle counts as gone. */
-const EVICTED_GRACE_MS = 500
-
-const TERMINAL: ReadonlySet<SubprocessStatus> = new Set(["completed", "failed", "stopped", "stale"])
 
 const engineStatus = (status: SubprocessStatus): HandleStatus =>
   status === "completed" ? "succeeded" : status === "failed" || status === "stale" ? "failed" : status === "stopped" ? "stopped" : "running"
@@ -64,11 +54,27 @@ const hostStorageError = (operation: string, cause: unknown) =>
     reason: new Io({ key: "subprocess", message: `the host's subprocess adapter rejected ${operation}: ${messageOf(cause)}`, cause })
   })
 
+/** The reason a host handle's metadata gives for its stop (noetic's `stopReason`). */
+const stopReasonOf = (handle: SubprocessHandle): string | undefined => {
+  const reason = handle.metadata?.stopReason
+  return typeof reason === "string" ? reason : undefined
+}
+
+/** noetic's host handle as the engine's poll reads it. */
+const polledChild = (handle: SubprocessHandle): PolledChild => ({
+  status: engineStatus(handle.status),
+  stopReason: stopReasonOf(handle),
+  outcome: () => {
+    const settled = settleFrom(handle)
+    return "value" in settled ? Exit.succeed(settled.value) : Exit.fail(settled.error)
+  }
+})
+
 /** A handle's outcome as the engine sees it, from a terminal host handle. */
 const settleFrom = (handle: SubprocessHandle): { readonly value: unknown } | { readonly error: SubprocessError } => {
   const metadata = handle.metadata ?? {}
   if (handle.status === "completed") return { value: metadata.result }
-  if (handle.status === "stopped") return { error: stopped(handle.id) }
+  if (handle.status === "stopped") return { error: stopped(handle.id, stopReasonOf(handle)) }
   const raw = metadata.error
   const message = typeof raw === "object" && raw !== null && typeof raw.message === "string"
     ? raw.message
@@ -98,75 +104,24 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
         "or use createInMemorySubprocessAdapter / createLocalSubprocessAdapter"
     })
   }
-  const known = new Map<string, EngineHandle>()
+  /** Each host handle's engine handle, and the host's latest answer for it (polled, or what `stop` answered). */
+  // The engine polls each child's `get` until it settles (internal/polledHandles.ts); this only translates.
+  const polled = makePolledHandles((handleId) =>
+    Effect.map(Effect.tryPromise(() => adapter.get(handleId)), (handle) => Option.map(Option.fromNullishOr(handle), polledChild))
+  )
 
-  /** The engine handle of a host handle: one per id, settled by polling `get`. */
+  /** The engine handle of a host handle (one per id). */
   const bridge = (initial: SubprocessHandle, request?: SpawnRequest): EngineHandle => {
-    const existing = known.get(initial.id)
-    if (existing !== undefined) return existing
-    let status = engineStatus(initial.status)
-    const result = Deferred.makeUnsafe<unknown, SubprocessError>()
-    const finish = (handle: SubprocessHandle) => {
-      status = engineStatus(handle.status)
-      const outcome = settleFrom(handle)
-      return "value" in outcome ? Deferred.succeed(result, outcome.value) : Deferred.fail(result, outcome.error)
-    }
-    const poll = Effect.gen(function*() {
-      let current = initial
-      let nullSince: number | undefined
-      const startedAt = Date.now()
-      for (let attempt = 0; !TERMINAL.has(current.status); attempt++) {
-        if (attempt >= MICROTASK_POLLS) {
-          yield* Effect.sleep(Duration.millis(Date.now() - startedAt >= RAMP_AFTER_MS ? MAX_POLL_MS : INITIAL_POLL_MS))
-        } else {
-          yield* Effect.yieldNow
-        }
-        const next = yield* Effect.tryPromise(() => adapter.get(initial.id)).pipe(
-          Effect.catchCause((cause) =>
-            Effect.as(logWarning(`subprocess ${initial.id}: the host adapter's get() rejected`, cause), current)
-          )
-        )
-        if (next === null) {
-          nullSince ??= Date.now()
-          if (Date.now() - nullSince >= EVICTED_GRACE_MS) {
-            status = "failed"
-            return yield* Deferred.fail(
-              result,
-              new SubprocessError({
-                reason: new HandleEvicted({
-                  handleId: initial.id,
-                  gracePeriodMs: EVICTED_GRACE_MS,
-                  message: `the host adapter answered null for handle ${initial.id} for ${EVICTED_GRACE_MS} ms before it settled`
-                })
-              })
-            )
-          }
-          continue
-        }
-        nullSince = undefined
-        current = next
-        status = engineStatus(current.status)
-      }
-      yield* finish(current)
-    })
-    // Each waiter polls until the outcome is in (noetic's handle polls once awaited), so
-    // a waiter that goes away (a closed harness) takes its polling with it and no timer
-    // outlives the host's interest.
-    const awaitOutcome = Effect.raceFirst(Deferred.await(result), Effect.andThen(poll, Deferred.await(result)))
     const metadata = initial.metadata ?? {}
-    const handle: EngineHandle = {
+    return polled.handleOf({
       handleId: initial.id,
       stepId: request?.stepId ?? (typeof metadata.stepId === "string" ? metadata.stepId : "unknown"),
       executionId: request?.executionId ?? (typeof metadata.executionId === "string" ? metadata.executionId : initial.id),
       parentExecutionId: request?.parentExecutionId ??
         (typeof metadata.parentExecutionId === "string" ? metadata.parentExecutionId : undefined),
       metadata,
-      startedAt: Number.isNaN(Date.parse(initial.startedAt)) ? Date.now() : Date.parse(initial.startedAt),
-      status: Effect.sync(() => status),
-      await: awaitOutcome
-    }
-    known.set(initial.id, handle)
-    return handle
+      startedAt: Number.isNaN(Date.parse(initial.startedAt)) ? Date.now() : Date.parse(initial.startedAt)
+    }, polledChild(initial))
   }
 
   const found = (handle: SubprocessHandle | null) => (handle === null ? Option.none() : Option.some(bridge(handle)))
@@ -200,12 +155,17 @@ const fromHostAdapter = (adapter: SubprocessAdapter, where: string): SubprocessA
           Effect.as(logWarning(`subprocess ${handleId}: the host adapter's get() rejected`, cause), Option.none())
         )
       ),
-    stop: (handleId) =>
+    stop: (handleId, reason) =>
       Effect.tryPromise({
-        try: () => adapter.stop(handleId),
+        try: () => adapter.stop(handleId, reason),
         catch: (cause) => childFailed(handleId, cause)
       }).pipe(
-        Effect.flatMap((outcome) => (outcome.kind === "not_found" ? Effect.fail(unknownHandle(handleId)) : Effect.void))
+        Effect.flatMap((outcome) => {
+          if (outcome.kind === "not_found") return Effect.fail(unknownHandle(handleId))
+          // The handle the host answered with is the child's latest (its `stopReason` among it).
+          if (outcome.handle !== undefined) polled.update(handleId, polledChild(outcome.handle))
+          return Effect.void
+        })
       ),
     listLive: Effect.tryPromise({
       try: () => adapter.listLive(),
@@ -234,7 +194,7 @@ const fromEngineBacked = (engine: Effect.Effect<SubprocessAdapterShape>): Subpro
   pause: (handleId) => Effect.flatMap(engine, (a) => (a.pause === undefined ? Effect.succeed(false) : a.pause(handleId))),
   resume: (handleId) => Effect.flatMap(engine, (a) => (a.resume === undefined ? Effect.succeed(false) : a.resume(handleId))),
   get: (handleId) => Effect.flatMap(engine, (a) => a.get(handleId)),
-  stop: (handleId) => Effect.flatMap(engine, (a) => a.stop(handleId)),
+  stop: (handleId, reason) => Effect.flatMap(engine, (a) => a.stop(handleId, reason)),
   listLive: Effect.flatMap(engine, (a) => a.listLive),
   reattach: (handleId) => Effect.flatMap(engine, (a) => a.reattach(handleId)),
   // Only this library's adapters are engine-backed, and each runs nested steps in place.

@@ -5,8 +5,12 @@
  * @since 0.1.0
  */
 import type * as Context from "effect/Context"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Step from "../harness/Step.ts"
+import * as ToolInput from "../harness/ToolInput.ts"
 import { isNoeticError, bodyFailure, stepFailed } from "./errors.ts"
 import { hostCall, StepContext } from "./context.ts"
 import { registerPlainBuilder } from "./plainSteps.ts"
@@ -21,47 +25,20 @@ export interface Tool<I = any, O = unknown> {
   execute(args: I, ctx: StepContext): O | Promise<O>
 }
 
-/** An issue of a Standard Schema (`~standard.validate`) or Zod (`safeParse`) failure. */
-interface SchemaIssue {
-  readonly message: string
-  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined
-}
-
 /**
- * The tool's input: `args` checked against the tool's `input` schema (a Standard Schema,
- * or a Zod schema through `safeParse`) and the schema's output passed on, as noetic
- * does; a tool without one gets `args` as they are. Rejects with `step_failed` for
- * `stepId`, "Tool input validation failed: ..." naming each issue.
+ * The tool's input: `args` checked against the tool's `input` schema by the engine
+ * (`harness/ToolInput.ts`: a Standard Schema, or a Zod schema through `safeParse`) and
+ * the schema's output passed on, as noetic does; a tool without one gets `args` as they
+ * are. Rejects with `step_failed` for `stepId`, "Tool input validation failed: ..."
+ * naming each issue.
  */
-export const validToolInput = async (schema: unknown, args: unknown, stepId: string): Promise<any> => {
-  // A schema may be a function object (Effect's are).
-  if ((typeof schema !== "object" && typeof schema !== "function") || schema === null) return args
-  const zod = schema as { readonly safeParse?: unknown }
-  const standard = (schema as { readonly "~standard"?: { readonly validate?: unknown } })["~standard"]
-  let issues: ReadonlyArray<SchemaIssue> | undefined
-  let value: unknown = args
-  if (typeof zod.safeParse === "function") {
-    const result = (zod.safeParse as (u: unknown) => { success: boolean; data?: unknown; error?: { issues: Array<SchemaIssue> } })(args)
-    if (result.success) value = result.data
-    else issues = result.error?.issues ?? [{ message: "invalid input" }]
-  } else if (typeof standard?.validate === "function") {
-    const result = await (standard.validate as (u: unknown) => unknown)(args) as {
-      readonly value?: unknown
-      readonly issues?: ReadonlyArray<SchemaIssue>
-    }
-    if (result.issues !== undefined) issues = result.issues
-    else value = result.value
-  } else {
-    return args
-  }
-  if (issues === undefined) return value
-  const described = issues.map((issue) => ({
-    code: "custom",
-    message: issue.message,
-    path: (issue.path ?? []).map((segment) => typeof segment === "object" && segment !== null ? segment.key : segment)
-  }))
-  throw stepFailed(stepId, new Error(`Tool input validation failed: ${JSON.stringify(described, null, 2)}`))
-}
+export const validToolInput = (schema: unknown, args: unknown, stepId: string): Promise<any> =>
+  Effect.runPromiseExit(ToolInput.validate(schema, args, stepId)).then((exit) => {
+    if (Exit.isSuccess(exit)) return exit.value
+    const invalid = Cause.findErrorOption(exit.cause)
+    if (Option.isSome(invalid)) throw stepFailed(stepId, new Error(invalid.value.message))
+    throw Cause.squash(exit.cause)
+  })
 
 /** Options of `invokeTool` (noetic's `InvokeToolOpts`). */
 export interface InvokeToolOptions<I = any, O = unknown> extends StepBuildOptions, EffectsOptions<I, O> {

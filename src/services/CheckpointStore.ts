@@ -22,7 +22,7 @@ import * as Schema from "effect/Schema"
 import { CheckpointSchemaMismatch, Corrupt, StorageError } from "../Errors.ts"
 import {
   CHECKPOINT_SCHEMA_VERSION,
-  type CheckpointSnapshot,
+  CheckpointSnapshot,
   ITEM_CHUNK_SIZE,
   ItemChunk,
   itemChunkKey,
@@ -158,6 +158,32 @@ export const decodeStoredSnapshot = (
     )
   }
   return Effect.succeed(decoded.value)
+}
+
+const decodeFullSnapshot = Schema.decodeUnknownExit(CheckpointSnapshot)
+
+/**
+ * Validates what a host's own checkpoint store loaded for `executionId` as a whole
+ * snapshot (items inline): null or undefined is none; anything that is not a
+ * `schemaVersion` 2 snapshot is a `CheckpointSchemaMismatch` naming the version seen and
+ * how to discard it. What both doors run a host-written store's `load` through.
+ */
+export const decodeLoadedSnapshot = (
+  executionId: string,
+  loaded: unknown
+): Effect.Effect<Option.Option<CheckpointSnapshot>, CheckpointSchemaMismatch> => {
+  if (loaded === null || loaded === undefined) return Effect.succeedNone
+  const decoded = decodeFullSnapshot(loaded)
+  if (Exit.isSuccess(decoded)) return Effect.succeedSome(decoded.value)
+  const seen = typeof loaded === "object" && "schemaVersion" in loaded ? loaded.schemaVersion : null
+  return Effect.fail(
+    new CheckpointSchemaMismatch({
+      executionId,
+      seenVersion: seen ?? null,
+      message: `The checkpoint store loaded a record for execution ${JSON.stringify(executionId)} that is not a schemaVersion ${CHECKPOINT_SCHEMA_VERSION} snapshot.`,
+      hint: `Discard it with harness.clearCheckpoint(${JSON.stringify(executionId)}) and start the execution fresh.`
+    })
+  )
 }
 
 /** What this process wrote of one full chunk: enough to tell it is the chunk of this log. */

@@ -11,7 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { Conflict, Corrupt, StorageError, Unserializable } from "../Errors.ts"
+import { Conflict, Corrupt, Io, StorageError, Unserializable } from "../Errors.ts"
 import { SortedKeys } from "../internal/sortedKeys.ts"
 
 /**
@@ -171,6 +171,46 @@ export const readOnly = (storage: StorageAdapterShape): StorageAdapterShape => (
   set: () => Effect.void,
   delete: () => Effect.void
 })
+
+/**
+ * `storage` with every operation and capability refusing once `isClosed()` answers true:
+ * a `StorageError` reason `Io` ("the <kind> storage is closed") instead of a call into a
+ * closed pool or database handle. What a storage closed under its users (the Promise
+ * API's `close()`) is guarded with; a capability it lacks stays absent, one it has is
+ * kept (dropping `writeAll` or `takesJsonText` would make queues and ledgers slower).
+ */
+export const whileOpen = (storage: StorageAdapterShape, kind: string, isClosed: () => boolean): StorageAdapterShape => {
+  const guard = <A>(operation: string, key: string, effect: Effect.Effect<A, StorageError>) =>
+    Effect.suspend(() => (isClosed() ? Effect.fail(closedError(kind, operation, key)) : effect))
+  const { compareAndSet, deleteFenced, scanText, setFenced, writeAll } = storage
+  return {
+    ...(storage.takesJsonText === undefined ? {} : { takesJsonText: storage.takesJsonText }),
+    get: (key) => guard("get", key, storage.get(key)),
+    set: (key, value) => guard("set", key, storage.set(key, value)),
+    delete: (key) => guard("delete", key, storage.delete(key)),
+    list: (prefix) => guard("list", prefix, storage.list(prefix)),
+    getMany: (keys) => guard("getMany", keys.join(","), storage.getMany(keys)),
+    scan: (prefix) => guard("scan", prefix, storage.scan(prefix)),
+    ...(scanText === undefined ? {} : { scanText: (prefix: string) => guard("scan", prefix, scanText(prefix)) }),
+    ...(compareAndSet === undefined ? {} : {
+      compareAndSet: (key: string, expected: Option.Option<unknown>, next: unknown) =>
+        guard("compareAndSet", key, compareAndSet(key, expected, next))
+    }),
+    ...(setFenced === undefined ? {} : {
+      setFenced: (key: string, value: unknown, fence: Fence) => guard("setFenced", key, setFenced(key, value, fence))
+    }),
+    ...(deleteFenced === undefined ? {} : {
+      deleteFenced: (key: string, fence: Fence) => guard("deleteFenced", key, deleteFenced(key, fence))
+    }),
+    ...(writeAll === undefined ? {} : {
+      writeAll: (writes: ReadonlyArray<StorageWrite>) => guard("writeAll", writes[0]?.key ?? "", writeAll(writes))
+    })
+  }
+}
+
+/** The failure of an operation on a closed storage (see {@link whileOpen}). */
+export const closedError = (kind: string, operation: string, key: string): StorageError =>
+  new StorageError({ operation, reason: new Io({ key, message: `the ${kind} storage is closed`, cause: null }) })
 
 /**
  * Reads many keys at once (the storage's `getMany`). Missing keys are absent from the

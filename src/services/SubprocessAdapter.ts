@@ -92,10 +92,15 @@ export class HandleEvicted extends Schema.TaggedError<HandleEvicted>("noetic-eff
   }
 }
 
-/** The child was stopped before it settled. */
+/**
+ * The child was stopped before it settled. `stopReason` is the reason given to `stop`
+ * (noetic's `stopReason`); it is kept with the child's persisted result, so a host that
+ * reattaches the child reports it too.
+ */
 export class Stopped extends Schema.TaggedError<Stopped>("noetic-effect/SubprocessError/Stopped")("Stopped", {
   handleId: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  stopReason: Schema.optional(Schema.String)
 }) {
   /** The error code. */
   get code(): "STOPPED" {
@@ -173,6 +178,12 @@ export interface SubprocessHandle {
   /** When the child was spawned (epoch millis), when the adapter knows. */
   readonly startedAt?: number | undefined
   readonly status: Effect.Effect<HandleStatus>
+  /**
+   * The reason given to the `stop` that stopped the child (noetic's `stopReason`), also
+   * when another host stopped it; undefined until then, or when none was given. Absent
+   * on a host-written adapter's handle that keeps none.
+   */
+  readonly stopReason?: Effect.Effect<string | undefined> | undefined
   /** Whether a running child is paused (see the adapter's `pause`); absent where children cannot pause. */
   readonly paused?: Effect.Effect<boolean> | undefined
   /** The child's output, once it settles. */
@@ -236,9 +247,11 @@ export interface SubprocessAdapterShape {
   readonly resume?: ((handleId: string) => Effect.Effect<boolean, SubprocessError>) | undefined
   /**
    * Stops a child. Stopping a settled child leaves its outcome (`await`) as it was; the
-   * in-memory adapter then reports it `stopped`, as noetic's does.
+   * in-memory adapter then reports it `stopped`, as noetic's does. `reason` (noetic's
+   * `stopReason`) is kept with the child: its handle's `stopReason` and the `Stopped`
+   * failure carry it.
    */
-  readonly stop: (handleId: string) => Effect.Effect<void, SubprocessError>
+  readonly stop: (handleId: string, reason?: string) => Effect.Effect<void, SubprocessError>
   /** The children still running: those recorded in storage, or the running ones of this process without storage. */
   readonly listLive: Effect.Effect<ReadonlyArray<SubprocessHandle>, StorageError | SubprocessError>
   /** Rebinds a recorded child after a restart; none without storage or when it is gone. */
@@ -264,9 +277,15 @@ export class SubprocessAdapter extends Context.Service<SubprocessAdapter, Subpro
 export const unknownHandle = (handleId: string): SubprocessError =>
   new SubprocessError({ reason: new UnknownHandle({ handleId, message: `no child with handle ${handleId}` }) })
 
-/** The failure of a child stopped before it settled. */
-export const stopped = (handleId: string): SubprocessError =>
-  new SubprocessError({ reason: new Stopped({ handleId, message: `child ${handleId} was stopped` }) })
+/** The failure of a child stopped before it settled, with the reason given to `stop` when there was one. */
+export const stopped = (handleId: string, stopReason?: string): SubprocessError =>
+  new SubprocessError({
+    reason: new Stopped({
+      handleId,
+      message: `child ${handleId} was stopped`,
+      ...(stopReason === undefined ? {} : { stopReason })
+    })
+  })
 
 /** An `Error`'s own fields plus its `name` and `message`, which are not its own enumerable ones. */
 const errorFields = (error: Error): Record<string, unknown> => ({ ...error, name: error.name, message: error.message })
@@ -337,8 +356,8 @@ export const makeMemoryWith = (
     string,
     {
       handle: SubprocessHandle
-      fiber: Fiber.Fiber<unknown, unknown>
-      markStopped: Effect.Effect<void>
+      /** Interrupts the child (keeping `reason`) and settles it as stopped. */
+      stop: (reason: string | undefined) => Effect.Effect<void>
       current: () => HandleStatus
     }
   >()
@@ -348,6 +367,7 @@ export const makeMemoryWith = (
     const handleId = request.handleId !== undefined ? request.handleId : yield* randomId
     const result = yield* Deferred.make<unknown, SubprocessError>()
     let status: HandleStatus = "running"
+    let stopReason: string | undefined
     const fiber = yield* request.runInProcess.pipe(
       Effect.onExit((exit) => {
         forgetSettled(handleId)
@@ -358,7 +378,7 @@ export const makeMemoryWith = (
         const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
         if (failure === undefined && exit.cause.reasons.every((reason) => reason._tag === "Interrupt")) {
           status = "stopped"
-          return Deferred.fail(result, stopped(handleId))
+          return Deferred.fail(result, stopped(handleId, stopReason))
         }
         status = "failed"
         return Deferred.fail(result, childFailedOf(handleId, exit.cause))
@@ -373,18 +393,26 @@ export const makeMemoryWith = (
       metadata: { ...request.metadata, runtime: request.metadata?.runtime ?? "in-memory" },
       startedAt: yield* Clock.currentTimeMillis,
       status: Effect.sync(() => status),
+      stopReason: Effect.sync(() => stopReason),
       await: Deferred.await(result)
     }
     // A fiber interrupted before it ever ran never runs its onExit: stop settles it then.
     // A child that had settled keeps its outcome (await), and reports `stopped` from
-    // then on, as noetic's in-memory adapter does once `stop` answered `stopped`.
+    // then on, as noetic's in-memory adapter does once `stop` answered `stopped`, with
+    // the reason given (noetic's `stopReason`).
     const markStopped = Effect.suspend(() => {
       if (status !== "running") return Effect.sync(() => void (status = "stopped"))
       forgetSettled(handleId)
       status = "stopped"
-      return Deferred.fail(result, stopped(handleId))
+      return Deferred.fail(result, stopped(handleId, stopReason))
     })
-    handles.set(handleId, { handle, fiber, markStopped, current: () => status })
+    const stop = (reason: string | undefined) =>
+      Effect.suspend(() => {
+        // The stop that stopped it names the reason; a later one changes nothing.
+        if (status !== "stopped") stopReason = reason
+        return Effect.andThen(Fiber.interrupt(fiber), markStopped)
+      })
+    handles.set(handleId, { handle, stop, current: () => status })
     return handle
   })
 
@@ -416,12 +444,10 @@ export const makeMemoryWith = (
     spawn,
     spawnProcess,
     get: (handleId) => Effect.sync(() => Option.map(Option.fromUndefinedOr(handles.get(handleId)), (e) => e.handle)),
-    stop: (handleId) =>
+    stop: (handleId, reason) =>
       Effect.suspend(() => {
         const entry = handles.get(handleId)
-        return entry === undefined
-          ? Effect.fail(unknownHandle(handleId))
-          : Effect.andThen(Fiber.interrupt(entry.fiber), entry.markStopped)
+        return entry === undefined ? Effect.fail(unknownHandle(handleId)) : entry.stop(reason)
       }),
     listLive: Effect.sync(() =>
       Array.from(handles.values()).flatMap((entry) =>
