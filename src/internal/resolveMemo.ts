@@ -23,7 +23,7 @@
  *
  * Given a directory (`persistIn`: the adapter's compile cache directory, which only its
  * user can write), the memo is also kept across children: a child starts from the file
- * the last one wrote there (one file per node version, execArgv and bootstrap) and
+ * the last one wrote there (one file per node version, execArgv, NODE_OPTIONS and bootstrap) and
  * writes what it added once loaded, or at exit. The file holds stamps (modification
  * time and size) of what its answers depend on: the bootstrap file (a rebuilt library
  * has new chunks), each package's `package.json` (its exports and type) and each
@@ -82,8 +82,9 @@ const stampPathsOf = (url: string): ReadonlyArray<string> => {
   if (at < 0) return []
   const rest = url.slice(at + "/node_modules/".length).split("/")
   const name = rest[0]!.startsWith("@") ? `${rest[0]}/${rest[1]}` : rest[0]!
-  const modules = decodeURIComponent(new URL(url.slice(0, at + "/node_modules".length)).pathname)
-  return [modules, `${modules}/${decodeURIComponent(name)}/package.json`]
+  const { fileURLToPath } = process.getBuiltinModule("node:url")
+  const modules = fileURLToPath(url.slice(0, at + "/node_modules".length))
+  return [modules, fileURLToPath(`${url.slice(0, at)}/node_modules/${name}/package.json`)]
 }
 
 /** The stamp of `path` now. */
@@ -145,7 +146,9 @@ export const installResolveMemo = (
   const fs = persist === undefined ? undefined : process.getBuiltinModule("node:fs")
   const file = persist === undefined
     ? undefined
-    : `${persist.directory}/resolve-memo-${fnv1a([process.version, persist.bootstrap, ...process.execArgv].join("\0"))}.json`
+    : `${persist.directory}/resolve-memo-${
+      fnv1a([process.version, persist.bootstrap, process.env.NODE_OPTIONS ?? "", ...process.execArgv].join("\0"))
+    }.json`
   let memo: Map<string, ResolveFnOutput> | undefined = (fs !== undefined && file !== undefined ? readPersisted(fs, file) : undefined) ??
     new Map()
   // Kept across children only when its stamps cover it: an answer into the library or an installed package.
