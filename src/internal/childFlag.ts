@@ -25,6 +25,14 @@ export const RESULT_FD_FLAG = "--result-fd"
  */
 export const SPARE_FLAG = "--noetic-spare"
 
+/**
+ * The argv flag naming the directory (the adapter's compile cache, only its user can
+ * write it) where a child keeps its module resolution memo across children (see
+ * `internal/resolveMemo.ts`). Given only to a built bootstrap: from source, a loader
+ * such as tsx answers from files a developer edits.
+ */
+export const RESOLVE_MEMO_FLAG = "--resolve-memo"
+
 const started = Symbol.for("noetic-effect/subprocessChild/started")
 
 /**

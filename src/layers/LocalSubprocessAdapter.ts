@@ -54,7 +54,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import type { StorageError } from "../Errors.ts"
 import { childProcess, sha256Hex, nodeFs as Fs } from "../internal/builtins.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
-import { CHILD_FLAG, importingStepModule, RESULT_FD_FLAG } from "../internal/childFlag.ts"
+import { CHILD_FLAG, importingStepModule, RESOLVE_MEMO_FLAG, RESULT_FD_FLAG } from "../internal/childFlag.ts"
 import { awaitPath } from "../internal/awaitPath.ts"
 import { awaitRecordedPid, listLiveFrom, manifestOf, sharedReattach } from "../internal/manifests.ts"
 import { siblingModuleUrl, toModuleUrl } from "../internal/moduleUrl.ts"
@@ -394,10 +394,12 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
     compileCacheMade = problem === undefined
     return problem
   }
-  // Node's compile cache (see `compileCache`), so repeated child starts reuse compiled code. A host's own setting wins.
+  // Node's compile cache (see `compileCache`), so repeated child starts reuse compiled code (a host's own setting
+  // wins), and there a built child's module resolution memo (internal/resolveMemo.ts).
   const childEnv = () => ({ NODE_COMPILE_CACHE: compileCache, ...(options.env ?? process.env) })
+  const childArgs = bootstrap.endsWith(".ts") ? [] : [RESOLVE_MEMO_FLAG, compileCache]
   const spares = options.prewarm !== true ? undefined : yield* makeSpares({
-    node, bootstrap, root, runDir, env: childEnv, prepare: () => prepareCompileCache() === undefined,
+    node, bootstrap, childArgs, root, runDir, env: childEnv, prepare: () => prepareCompileCache() === undefined,
     execArgv: yield* Effect.option(execArgvFor("spare", entry)).pipe(Effect.map(Option.getOrUndefined))
   })
 
@@ -411,10 +413,9 @@ export const make = Effect.fnUntraced(function*(options: LocalSubprocessAdapterO
         log = openLog(logPathOf(manifest.socketPath!))
         // The deliberate exception to "the scope owns lifetimes": a detached child in its
         // own process group, unreferenced, its output in a file, so the host's death (even
-        // SIGKILL) neither kills it nor breaks its output. Its one pipe to the host (fd 3)
-        // carries a single byte, written once its result is persisted on its quiet path
-        // (a write that fails, the host gone, is ignored).
-        const proc = childProcess().spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId, RESULT_FD_FLAG, "3"], {
+        // SIGKILL) neither kills it nor breaks its output. Its one pipe to the host (fd 3) carries a single
+        // byte, written once its result is persisted on its quiet path (a write that fails, the host gone, is ignored).
+        const proc = childProcess().spawn(node, [...execArgv, bootstrap, CHILD_FLAG, "--root", root, "--handle", handleId, RESULT_FD_FLAG, "3", ...childArgs], {
           detached: true,
           stdio: ["ignore", log, log, "pipe"],
           ...(manifest.cwdInit === null ? {} : { cwd: manifest.cwdInit }),

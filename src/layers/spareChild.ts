@@ -36,6 +36,8 @@ export interface SpareOptions {
   readonly node: string
   /** The child bootstrap (`subprocessChild.js`). */
   readonly bootstrap: string
+  /** Arguments every child gets after its own (the resolution memo's directory). */
+  readonly childArgs: ReadonlyArray<string>
   /** The subprocess root. */
   readonly root: string
   /** Where the spare's log goes until it is assigned. */
@@ -118,7 +120,7 @@ export const makeSpares = (options: SpareOptions): Effect.Effect<Spares, never, 
         fd = openLog(log)
         proc = childProcess().spawn(
           options.node,
-          [...execArgv, options.bootstrap, CHILD_FLAG, SPARE_FLAG, "--root", options.root, RESULT_FD_FLAG, "3"],
+          [...execArgv, options.bootstrap, CHILD_FLAG, SPARE_FLAG, "--root", options.root, RESULT_FD_FLAG, "3", ...options.childArgs],
           { detached: true, stdio: ["pipe", fd, fd, "pipe"], env }
         )
       } catch {

@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import { pathToFileURL } from "node:url"
-import { CHILD_FLAG, claimChildRun } from "../internal/childFlag.ts"
+import { CHILD_FLAG, claimChildRun, RESOLVE_MEMO_FLAG } from "../internal/childFlag.ts"
 import { installResolveMemo } from "../internal/resolveMemo.ts"
 
 export { CHILD_FLAG } from "../internal/childFlag.ts"
@@ -23,6 +23,13 @@ export { CHILD_FLAG } from "../internal/childFlag.ts"
 if (process.argv.includes(CHILD_FLAG) && claimChildRun()) {
   // The library's own modules sit beside this file (dist/ when built), the process's
   // main script (`import.meta` is not there in the CommonJS build).
-  const memo = installResolveMemo(new URL(".", pathToFileURL(process.argv[1] ?? process.cwd() + "/")).href)
+  const bootstrap = process.argv[1] ?? process.cwd() + "/"
+  // The memo kept across children, when the adapter names its directory (RESOLVE_MEMO_FLAG).
+  const at = process.argv.indexOf(RESOLVE_MEMO_FLAG)
+  const directory = at < 0 ? undefined : process.argv[at + 1]
+  const memo = installResolveMemo(
+    new URL(".", pathToFileURL(bootstrap)).href,
+    directory === undefined ? undefined : { directory, bootstrap }
+  )
   void import("./subprocessChildMain.ts").then((child) => child.main(memo.end))
 }

@@ -34,13 +34,13 @@ const tree = (files: Record<string, string>) => {
  * Runs `code` as an ES module in a fresh node with the memo installed as `memo`, its own
  * directory `own` under `root` (all of `root` by default); returns its JSON output.
  */
-const runWithMemo = (root: string, code: string, own = "") =>
+const runWithMemo = (root: string, code: string, own = "", persist?: { directory: string; bootstrap: string }) =>
   new Promise<unknown>((resolve, reject) => {
     const script = `
 import { installResolveMemo } from ${JSON.stringify(memoModule)}
 import * as Fs from "node:fs"
 const root = ${JSON.stringify(root)}
-const memo = installResolveMemo(${JSON.stringify(`${pathToFileURL(root).href}/${own}`)})
+const memo = installResolveMemo(${JSON.stringify(`${pathToFileURL(root).href}/${own}`)}, ${JSON.stringify(persist)})
 ${code}
 `
     NodeChildProcess.execFile(
@@ -141,4 +141,47 @@ process.stdout.write(JSON.stringify({ before, after: memo.hits(), value }))`
     )
     expect(out).toEqual({ before: 1, after: 1, value: "copy a" })
   }, 90_000)
+
+  describe("kept across children (persist)", () => {
+    /** Imports a/one.js then a/two.js in a fresh process with the memo kept under `root`/cache; returns values and hits after the first. */
+    const twoImports = (root: string) =>
+      runWithMemo(
+        root,
+        `const first = (await import(root + "/a/one.js")).default
+const hitsAfterFirst = memo.hits()
+const second = (await import(root + "/a/two.js")).default
+process.stdout.write(JSON.stringify({ values: [first, second], hitsAfterFirst }))`,
+        "",
+        { directory: Path.join(root, "cache"), bootstrap: Path.join(root, "package.json") }
+      )
+
+    it("a later process starts from the memo an earlier one wrote", async () => {
+      const root = packageTree({ a: "copy a" }, ["a/one.js", "a/two.js"])
+      Fs.mkdirSync(Path.join(root, "cache"))
+      expect(await twoImports(root)).toEqual({ values: ["copy a", "copy a"], hitsAfterFirst: 0 })
+      // The first import of pkg is served from the file now.
+      expect(await twoImports(root)).toEqual({ values: ["copy a", "copy a"], hitsAfterFirst: 1 })
+    }, 90_000)
+
+    it("ignores a memo whose package changed since (its package.json stamp): the new exports are followed", async () => {
+      const root = packageTree({ a: "copy a" }, ["a/one.js", "a/two.js"])
+      Fs.mkdirSync(Path.join(root, "cache"))
+      await twoImports(root)
+      Fs.writeFileSync(Path.join(root, "a/node_modules/pkg/other.js"), `export default "other"`)
+      Fs.writeFileSync(
+        Path.join(root, "a/node_modules/pkg/package.json"),
+        JSON.stringify({ name: "pkg", type: "module", exports: "./other.js" })
+      )
+      expect(await twoImports(root)).toEqual({ values: ["other", "other"], hitsAfterFirst: 0 })
+    }, 90_000)
+
+    it("ignores a malformed memo file", async () => {
+      const root = packageTree({ a: "copy a" }, ["a/one.js", "a/two.js"])
+      Fs.mkdirSync(Path.join(root, "cache"))
+      await twoImports(root)
+      const [file] = Fs.readdirSync(Path.join(root, "cache")).filter((name) => name.endsWith(".json"))
+      Fs.writeFileSync(Path.join(root, "cache", file!), "{ not json")
+      expect(await twoImports(root)).toEqual({ values: ["copy a", "copy a"], hitsAfterFirst: 0 })
+    }, 90_000)
+  })
 })
