@@ -340,10 +340,12 @@ export const makeQueues = (
     resume?.()
   }
 
-  const turn = (item: PendingAppend) =>
-    Effect.callback<void>((resume) => {
-      if (item.woken) return resume(Effect.void)
-      item.resume = () => resume(Effect.void)
+  /** Waits for its turn: then it leads the next batch, or its own batch has answered it. */
+  const turn = (path: string, queue: Array<PendingAppend>, item: PendingAppend) =>
+    Effect.callback<AppendResult, StreamError>((resume) => {
+      const go = () => resume(item.lead ? lead(path, queue, item) : outcome(item))
+      if (item.woken) return go()
+      item.resume = go
     })
 
   const outcome = (item: PendingAppend): Effect.Effect<AppendResult, StreamError> =>
@@ -383,7 +385,7 @@ export const makeQueues = (
         return busy.has(path) ? Effect.andThen(Effect.yieldNow, lead(path, fresh, item)) : lead(path, fresh, item)
       }
       queue.push(item)
-      return Effect.flatMap(turn(item), () => item.lead ? lead(path, queue, item) : outcome(item))
+      return turn(path, queue, item)
     }))
 
   return { submit }

@@ -148,7 +148,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
 
   /** Resets a sliding TTL (stored, so every process sees it); at most a few writes a second. */
   const touch = (path: string, record: PathRecord) =>
-    Effect.gen(function*() {
+    record.ttl === undefined ? Effect.void : Effect.gen(function*() {
       if (record.ttl === undefined) return
       const now = yield* Clock.currentTimeMillis
       if (now - record.t < Math.min(1_000, record.ttl * 250)) return

@@ -200,7 +200,9 @@ export const parseTimestamp = (text: string): number | undefined => {
 export const jsonMessages = (body: Uint8Array): ReadonlyArray<string> | undefined => {
   let value: unknown
   try {
-    value = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8"))
+    value = JSON.parse(
+      Buffer.isBuffer(body) ? body.toString("utf8") : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")
+    )
   } catch {
     return undefined
   }
