@@ -103,6 +103,8 @@ export const readSse = async (
   let pending: Uint8Array = new Uint8Array(0)
   /** Takes one read's bytes: whether `onEvent` asked to stop. */
   const take = (bytes: Uint8Array): boolean => {
+    // The bytes already held have no blank line but maybe at their last byte.
+    const scanned = Math.max(0, pending.byteLength - 1)
     if (pending.byteLength === 0) {
       pending = bytes
     } else {
@@ -112,7 +114,7 @@ export const readSse = async (
       pending = joined
     }
     let start = 0
-    for (let boundary = blankLine(pending, 0); boundary >= 0; boundary = blankLine(pending, start)) {
+    for (let boundary = blankLine(pending, scanned); boundary >= 0; boundary = blankLine(pending, start)) {
       const event = parseBlock(decoder.decode(pending.subarray(start, boundary)))
       start = boundary + 2
       if (event !== undefined && onEvent(event)) return true

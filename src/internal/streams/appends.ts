@@ -343,7 +343,9 @@ export const makeQueues = (
   /** Waits for its turn: then it leads the next batch, or its own batch has answered it. */
   const turn = (path: string, queue: Array<PendingAppend>, item: PendingAppend) =>
     Effect.callback<AppendResult, StreamError>((resume) => {
-      const go = () => resume(item.lead ? lead(path, queue, item) : outcome(item))
+      // A leader handed the queue lets the scheduler run once first: the appends just
+      // answered make room for their writers' next ones, which then join its batch.
+      const go = () => resume(item.lead ? Effect.andThen(Effect.yieldNow, lead(path, queue, item)) : outcome(item))
       if (item.woken) return go()
       item.resume = go
     })
