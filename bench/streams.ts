@@ -364,7 +364,7 @@ const collect = (): void => {
   gc()
 }
 
-/** Heap bytes per reader with `readers` SSE readers caught up at the tail of a stream of `length` chunks. */
+/** Heap bytes per reader with `readers` SSE readers caught up at the tail of a stream of `length` appends. */
 const memoryPerReader = async (server: Running, length: number, readers: number): Promise<number> => {
   const path = freshPath()
   await put(`${server.url}${path}`, "application/json")
@@ -408,18 +408,18 @@ const readersCase: BenchCase = {
       for (const length of lengths) variants[`len${length}`] = () => memoryPerReader(server, length, readers)
       const samples = await interleave(variants, { rounds, warmup: 0 })
       const figures = lengths.map((length) =>
-        figureOf(samples, `len${length}`, `heap per caught-up SSE reader, stream of ${length} chunks`, "this", "bytes", { readers })
+        figureOf(samples, `len${length}`, `heap per caught-up SSE reader, stream of ${length} appends`, "this", "bytes", { readers })
       )
       return {
         id: "streams:readers",
         title: readersCase.title,
         figures,
         ratios: present([
-          ratioOf(figures, samples, `heap per reader, ${lengths[1]} / ${lengths[0]} chunks (flat: about 1)`, `len${lengths[1]}`, `len${lengths[0]}`)
+          ratioOf(figures, samples, `heap per reader, ${lengths[1]} / ${lengths[0]} appends (flat: about 1)`, `len${lengths[1]}`, `len${lengths[0]}`)
         ]),
         skipped: [],
         notes: [
-          "Server and readers share one process, so a reader's figure includes its client side (fetch, parser); memory storage.",
+          "Server and readers share one process, so a reader's figure includes its client side (fetch, parser); memory storage. The parser (test/http/streamHelpers.ts readSse) holds no earlier event while it waits: before, a slice of its first (catch-up) event kept that whole text alive, which made the figure grow with the stream.",
           "Each reader reads from -1 to the tail, then waits live; the heap is measured after a full GC once all are caught up."
         ]
       }

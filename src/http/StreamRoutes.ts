@@ -194,12 +194,18 @@ export const handler = (streams: DurableStreams["Service"], options: StreamRoute
       readonly offset: string
       readonly done: boolean
     }
+    // The first read is taken from here once, not put in the stream's initial state: the
+    // response keeps that state for as long as it is open, and a catch-up read from -1
+    // can be large (the per-reader memory bench).
+    let firstRead: ReadResult | undefined = first
     const step = (state: State): Effect.Effect<readonly [Uint8Array, State] | undefined> =>
       Effect.gen(function*() {
         if (state.done) return undefined
         const cursor = liveCursor(Date.now(), clientCursor)
-        if (state.result !== undefined) {
-          const result = state.result
+        const pending = state.result ?? firstRead
+        firstRead = undefined
+        if (pending !== undefined) {
+          const result = pending
           const text = sseFrames(result, cursor, hasData(result))
           return [encoder.encode(text), { result: undefined, offset: result.nextOffset, done: result.closed }] as const
         }
@@ -212,7 +218,7 @@ export const handler = (streams: DurableStreams["Service"], options: StreamRoute
         if (!hasData(result) && !result.closed) return [new Uint8Array(0), { ...state, result: undefined }] as const
         return [new Uint8Array(0), { result, offset: state.offset, done: false }] as const
       }).pipe(Effect.catch(() => Effect.succeed(undefined)))
-    const body = Stream.unfold<State, Uint8Array, never, never>({ result: first, offset: first.nextOffset, done: false }, step)
+    const body = Stream.unfold<State, Uint8Array, never, never>({ result: undefined, offset: first.nextOffset, done: false }, step)
     const headers: Record<string, string> = {
       ...COMMON,
       "cache-control": "no-cache",

@@ -48,10 +48,39 @@ export interface SseEvent {
   readonly id: string | undefined
 }
 
+/** Where the first blank line (`\n\n`) at or after `from` starts in `bytes`, or -1. */
+const blankLine = (bytes: Uint8Array, from: number): number => {
+  for (let i = from; i + 1 < bytes.byteLength; i++) if (bytes[i] === 10 && bytes[i + 1] === 10) return i
+  return -1
+}
+
+/** One event block's fields (`event`, `data` lines joined by `\n`, `id`); comments skipped. */
+const parseBlock = (block: string): SseEvent | undefined => {
+  let event = "message"
+  const data: Array<string> = []
+  let id: string | undefined
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue
+    const colon = line.indexOf(":")
+    const field = colon < 0 ? line : line.slice(0, colon)
+    let value = colon < 0 ? "" : line.slice(colon + 1)
+    if (value.startsWith(" ")) value = value.slice(1)
+    if (field === "event") event = value
+    else if (field === "data") data.push(value)
+    else if (field === "id") id = value
+  }
+  return data.length === 0 && id === undefined ? undefined : { event, data: data.join("\n"), id }
+}
+
 /**
  * Reads SSE events from `url` until `onEvent` returns true, the server ends the
  * response, or the connection fails. Sends `Last-Event-ID` when given one. Resolves with
  * how it ended.
+ *
+ * Events are cut from the bytes and each one decoded on its own, and what is left of a
+ * read is copied: a reader waiting for its next event holds no string of an earlier
+ * one (a slice of one large decoded text would keep all of it alive while the reader
+ * waits, and the readers' memory bench counts what readers hold).
  */
 export const readSse = async (
   url: string,
@@ -71,37 +100,44 @@ export const readSse = async (
   if (response.status !== 200 || response.body === null) return "failed"
   const reader = response.body.getReader()
   const decoder = new TextDecoder()
-  let buffer = ""
-  try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) return "ended"
-      buffer += decoder.decode(value, { stream: true })
-      let boundary: number
-      while ((boundary = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, boundary)
-        buffer = buffer.slice(boundary + 2)
-        let event = "message"
-        const data: Array<string> = []
-        let id: string | undefined
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) continue
-          const colon = line.indexOf(":")
-          const field = colon < 0 ? line : line.slice(0, colon)
-          let value = colon < 0 ? "" : line.slice(colon + 1)
-          if (value.startsWith(" ")) value = value.slice(1)
-          if (field === "event") event = value
-          else if (field === "data") data.push(value)
-          else if (field === "id") id = value
-        }
-        if (data.length === 0 && id === undefined) continue
-        if (onEvent({ event, data: data.join("\n"), id })) {
-          await reader.cancel()
-          return "stopped"
-        }
-      }
+  let pending: Uint8Array = new Uint8Array(0)
+  /** Takes one read's bytes: whether `onEvent` asked to stop. */
+  const take = (bytes: Uint8Array): boolean => {
+    // The bytes already held have no blank line but maybe at their last byte.
+    const scanned = Math.max(0, pending.byteLength - 1)
+    if (pending.byteLength === 0) {
+      pending = bytes
+    } else {
+      const joined = new Uint8Array(pending.byteLength + bytes.byteLength)
+      joined.set(pending)
+      joined.set(bytes, pending.byteLength)
+      pending = joined
     }
-  } catch {
-    return "failed"
+    let start = 0
+    for (let boundary = blankLine(pending, scanned); boundary >= 0; boundary = blankLine(pending, start)) {
+      const event = parseBlock(decoder.decode(pending.subarray(start, boundary)))
+      start = boundary + 2
+      if (event !== undefined && onEvent(event)) return true
+    }
+    if (start > 0) pending = pending.slice(start)
+    return false
   }
+  // Callbacks, not an async loop: a suspended async function may keep its last values
+  // (a read's bytes) alive until it resumes.
+  return new Promise((resolve) => {
+    const next = (): void => {
+      reader.read().then((read) => {
+        if (read.done) return resolve("ended")
+        let stop: boolean
+        try {
+          stop = take(read.value)
+        } catch {
+          return resolve("failed")
+        }
+        if (!stop) return next()
+        reader.cancel().then(() => resolve("stopped"), () => resolve("stopped"))
+      }, () => resolve("failed"))
+    }
+    next()
+  })
 }

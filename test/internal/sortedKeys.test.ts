@@ -18,21 +18,27 @@ const scanned = (keys: ReadonlySet<string>, prefix: string): Array<string> =>
 describe("SortedKeys", () => {
   it("lists a prefix as a full scan and sort would, after any adds and removes", () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 60 }), fc.array(key, { minLength: 1, maxLength: 6 }), (ops, prefixes) => {
-        const index = new SortedKeys()
-        const model = new Set<string>()
-        for (const { add, key } of ops) {
-          if (add) {
-            index.add(key)
-            model.add(key)
-          } else {
-            index.remove(key)
-            model.delete(key)
+      fc.property(
+        fc.array(op, { maxLength: 80 }),
+        fc.array(key, { minLength: 1, maxLength: 6 }),
+        // Small blocks, so splitting and emptying blocks happen; 256 is the default.
+        fc.constantFrom(1, 2, 3, 256),
+        (ops, prefixes, blockSize) => {
+          const index = new SortedKeys(blockSize)
+          const model = new Set<string>()
+          for (const { add, key } of ops) {
+            if (add) {
+              index.add(key)
+              model.add(key)
+            } else {
+              index.remove(key)
+              model.delete(key)
+            }
           }
+          for (const prefix of ["", ...prefixes]) expect(index.withPrefix(prefix)).toEqual(scanned(model, prefix))
         }
-        for (const prefix of ["", ...prefixes]) expect(index.withPrefix(prefix)).toEqual(scanned(model, prefix))
-      }),
-      { numRuns: 300 }
+      ),
+      { numRuns: 600 }
     )
   })
 

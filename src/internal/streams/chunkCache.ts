@@ -19,6 +19,8 @@ export interface CachedChunk {
   readonly bytes: Buffer | undefined
   /** The message texts of a JSON chunk. */
   readonly messages: ReadonlyArray<string> | undefined
+  /** Where its appends end, when it holds several (`ChunkRecord.e`). */
+  readonly e?: ReadonlyArray<number> | undefined
 }
 
 /** What an entry costs besides its data: the objects around it, roughly. */
@@ -27,8 +29,8 @@ const ENTRY_OVERHEAD = 96
 /** The data of a chunk record, decoded once. */
 export const decodeChunk = (chunk: ChunkRecord, json: boolean): CachedChunk =>
   json
-    ? { a: chunk.a, z: chunk.z, bytes: undefined, messages: chunkMessages(chunk) }
-    : { a: chunk.a, z: chunk.z, bytes: Buffer.from(chunk.d, "base64"), messages: undefined }
+    ? { a: chunk.a, z: chunk.z, bytes: undefined, messages: chunkMessages(chunk), e: chunk.e }
+    : { a: chunk.a, z: chunk.z, bytes: Buffer.from(chunk.d, "base64"), messages: undefined, e: chunk.e }
 
 const costOf = (entry: CachedChunk): number =>
   ENTRY_OVERHEAD + (entry.bytes !== undefined ? entry.bytes.byteLength : entry.z)

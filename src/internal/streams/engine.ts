@@ -28,11 +28,11 @@ import {
 } from "./types.ts"
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import { randomId } from "../randomId.ts"
-import { bodyData, decide, makeQueues, parseProducer, type PendingAppend } from "./appends.ts"
+import { bodyData, makeQueues, parseProducer, type PendingAppend, planGroup } from "./appends.ts"
 import * as ChunkCache from "./chunkCache.ts"
-import { decodeChunk } from "./chunkCache.ts"
 import * as Reads from "./reads.ts"
 import {
+  appendEndAfter,
   type ChunkRecord,
   chunkBytes,
   chunkKey,
@@ -45,6 +45,7 @@ import {
   isJson,
   jsonChunkData,
   mediaType,
+  messagesWithin,
   ownerOf,
   parseDecimal,
   parseOffset,
@@ -57,6 +58,8 @@ import {
 const DEFAULT_CONTENT_TYPE = "application/octet-stream"
 const MAX_CACHED_HEADS = 10_000
 const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+/** The most offset units the appends of one group commit put in one chunk (one larger append is a chunk alone). */
+const MAX_CHUNK_UNITS = 64 * 1024
 const EMPTY = Buffer.alloc(0)
 
 const fail = (reason: StreamError["reason"], message: string, extra: Partial<StreamError> = {}) =>
@@ -145,7 +148,7 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
 
   /** Resets a sliding TTL (stored, so every process sees it); at most a few writes a second. */
   const touch = (path: string, record: PathRecord) =>
-    Effect.gen(function*() {
+    record.ttl === undefined ? Effect.void : Effect.gen(function*() {
       if (record.ttl === undefined) return
       const now = yield* Clock.currentTimeMillis
       if (now - record.t < Math.min(1_000, record.ttl * 250)) return
@@ -407,81 +410,80 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   /**
    * Commits a batch of appends to one path in their order, under the path's lock: the
    * record and the head are loaded once, each append is checked against the head the
-   * ones before it left, and each is its own chunk committed by compare-and-set. When
-   * another process took an index, the record and head are read again and that append
-   * is checked again. Readers are woken once, after the batch.
+   * ones before it left, and the data of a group of them is one chunk committed by one
+   * compare-and-set (`planGroup`). When another process took the index, the record and
+   * head are read again and the group is decided again. Readers are woken once, after
+   * the batch.
    */
   const appendBatch = (path: string, batch: ReadonlyArray<PendingAppend>): Effect.Effect<void> =>
     withLock(
       path,
       Effect.gen(function*() {
-        const woken = new Set<string>()
-        let at = 0
-        const settleRest = (exit: Exit.Exit<AppendResult, StreamError>) => {
-          for (; at < batch.length; at++) batch[at]!.exit = exit
+        let todo = batch
+        let woken: string | undefined
+        let touched: PathRecord | undefined
+        const settle = (items: ReadonlyArray<PendingAppend>, exit: Exit.Exit<AppendResult, StreamError>) => {
+          for (const item of items) item.exit = exit
         }
-        load: while (at < batch.length) {
+        load: while (todo.length > 0) {
+          if (touched !== undefined) yield* touch(path, touched)
+          touched = undefined
           const loaded = yield* Effect.exit(liveRecord(path))
           if (loaded._tag === "Failure") {
-            settleRest(Exit.failCause(loaded.cause))
+            settle(todo, Exit.failCause(loaded.cause))
             break
           }
           const record = loaded.value
           const cached = yield* Effect.exit(currentHead(record, true))
           if (cached._tag === "Failure") {
-            settleRest(Exit.failCause(cached.cause))
+            settle(todo, Exit.failCause(cached.cause))
             break
           }
           let head = cached.value
-          let touched = false
-          while (at < batch.length) {
-            const item = batch[at]!
-            const decision = decide(record, head, item.input, item.producer, item.close)
-            if (decision instanceof StreamError) {
-              // A refusal is checked against storage first: another process may have moved the head.
-              const fresh = yield* Effect.exit(currentHead(record))
-              if (fresh._tag === "Success" && fresh.value.index !== head.index) {
-                if (touched) yield* touch(path, record)
-                continue load
+          while (todo.length > 0) {
+            const plan = planGroup(record, head, todo, MAX_CHUNK_UNITS)
+            const group = todo.slice(0, plan.taken)
+            if (plan.chunk === undefined) {
+              if (plan.refused) {
+                // A refusal is checked against storage first: another process may have moved the head.
+                const fresh = yield* Effect.exit(currentHead(record))
+                if (fresh._tag === "Failure") {
+                  settle(group, Exit.failCause(fresh.cause))
+                  todo = todo.slice(plan.taken)
+                  continue
+                }
+                if (fresh.value.index !== head.index) continue load
               }
-              item.exit = fresh._tag === "Failure" ? Exit.failCause(fresh.cause) : Exit.fail(decision)
-              at++
+              group.forEach((item, k) => (item.exit = plan.exits[k]))
+              if (plan.exits.some(Exit.isSuccess)) touched = record
+              todo = todo.slice(plan.taken)
               continue
             }
-            if (decision._tag === "Done") {
-              item.exit = Exit.succeed(decision.result)
-              touched = true
-              at++
+            const won = yield* Effect.exit(commit(record, head.index, plan.chunk))
+            if (won._tag === "Success" && won.value) {
+              cache.put(record.id, head.index, plan.entry!)
+              head = plan.after
+              rememberHead(record.id, head)
+              woken = record.id
+              touched = record
+              group.forEach((item, k) => (item.exit = plan.exits[k]))
+              todo = todo.slice(plan.taken)
               continue
             }
-            const won = yield* Effect.exit(commit(record, head.index, decision.chunk))
-            if (won._tag === "Failure" || !won.value) {
-              // Another process committed this index first (or the write's fate is
-              // unknown): read again, and check this append again unless it failed.
-              heads.delete(record.id)
-              if (won._tag === "Failure") {
-                item.exit = Exit.failCause(won.cause)
-                at++
-              }
-              if (touched) yield* touch(path, record)
-              continue load
+            // Another process committed this index first (or the write's fate is unknown):
+            // read again, and decide the group again, but for the writers of a failed write.
+            heads.delete(record.id)
+            if (won._tag === "Failure") {
+              group.forEach((item, k) => {
+                if (plan.writes[k]) item.exit = Exit.failCause(won.cause)
+              })
+              todo = todo.filter((item) => item.exit === undefined)
             }
-            cache.put(record.id, head.index, decodeChunk(decision.chunk, isJson(record.ct)))
-            head = headAfter(head.index, decision.chunk)
-            rememberHead(record.id, head)
-            woken.add(record.id)
-            touched = true
-            item.exit = Exit.succeed({
-              outcome: "appended",
-              nextOffset: formatOffset(head),
-              closed: head.closed,
-              producer: item.producer === undefined ? undefined : { epoch: item.producer.epoch, seq: item.producer.seq }
-            })
-            at++
+            continue load
           }
-          if (touched) yield* touch(path, record)
         }
-        for (const id of woken) yield* announce(id)
+        if (touched !== undefined) yield* touch(path, touched)
+        if (woken !== undefined) yield* announce(woken)
       })
     )
 
@@ -574,12 +576,19 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
         if (at.index === sourceHead.index) base = { index: sourceHead.index, bytes: sourceHead.bytes }
         anc = [[source.id, source.base.index], ...source.anc]
         fork = { path: input.forkedFrom, offset: formatOffset(base), sub: parsed.sub }
-        if (parsed.sub > 0) {
-          const cut = base.index < sourceHead.index ? yield* chunkAt(source, base.index) : undefined
-          prefix = cut === undefined ? undefined : subPrefix(source.ct, cut, parsed.sub)
+        const cut = base.index < sourceHead.index ? yield* chunkAt(source, base.index) : undefined
+        // An offset inside a chunk (where one of its appends ended) or a sub-offset: the
+        // fork's first chunk of its own holds that chunk's data up to there.
+        const skip = cut === undefined ? 0 : base.bytes - cut.a
+        if (cut !== undefined && skip !== 0 && !(skip > 0 && skip < cut.z && (cut.e?.includes(skip) ?? false))) {
+          return yield* fail("BadRequest", `Stream-Fork-Offset ${input.forkOffset} is not a position of the source`)
+        }
+        if (parsed.sub > 0 || skip > 0) {
+          prefix = cut === undefined ? undefined : subPrefix(source.ct, cut, skip, parsed.sub)
           if (prefix === undefined) {
             return yield* fail("BadRequest", `Stream-Fork-Sub-Offset ${parsed.sub} is past the next data boundary`)
           }
+          base = { index: base.index, bytes: cut!.a }
         }
       }
       const wanted: CreateConfig = { ct, ttl, exp, closed: input.closed === true, fork }
@@ -652,17 +661,22 @@ export const make = Effect.fnUntraced(function*(storage: StorageAdapterShape, op
   return { create, append, read, head, remove, awaitChange }
 })
 
-/** The first `sub` bytes (or JSON messages) of `chunk`, or undefined when it has fewer. */
-const subPrefix = (contentType: string, chunk: ChunkRecord, sub: number) => {
+/**
+ * The data of `chunk` up to `sub` bytes (or JSON messages) past its first `skip` offset
+ * units (an append's end), or undefined when that is past the end of the append there.
+ */
+const subPrefix = (contentType: string, chunk: ChunkRecord, skip: number, sub: number) => {
+  const boundary = appendEndAfter(chunk, skip)
   if (isJson(contentType)) {
     const messages = chunkMessages(chunk)
-    if (sub > messages.length) return undefined
-    const taken = messages.slice(0, sub)
+    const from = messagesWithin(messages, skip)
+    const to = messagesWithin(messages, boundary)
+    if (from === undefined || to === undefined || from + sub > to) return undefined
+    const taken = messages.slice(0, from + sub)
     return { ...jsonChunkData(taken), n: taken.length }
   }
-  const bytes = chunkBytes(chunk)
-  if (sub > bytes.byteLength) return undefined
-  const taken = bytes.subarray(0, sub)
+  if (skip + sub > boundary) return undefined
+  const taken = chunkBytes(chunk).subarray(0, skip + sub)
   return { d: taken.toString("base64"), z: taken.byteLength }
 }
 

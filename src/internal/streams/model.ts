@@ -7,7 +7,10 @@
  * (`durable-streams/c/<id>/<index>`). Chunk `i` is committed by a compare-and-set of
  * its absent key, so of several writers (processes) exactly one wins each index, and
  * the chunk carries the stream's state after it (closed, `Stream-Seq`, producers), so
- * an append and its state change are one atomic write.
+ * an append and its state change are one atomic write. The appends one group commit
+ * takes together are one chunk (docs/http-streams.md#the-write-path): an offset
+ * `<index>_<bytes>` whose bytes lie past the start of chunk `index` names the position
+ * inside it where one of its appends ended.
  */
 import { Buffer } from "node:buffer"
 
@@ -23,15 +26,27 @@ export const chunkPrefix = (id: string): string => `${KEY_ROOT}c/${id}/`
 /** The key of chunk `index` of the stream with this id. */
 export const chunkKey = (id: string, index: number): string => `${chunkPrefix(id)}${pad(index)}`
 
-const pad = (n: number): string => String(n).padStart(16, "0")
+const ZEROS = "0000000000000000"
+const pad = (n: number): string => {
+  const digits = String(n)
+  return digits.length >= 16 ? digits : ZEROS.slice(digits.length) + digits
+}
 
-/** A position: the index of the next chunk and the byte count before it. */
+/**
+ * A position: the index of the next chunk and the byte count before it; or, with more
+ * bytes than chunk `index` starts at, a position inside that chunk (where one of the
+ * appends it holds ended).
+ */
 export interface Position {
   readonly index: number
   readonly bytes: number
 }
 
-/** The offset token of a position: `<index>_<bytes>`, both 16 digits, so tokens sort by position. */
+/**
+ * The offset token of a position: `<index>_<bytes>`, both 16 digits, so tokens sort by
+ * position: a position inside chunk `i` sorts after the start of `i` and before the start
+ * of `i + 1`, where the end of `i` is.
+ */
 export const formatOffset = (position: Position): string => `${pad(position.index)}_${pad(position.bytes)}`
 
 const OFFSET = /^(\d{16})_(\d{16})$/
@@ -51,13 +66,20 @@ export type ProducerState = readonly [epoch: number, seq: number]
 /**
  * One committed chunk. `a` is the byte count before it, `z` its length in offset units,
  * `d` its data (base64 bytes, or for a JSON stream its messages' texts joined by `,`),
- * `n` its JSON message count; the rest is the stream's state after it.
+ * `n` its JSON message count, `e` where its appends end when it holds several; the rest
+ * is the stream's state after it.
  */
 export interface ChunkRecord {
   readonly a: number
   readonly z: number
   readonly d: string
   readonly n?: number | undefined
+  /**
+   * The ends of its appends but the last (which ends at `z`), in offset units from its
+   * start, when it holds more than one: the positions inside it an append was answered
+   * with, and the data boundaries a fork's sub-offset counts to.
+   */
+  readonly e?: ReadonlyArray<number> | undefined
   /** Closed after this chunk. */
   readonly c?: 1 | undefined
   /** The last `Stream-Seq` accepted. */
@@ -129,8 +151,20 @@ export const ownerOf = (record: PathRecord, index: number): string => {
   return record.anc.length > 0 ? record.anc[record.anc.length - 1]![0] : record.id
 }
 
+/** Media types of the content types seen, by content type. */
+const mediaTypes = new Map<string, string>()
+
 /** The media type without parameters, lower case: what two content types are compared by. */
-export const mediaType = (contentType: string): string => contentType.split(";")[0]!.trim().toLowerCase()
+export const mediaType = (contentType: string): string => {
+  let media = mediaTypes.get(contentType)
+  if (media === undefined) {
+    media = contentType.split(";")[0]!.trim().toLowerCase()
+    // Every append and read asks about a stream's content type: the few in use are remembered.
+    if (mediaTypes.size >= 256) mediaTypes.clear()
+    mediaTypes.set(contentType, media)
+  }
+  return media
+}
 
 /** Whether a stream of this content type is in JSON mode (messages, arrays on read). */
 export const isJson = (contentType: string): boolean => mediaType(contentType) === "application/json"
@@ -166,7 +200,9 @@ export const parseTimestamp = (text: string): number | undefined => {
 export const jsonMessages = (body: Uint8Array): ReadonlyArray<string> | undefined => {
   let value: unknown
   try {
-    value = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8"))
+    value = JSON.parse(
+      Buffer.isBuffer(body) ? body.toString("utf8") : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")
+    )
   } catch {
     return undefined
   }
@@ -177,6 +213,25 @@ export const jsonMessages = (body: Uint8Array): ReadonlyArray<string> | undefine
 export const jsonChunkData = (messages: ReadonlyArray<string>): { readonly d: string; readonly z: number } => {
   const d = messages.join(",")
   return { d, z: messages.length === 0 ? 0 : Buffer.byteLength(d) + 1 }
+}
+
+/**
+ * How many of a JSON chunk's `messages` fill exactly its first `units` offset units (a
+ * message is its UTF-8 length plus one), or undefined when `units` falls inside one.
+ */
+export const messagesWithin = (messages: ReadonlyArray<string>, units: number): number | undefined => {
+  let at = 0
+  for (let i = 0; i < messages.length; i++) {
+    if (at >= units) return at === units ? i : undefined
+    at += Buffer.byteLength(messages[i]!) + 1
+  }
+  return at === units ? messages.length : undefined
+}
+
+/** Where the append that holds offset unit `units` of a chunk ends (its next data boundary), in units from its start. */
+export const appendEndAfter = (chunk: { readonly z: number; readonly e?: ReadonlyArray<number> | undefined }, units: number): number => {
+  if (chunk.e !== undefined) for (const end of chunk.e) if (end > units) return end
+  return chunk.z
 }
 
 /** The bytes of a non-JSON chunk. */

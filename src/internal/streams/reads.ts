@@ -10,7 +10,17 @@ import type { StorageError } from "../../Errors.ts"
 import type { StorageAdapterShape } from "../../services/StorageAdapter.ts"
 import type { CachedChunk, ChunkCache } from "./chunkCache.ts"
 import { decodeChunk } from "./chunkCache.ts"
-import { type ChunkRecord, chunkKey, chunkPrefix, type Head, ownerOf, type PathRecord, type Position } from "./model.ts"
+import {
+  type ChunkRecord,
+  chunkKey,
+  chunkPrefix,
+  formatOffset,
+  type Head,
+  messagesWithin,
+  ownerOf,
+  type PathRecord,
+  type Position
+} from "./model.ts"
 import { StreamError } from "./types.ts"
 
 /** The most chunk keys one storage read asks for (a read of smaller chunks takes several). */
@@ -20,6 +30,25 @@ const REBASE_MIN_CHUNKS = 16
 const EMPTY = Buffer.alloc(0)
 
 const fail = (message: string) => Effect.fail(new StreamError({ reason: "Storage", message }))
+
+const badOffset = (position: Position) =>
+  Effect.fail(new StreamError({ reason: "BadRequest", message: `offset ${formatOffset(position)} is not a position of this stream` }))
+
+/**
+ * The part of a chunk from `bytes` on, when that is where one of its appends ended
+ * (`ChunkRecord.e`); undefined for any other position inside it.
+ */
+export const restOf = (entry: CachedChunk, bytes: number): CachedChunk | undefined => {
+  const units = bytes - entry.a
+  if (units <= 0 || units >= entry.z || entry.e === undefined || !entry.e.includes(units)) return undefined
+  if (entry.messages !== undefined) {
+    const skip = messagesWithin(entry.messages, units)
+    if (skip === undefined) return undefined
+    return { a: bytes, z: entry.z - units, bytes: undefined, messages: entry.messages.slice(skip) }
+  }
+  if (entry.bytes === undefined) return undefined
+  return { a: bytes, z: entry.z - units, bytes: entry.bytes.subarray(units), messages: undefined }
+}
 
 const storageFailed = (error: StorageError) => new StreamError({ reason: "Storage", message: error.message })
 
@@ -50,6 +79,12 @@ export const make = (storage: StorageAdapterShape, cache: ChunkCache, maxReadByt
           fetched = yield* fetchChunks(record, index, end, json)
           fetchedFrom = index
           entry = fetched[0]!
+        }
+        if (index === start.index && start.bytes !== entry.a) {
+          // An offset inside a chunk: where one of its appends ended.
+          const rest = restOf(entry, start.bytes)
+          if (rest === undefined) return yield* badOffset(start)
+          entry = rest
         }
         if (size > 0 && size + entry.z > maxReadBytes) break
         out.push(entry)
@@ -105,7 +140,7 @@ export const make = (storage: StorageAdapterShape, cache: ChunkCache, maxReadByt
           if (block.write(chunk.d, at, chunk.z, "base64") !== chunk.z || Buffer.byteLength(chunk.d, "base64") !== chunk.z) {
             return yield* fail(`chunk ${chunkKey(ownerOf(record, from + i), from + i)} holds ${chunk.z} bytes by its record, not its data`)
           }
-          chunks.push({ a: chunk.a, z: chunk.z, bytes: block.subarray(at, at + chunk.z), messages: undefined })
+          chunks.push({ a: chunk.a, z: chunk.z, bytes: block.subarray(at, at + chunk.z), messages: undefined, e: chunk.e })
           at += chunk.z
         }
       }
