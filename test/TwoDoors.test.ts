@@ -12,6 +12,7 @@ import {
   loop as effectLoop,
   runCode as effectRunCode,
   StepLedger,
+  StorageAdapter,
   ToolInput,
   Until
 } from "../src/index.ts"
@@ -136,6 +137,64 @@ describe("two doors: step-ledger retention validation", () => {
       })
     }
   }
+})
+
+describe("two doors: clearCheckpoint", () => {
+  /** What is left after clearCheckpoint: snapshot present, and ledger keys in each storage. */
+  interface Left {
+    readonly snapshot: boolean
+    readonly ledgerInCheckpoints: number
+    readonly ledgerApart: number
+  }
+
+  it("discards the snapshot and a ledger kept apart from it, in both doors", async () => {
+    const ledgerPrefix = (id: string) => `execution:${id}:ledger:`
+    // Effect API: the StepLedger service over a store on another storage than the snapshots.
+    const viaEffect = await runScoped(Effect.gen(function*() {
+      const checkpoints = yield* StorageAdapter.makeMemory
+      const apart = yield* StorageAdapter.makeMemory
+      const store = yield* CheckpointStore.makeWith(checkpoints)
+      const ledger = yield* StepLedger.makeWith(yield* CheckpointStore.makeWith(apart))
+      const harness = yield* EffectHarness.make({
+        name: "clear",
+        agentGraph: effectRunCode({ id: "root", execute: (n: number) => Effect.succeed(n + 1) })
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provideService(StepLedger.StepLedger, ledger))
+      const { executionId } = yield* harness.execute(1)
+      const before = (yield* apart.list(ledgerPrefix(executionId))).length
+      yield* harness.clearCheckpoint(executionId)
+      const left: Left = {
+        snapshot: (yield* checkpoints.list(`execution:${executionId}:snapshot`)).length > 0,
+        ledgerInCheckpoints: (yield* checkpoints.list(ledgerPrefix(executionId))).length,
+        ledgerApart: (yield* apart.list(ledgerPrefix(executionId))).length
+      }
+      return { before, left }
+    }))
+    // Promise API: noetic's storage.adapter holds the ledger.
+    const checkpoints = createInMemoryStorage()
+    const apart = createInMemoryStorage()
+    const harness = promiseHarness({
+      name: "clear",
+      params: {},
+      agentGraph: promiseRunCode({ id: "root", execute: async (n: number) => n + 1 }),
+      environment: { storage: { adapter: apart, checkpointStore: createCheckpointStore({ storage: checkpoints }) } }
+    })
+    const ctx = harness.createContext()
+    await harness.run(harness.agentGraph!, 1, ctx)
+    const executionId = ctx.id
+    const before = (await apart.list(ledgerPrefix(executionId))).length
+    await harness.clearCheckpoint(executionId)
+    const viaPromise = {
+      before,
+      left: {
+        snapshot: (await checkpoints.list(`execution:${executionId}:snapshot`)).length > 0,
+        ledgerInCheckpoints: (await checkpoints.list(ledgerPrefix(executionId))).length,
+        ledgerApart: (await apart.list(ledgerPrefix(executionId))).length
+      } satisfies Left
+    }
+    expect(viaEffect.before).toBeGreaterThan(0)
+    expect(viaEffect).toEqual(viaPromise)
+    expect(viaEffect.left).toEqual({ snapshot: false, ledgerInCheckpoints: 0, ledgerApart: 0 })
+  })
 })
 
 describe("two doors: retry", () => {

@@ -247,7 +247,7 @@ export interface AgentHarness<G extends AnyStep | undefined = AnyStep | undefine
     GraphError<G> | RunError | NoStepConfigured | CheckpointSchemaMismatch | ItemSchemaMismatch | ResumeInputUnavailable | LeaseError,
     GraphServices<G>
   >
-  /** Discards an execution's snapshot and every ledger entry. */
+  /** Discards an execution's snapshot and every ledger entry, wherever its ledger is kept. */
   readonly clearCheckpoint: (executionId: string) => Effect.Effect<void, StorageError>
   /** A fresh context with this harness's layers and checkpoint hook. */
   readonly createContext: (options?: CreateContextOptions) => Effect.Effect<AgentContext>
@@ -753,7 +753,15 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     checkpoint,
     restore,
     resume: resume as AgentHarness<G>["resume"],
-    clearCheckpoint: (executionId) => Option.isNone(store) ? Effect.void : store.value.clear(executionId),
+    clearCheckpoint: (executionId) => {
+      if (Option.isNone(store)) return Effect.void
+      // The ledger may live apart from the snapshots (noetic's storage.adapter): it is
+      // cleared by its own service; in the store's storage this finds nothing left.
+      const ledgers = ledgersOf(executionId)
+      return ledgers === undefined
+        ? store.value.clear(executionId)
+        : Effect.andThen(store.value.clear(executionId), ledgers.clear(executionId))
+    },
     createContext,
     run: run as AgentHarness<G>["run"],
     detachedSpawn: detachedSpawn as unknown as AgentHarness<G>["detachedSpawn"],

@@ -17,7 +17,7 @@ import {
   FrontierEntry
 } from "../schema/CheckpointSnapshot.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
-import { type CheckpointStoreShape, decodeLoadedSnapshot, ledgerKeysOf, makeWith } from "../services/CheckpointStore.ts"
+import { type CheckpointStoreShape, decodeLoadedSnapshot, makeWith } from "../services/CheckpointStore.ts"
 import { makeMemory } from "../services/StorageAdapter.ts"
 import type { StorageAdapterShape } from "../services/StorageAdapter.ts"
 import {
@@ -136,11 +136,6 @@ const hostFailure = (operation: string, key: string) => (cause: unknown) =>
     reason: new Io({ key, message: cause instanceof Error ? cause.message : String(cause), cause })
   })
 
-/** Deletes every step-ledger key of an execution in `storage`. */
-export const clearLedger = (storage: StorageAdapterShape, executionId: string): Effect.Effect<void, StorageError> =>
-  Effect.flatMap(ledgerKeysOf(storage, executionId), (keys) =>
-    Effect.forEach(keys, ({ key }) => storage.delete(key), { concurrency: 16, discard: true }))
-
 /**
  * The engine store behind a facade checkpoint store, for the harness facade. A store
  * made by `createCheckpointStore` hands back the engine store it wraps (its step
@@ -176,11 +171,9 @@ export const toEngineCheckpointStore = (
           typeof entry === "string" ? entry : String((entry as { executionId: unknown }).executionId)
         )
     ),
+    // The ledger in `storage` is cleared by the engine's harness.clearCheckpoint (StepLedger.clear).
     clear: (executionId) =>
-      Effect.andThen(
-        Effect.tryPromise({ try: () => store.clear(executionId), catch: hostFailure("clear", executionId) }),
-        clearLedger(storage, executionId)
-      )
+      Effect.tryPromise({ try: () => store.clear(executionId), catch: hostFailure("clear", executionId) })
   }))
 }
 

@@ -26,7 +26,6 @@ import { reattachLiveChildren as engineReattachLiveChildren } from "../harness/R
 import type * as Step from "../harness/Step.ts"
 import { nodeCrypto } from "../internal/builtins.ts"
 import { inheritFields, selectLayers } from "../internal/contextInit.ts"
-import { clearLedger } from "./checkpoint.ts"
 import { toFacadeError, unwrapExit, harnessClosed } from "./errors.ts"
 import * as Bridge from "./bridge.ts"
 import { createInMemoryStorage, type StorageAdapter, toEngineStorage } from "./storage.ts"
@@ -119,7 +118,6 @@ export class AgentHarness<I = any, O = any> {
   /** The layers of every context unless a call replaces them. */
   readonly #layers: ReadonlyArray<EngineContextLayer<any>>
   /** Where the step ledger lives when it is not the checkpoint store's storage. */
-  readonly #ledgerStorage: StorageAdapter | undefined
   readonly #converted = new WeakMap<object, EngineContextLayer<any>>()
   readonly #spawns = new SpawnsInFlight()
   /** noetic's `config`: the harness's name, its (validated) params, its hooks. */
@@ -167,7 +165,6 @@ export class AgentHarness<I = any, O = any> {
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       storage: this.#layerStorage
     }
-    this.#ledgerStorage = storage?.adapter
     // As in noetic, a harness given no layers gives its contexts none (`defaultContextLayers` lists the usual ones).
     this.#layers = this.#toEngineLayers(options.contextLayers ?? options.context) ?? []
     const layerAdapter = storage?.adapter
@@ -573,16 +570,7 @@ export class AgentHarness<I = any, O = any> {
 
   /** Discards the snapshot and every ledger entry of an execution. */
   clearCheckpoint(executionId: string): Promise<void> {
-    const ledgerStorage = this.#ledgerStorage
-    return this.#use((engine) =>
-      Effect.andThen(
-        engine.clearCheckpoint(executionId),
-        // A ledger kept in storage.adapter is not the checkpoint store's to clear.
-        engine.durable && ledgerStorage !== undefined
-          ? Effect.flatMap(toEngineStorage(ledgerStorage), (storage) => clearLedger(storage, executionId))
-          : Effect.void
-      )
-    )
+    return this.#use((engine) => engine.clearCheckpoint(executionId))
   }
 
   /**

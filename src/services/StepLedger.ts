@@ -43,7 +43,7 @@ import {
   parentOf,
   UNREAD
 } from "../internal/ledgerState.ts"
-import { CheckpointStore, type CheckpointStoreShape } from "./CheckpointStore.ts"
+import { CheckpointStore, type CheckpointStoreShape, ledgerKeysOf } from "./CheckpointStore.ts"
 import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
@@ -178,6 +178,12 @@ export interface StepLedgerShape {
   readonly open: (executionId: string) => Effect.Effect<ExecutionLedger, StorageError>
   /** Counters since the ledger service was built. */
   readonly stats: Effect.Effect<StepLedgerStats>
+  /**
+   * Deletes every ledger entry of an execution (and its count) from the ledger's
+   * storage: what `harness.clearCheckpoint` does beside clearing the snapshot, so a
+   * ledger kept apart from the snapshots is cleared too.
+   */
+  readonly clear: (executionId: string) => Effect.Effect<void, StorageError>
 }
 
 /** The step-completion ledger, kept in the checkpoint store's storage. */
@@ -241,6 +247,9 @@ export const utf8Length = (text: string): number => {
   }
   return bytes
 }
+
+/** How many ledger keys `clear` deletes at once. */
+const CLEAR_CONCURRENCY = 64
 
 const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
 const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
@@ -629,10 +638,18 @@ export const makeWith = (
       } satisfies ExecutionLedger
     })
 
+    const clear = (executionId: string) =>
+      Effect.flatMap(ledgerKeysOf(storage, executionId), (keys) =>
+        Effect.andThen(
+          Effect.forEach(keys, ({ key }) => storage.delete(key), { concurrency: CLEAR_CONCURRENCY, discard: true }),
+          storage.delete(ledgerStatsKey(executionId))
+        ))
+
     return StepLedger.of({
       retention,
       open,
-      stats: Effect.sync(() => ({ ...counters }))
+      stats: Effect.sync(() => ({ ...counters })),
+      clear
     })
   })
 
