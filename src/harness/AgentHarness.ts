@@ -371,7 +371,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   const { storeOf, withLease } = leases
 
   // Checkpoint policy: when a snapshot lands, under which lock and lease.
-  const { checkpoint, checkpointIfChanged } = Checkpointing.make({ harness: options.name, store, leases })
+  const { checkpoint, checkpointIfChanged, saveStarted } = Checkpointing.make({ harness: options.name, store, leases })
 
   const newContext = (init: {
     readonly id: string
@@ -415,12 +415,17 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
   }
 
   // `refresh` false: the caller reads the channels' stored values itself (a resume, beside its other reads).
+  const restoredAt = new WeakMap<ContextStore, string>()
   const restore = (executionId: string, restoreOptions?: RestoreContextOptions, refresh = true) =>
     Option.isNone(store)
       ? Effect.succeedNone
       : Effect.map(
         Option.getOrElse(storeOf(executionId), () => store.value).load(executionId),
-        Option.map((snapshot) => newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions }))
+        Option.map((snapshot) => {
+          const ctx = newContext({ id: snapshot.executionId, snapshot, restore: restoreOptions })
+          restoredAt.set(ctx.store, snapshot.capturedAt)
+          return ctx
+        })
       ).pipe(
         // A restored log is checked against the item schemas as noetic's restore is (docs/runtime.md#item-schemas).
         Effect.tap((restored) => Option.isSome(restored) ? checkRestoredItems(restored.value.items) : Effect.void),
@@ -481,7 +486,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     runByAdapter = false,
     resumedAt?: number,
     opened?: Option.Option<ExecutionLedger>,
-    refreshed = false
+    refreshed = false,
+    standing?: string
   ) =>
     Effect.gen(function*() {
       let ledger = opened
@@ -502,19 +508,17 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       if (resumedAt === undefined || ctx.version !== resumedAt) yield* checkpoint(ctx)
       const output = yield* dispatch(root, input, frame).pipe(
         // The execution's streams end with its outcome (an interrupted run has none yet).
-        Effect.onExit((exit) =>
-          Exit.isSuccess(exit)
-            ? streams.finish(ctx.id, { $end: "succeeded" })
-            : Cause.hasInterruptsOnly(exit.cause)
-            ? Effect.void
-            : Option.isNone(store) || ctx.parent !== undefined
-            ? streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) })
-            // Neither waits on the other (each is best-effort): one round trip of storage, not two.
-            : Effect.all([
-              streams.finish(ctx.id, { $end: "failed", error: failureText(Cause.squash(exit.cause)) }),
-              Checkpointing.markRunFailed(store.value.storage, ctx.id, failureText(Cause.squash(exit.cause)))
-            ], { concurrency: 2, discard: true })
-        )
+        Effect.onExit((exit) => {
+          if (Exit.isSuccess(exit)) return streams.finish(ctx.id, { $end: "succeeded" })
+          if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
+          const error = failureText(Cause.squash(exit.cause))
+          const ended = streams.finish(ctx.id, { $end: "failed", error })
+          if (Option.isNone(store) || ctx.parent !== undefined) return ended
+          // Neither waits on the other (each best-effort): one round trip of storage, not two.
+          // A mark still standing holds only while no snapshot of this run may have landed.
+          const marked = Checkpointing.markRunFailed(store.value.storage, ctx.id, error, saveStarted(ctx) ? undefined : standing)
+          return Effect.all([ended, marked], { concurrency: 2, discard: true })
+        })
       )
       // A finished run leaves a mark an operator can read (the CLI's `finished`): the
       // root's output in the ledger, or else a snapshot whose frontier no longer holds
@@ -588,13 +592,14 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
 
   const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
     Effect.gen(function*() {
-      // The snapshot, the ledger and the channels' stored values are read together: on a
-      // storage that merges reads issued at once (Postgres) that is one round trip.
-      const [restored, ledger] = yield* Effect.all([
+      // The snapshot, the ledger, the channels' stored values and the failure mark are read
+      // together: on a storage that merges reads issued at once (Postgres), one round trip.
+      const [restored, ledger, , standingAt] = yield* Effect.all([
         restore(executionId, restoreOptions, false),
         openLedger(executionId),
-        channels.refresh()
-      ], { concurrency: 3 })
+        channels.refresh(),
+        Option.isNone(store) ? Effect.succeed(() => undefined) : Checkpointing.standingFailure(store.value.storage, executionId)
+      ], { concurrency: 4 })
       if (Option.isNone(restored)) return Option.none()
       const ctx = restored.value
       const rootPath = `/${root.id}#0`
@@ -627,7 +632,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       }
       // A parent given here is recorded by the first checkpoint (the index names it).
       const resumedAt = restoreOptions?.parent === undefined ? ctx.version : undefined
-      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger, true))
+      const standing = standingAt(restoredAt.get(ctx.store) ?? "")
+      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger, true, standing))
     })
 
   // Under a lease the steps run holding it (joining a run of this harness), so their

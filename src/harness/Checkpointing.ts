@@ -60,6 +60,8 @@ export interface Checkpointing {
   readonly checkpoint: (ctx: AgentContext) => Effect.Effect<void>
   /** Saves `ctx` unless the last snapshot that landed is of its current version. */
   readonly checkpointIfChanged: (ctx: AgentContext) => Effect.Effect<void>
+  /** Whether a save of `ctx` ever started, landed or not (a restored context starts with none). */
+  readonly saveStarted: (ctx: AgentContext) => boolean
 }
 
 /** The checkpoint policy of a harness over `store`. */
@@ -70,6 +72,8 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
   const checkpointLocks = new WeakMap<ContextStore, Semaphore.Semaphore>()
   /** The context version the last snapshot that landed was taken at. */
   const savedVersions = new WeakMap<ContextStore, number>()
+  /** The contexts a save started for: a save that failed may still have landed. */
+  const started = new WeakSet<ContextStore>()
 
   const checkpoint = (ctx: AgentContext): Effect.Effect<void> =>
     Option.isNone(store) ? Effect.void : saveCheckpoint(ctx).pipe(
@@ -100,6 +104,7 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
       Effect.gen(function*() {
         const capturedAt = DateTime.formatIso(yield* DateTime.now)
         const version = ctx.version
+        started.add(ctx.store)
         // A child agent names its parent, so clearing the parent finds it (CheckpointStore.clear).
         yield* target.save(
           toSnapshot(ctx, capturedAt),
@@ -121,18 +126,52 @@ export const make = ({ harness, leases, store }: CheckpointingOptions): Checkpoi
   const checkpointIfChanged = (ctx: AgentContext): Effect.Effect<void> =>
     Effect.suspend(() => savedVersions.get(ctx.store) === ctx.version ? Effect.void : checkpoint(ctx))
 
-  return { checkpoint, checkpointIfChanged }
+  return { checkpoint, checkpointIfChanged, saveStarted: (ctx) => started.has(ctx.store) }
 }
 
 /**
  * Leaves the mark of a failed root run (`runFailedKey`) for an operator's tools, so a
  * run that failed reads `failed` rather than `interrupted` (docs/cli.md#execution-status).
  * Best effort: a mark that cannot be written leaves the run `interrupted`, as before.
+ * Nothing is written when `standing` (the line of a mark that still stands, see
+ * `standingFailure`) is this failure's: a resume that fails again as before writes no
+ * mark, and the mark's `at` stays the first of those failures.
  */
-export const markRunFailed = (storage: StorageAdapterShape, executionId: string, error: string): Effect.Effect<void> =>
-  Effect.flatMap(DateTime.now, (now) =>
+export const markRunFailed = (
+  storage: StorageAdapterShape,
+  executionId: string,
+  error: string,
+  standing?: string
+): Effect.Effect<void> => {
+  const line = error.split("\n")[0] ?? error
+  // The mark already says this (a resume that failed again as before): nothing to write.
+  if (line === standing) return Effect.void
+  return Effect.flatMap(DateTime.now, (now) =>
     storage.set(runFailedKey(executionId), {
       version: 1,
       at: DateTime.formatIso(now),
-      error: error.split("\n")[0] ?? error
+      error: line
     } satisfies RunFailed)).pipe(Effect.ignore)
+}
+
+/**
+ * The failure line of the mark stored for `executionId` when it still stands against
+ * the snapshot captured at `capturedAt` (the mark no older than it, as the CLI reads
+ * it), else undefined: no mark, a mark a later snapshot outranks, or a row that cannot
+ * be read (the next failure then writes the mark afresh). Read beside a resume's
+ * snapshot and ledger, in the same round trip on a storage that merges reads.
+ */
+export const standingFailure = (
+  storage: StorageAdapterShape,
+  executionId: string
+): Effect.Effect<(capturedAt: string) => string | undefined> =>
+  storage.get(runFailedKey(executionId)).pipe(
+    Effect.map((found) => (capturedAt: string) => {
+      if (Option.isNone(found)) return undefined
+      const mark = found.value as Partial<RunFailed> | null
+      if (typeof mark !== "object" || mark === null || mark.version !== 1) return undefined
+      if (typeof mark.at !== "string" || typeof mark.error !== "string") return undefined
+      return Date.parse(mark.at) >= Date.parse(capturedAt) ? mark.error : undefined
+    }),
+    Effect.orElseSucceed(() => () => undefined)
+  )

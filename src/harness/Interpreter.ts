@@ -49,6 +49,9 @@ import { observeStep, type StepHooks } from "./SessionTurn.ts"
 import * as LayerLifecycle from "./LayerLifecycle.ts"
 import { inboxWakes } from "./Channels.ts"
 import * as ToolLoop from "./ToolLoop.ts"
+import { type Frame, frameAt, noteDispatch, withFrame } from "./Frames.ts"
+
+export { type Frame, newRunState, rootFrame, type RunState } from "./Frames.ts"
 
 /** A tool the harness offers to `invokeTool` steps. */
 export type ToolHandler = (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown>
@@ -117,60 +120,6 @@ export interface Interpreter {
   /** Runs (or replays) `step` below `parent`. */
   readonly dispatch: (step: AnyStep, input: unknown, parent: Frame) => Effect.Effect<unknown, unknown, unknown>
 }
-
-/** Where a dispatch happens: the context, its path, and the per-parent dispatch counters. */
-export interface Frame {
-  readonly ctx: AgentContext
-  readonly path: string
-  readonly counters: Map<string, number>
-  readonly ledger: Option.Option<ExecutionLedger>
-  readonly run: RunState
-}
-
-/** What one run (an `execute`, a `resume`, a `harness.run`) keeps across its dispatches. */
-export interface RunState {
-  /** The diverged paths already reported, so each is warned of once. */
-  readonly divergencesReported: Set<string>
-  /** Per parent path, the distinct child paths dispatched below it, each with its position (dispatch order). */
-  readonly dispatched: Map<string, Map<string, number>>
-  /** Called once the run's root step is dispatched: see `ExecuteOptions.onRootDispatch`. */
-  readonly onRootDispatch: (() => void) | undefined
-  /**
-   * Whether a subprocess adapter runs this run's root (a detached spawn, a child
-   * process, a re-run after a restart): that root is not dispatched through an adapter
-   * again. See `ExecuteOptions.runByAdapter`.
-   */
-  readonly runByAdapter: boolean
-}
-
-export const newRunState = (onRootDispatch?: () => void, runByAdapter = false): RunState => ({
-  divergencesReported: new Set(),
-  dispatched: new Map(),
-  onRootDispatch,
-  runByAdapter
-})
-
-/** Notes a dispatch at `path` below `parent`; its position among the parent's distinct children. */
-const noteDispatch = (run: RunState, parent: string, path: string): number => {
-  let positions = run.dispatched.get(parent)
-  if (positions === undefined) {
-    positions = new Map()
-    run.dispatched.set(parent, positions)
-  }
-  const at = positions.get(path)
-  if (at !== undefined) return at
-  positions.set(path, positions.size)
-  return positions.size - 1
-}
-
-/** A frame at `path` below `parent`, numbering its children afresh. */
-const frameAt = (parent: Frame, path: string): Frame => ({
-  ctx: parent.ctx,
-  path,
-  counters: new Map(),
-  ledger: parent.ledger,
-  run: parent.run
-})
 
 /** How a step's span marks its dispatch: replayed, run afresh, run after a divergence or an eviction. */
 export type ReplayMark = "hit" | "miss" | "diverged" | "evicted"
@@ -275,19 +224,6 @@ const textOf = (output: unknown): string => {
   }
 }
 
-/**
- * The frame a run starts from: the root of `ctx`, a fresh run state. `onRootDispatch`
- * is called once the root step below it is dispatched; `runByAdapter` when an adapter
- * runs that root.
- */
-export const rootFrame = (
-  ctx: AgentContext,
-  ledger: Option.Option<ExecutionLedger>,
-  counters: Map<string, number> = new Map(),
-  onRootDispatch?: () => void,
-  runByAdapter = false
-): Frame => ({ ctx, path: "", counters, ledger, run: newRunState(onRootDispatch, runByAdapter) })
-
 /** The interpreter over a harness's contexts, tools and policies. */
 export const make = (deps: InterpreterDeps): Interpreter => {
   const stepContext = (frame: Frame): StepContext => {
@@ -304,7 +240,7 @@ export const make = (deps: InterpreterDeps): Interpreter => {
     // Prompt ids follow the path, so a step re-run after a restore joins its restored prompt.
     view.askUser = (input, askOptions = {}) =>
       frame.ctx.askUser(input, { id: askOptions.id ?? `${frame.ctx.id}${frame.path}/askUser#${asks++}` })
-    return view
+    return withFrame(view, frame)
   }
 
   // A model call's recorded value carries its meta: noted on the context, its output passed on.

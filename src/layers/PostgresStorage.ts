@@ -156,11 +156,23 @@ type CoalescedRead =
 
 type StoredRow = { readonly key: string; readonly value: unknown }
 
-/** Whether `key` (as stored) answers `read`, compared as the C collation compares (code point order). */
-const answers = (read: CoalescedRead, key: string): boolean => {
+/**
+ * Whether `key` (as stored) answers `read`, compared as the C collation compares (code
+ * point order). `plain`: neither `key` nor the read's bounds has a code unit at or above
+ * U+D800, so the engine's own string order (by code unit) is that order.
+ */
+const answers = (read: CoalescedRead, key: string, plain: boolean): boolean => {
   if (read._tag === "Key") return key === read.key
+  if (plain) return key >= read.lower && (read.upper === undefined || key < read.upper)
   return comparePoints(key, read.lower) >= 0 && (read.upper === undefined || comparePoints(key, read.upper) < 0)
 }
+
+/** A code unit at or above U+D800 (a surrogate, or U+E000-U+FFFF): there code unit and code point order part. */
+const HIGH_UNIT = /[\ud800-\uffff]/
+
+/** Whether `read`'s bounds are below U+D800 throughout (see `answers`). */
+const plainBounds = (read: CoalescedRead): boolean =>
+  read._tag === "Key" || (!HIGH_UNIT.test(read.lower) && (read.upper === undefined || !HIGH_UNIT.test(read.upper)))
 
 /** Code point order: code unit order but for surrogates, which sort above U+E000-U+FFFF. */
 const comparePoints = (a: string, b: string): number => {
@@ -205,10 +217,20 @@ const readCoalescer = (sql: SqlClient.SqlClient, table: Statement.Identifier) =>
       : sql<StoredRow>`SELECT key, value FROM ${table} WHERE ${clause(alone)}`
     Effect.runCallback(statement, {
       onExit: (exit) => {
-        for (const one of batch) {
-          if (Exit.isFailure(exit)) one.resume(exit)
-          else one.resume(Effect.succeed(batch.length === 1 ? exit.value : exit.value.filter((row) => answers(one.read, row.key))))
+        if (Exit.isFailure(exit) || batch.length === 1) {
+          for (const one of batch) one.resume(exit)
+          return
         }
+        // Each row checked once for code units where the orders part, then against each read.
+        const plain = batch.map((one) => plainBounds(one.read))
+        const answered = batch.map((): Array<StoredRow> => [])
+        for (const row of exit.value) {
+          const plainKey = !HIGH_UNIT.test(row.key)
+          for (let i = 0; i < batch.length; i++) {
+            if (answers(batch[i]!.read, row.key, plainKey && plain[i]!)) answered[i]!.push(row)
+          }
+        }
+        batch.forEach((one, i) => one.resume(Effect.succeed(answered[i]!)))
       }
     })
   }

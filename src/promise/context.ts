@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import { AgentContext as EngineContext, type Item } from "../harness/AgentContext.ts"
 import * as Step from "../harness/Step.ts"
+import { replayNow } from "../harness/Frames.ts"
 import type { AskUserPrompt, Cwd, FrontierEntry } from "../schema/CheckpointSnapshot.ts"
 import { toFacadeError, unwrapExit } from "./errors.ts"
 import { AgentStreamError, DEFAULT_NAME, nameProblem, type StreamChunk } from "../harness/AgentStreams.ts"
@@ -529,13 +530,16 @@ export class StepContext extends AgentContext {
 
   /** Runs a child step below this one (interrupted with this body); a recorded output replays instead of running. */
   run<I, O>(step: AnyStep<I, O>, input: I): Promise<O> {
+    const engineStep = asStep(step) as Step.Step<I, O, unknown, never>
+    // A step the ledger answers at once (a replay) settles without a fiber: the engine decides.
+    const replayed = replayNow(this.#step, engineStep, this.#services)
+    if (replayed !== undefined) return Promise.resolve(replayed.output as O)
     const signal = this.#signal
     const fiber = Effect.runForkWith(this.#services)(
-      this.#step.run(asStep(step) as Step.Step<I, O, unknown, never>, input),
+      this.#step.run(engineStep, input),
       signal instanceof HostSignal ? undefined : { signal }
     )
-    // A step the ledger answers (a replay) settles while it is forked: its promise is
-    // made settled, without waiting for the fiber's observer.
+    // A step that settles while it is forked gets a settled promise, without waiting for the fiber's observer.
     const done = fiber.pollUnsafe()
     if (done !== undefined) return settledPromise(done)
     if (signal instanceof HostSignal) signal.watch(fiber)

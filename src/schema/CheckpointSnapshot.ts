@@ -109,7 +109,11 @@ export const runFailedKey = (executionId: string): string => `execution:${execut
 /** An execution's failure mark. */
 export const RunFailed = Schema.Struct({
   version: Schema.Literal(1),
-  /** When the run failed, ISO text (compared with the snapshot's `capturedAt`). */
+  /**
+   * When the run failed, ISO text (compared with the snapshot's `capturedAt`). A resume
+   * that fails again the same way, saving no snapshot, leaves the mark as it is: then
+   * the first of those failures.
+   */
   at: Schema.String,
   /** The failure, one line. */
   error: Schema.String
