@@ -1,6 +1,7 @@
 /**
  * A `LanguageModel` that answers from a script: each call takes the next response.
- * For tests, demos and the Promise facade's `{ generate(request) }` models.
+ * For tests, demos and the Promise facade's `{ generate(request) }` models (`fromPromise`),
+ * and the model of a harness built without one (`layerNone`).
  *
  * @since 0.1.0
  */
@@ -60,6 +61,66 @@ export const fromGenerate = (generate: Generate): Effect.Effect<LanguageModel.La
     streamText: (options) =>
       Stream.unwrap(Effect.map(generate(requestOf(options)), (response) => Stream.fromIterable(toStreamParts(response))))
   })
+
+/** An `AiError` of this module's `method` for an `InvalidRequestError` saying `description`. */
+const invalidRequest = (method: string, description: string): AiError.AiError =>
+  AiError.make({ module: "AgentHarness", method, reason: new AiError.InvalidRequestError({ description }) })
+
+/**
+ * The model of a harness built without one: every call (generate or stream) fails with
+ * an `AiError` saying so, never a defect.
+ */
+export const layerNone: Layer.Layer<LanguageModel.LanguageModel> = Layer.effect(
+  LanguageModel.LanguageModel,
+  fromGenerate(() => Effect.fail(invalidRequest("callModel", "this harness was built without a model")))
+)
+
+/**
+ * A `LanguageModel` over a host's `generate` that answers with a Promise (noetic's plain
+ * model object). A rejection is an `AiError` (`UnknownError`, its message kept); an
+ * answer that is not `{ text: string, id?: string }` is an `AiError`
+ * (`InvalidOutputError`) naming what came back, never a defect.
+ */
+export const fromPromise = (
+  generate: (request: GenerateRequest) => PromiseLike<unknown>
+): Effect.Effect<LanguageModel.LanguageModel> =>
+  fromGenerate((request) =>
+    Effect.flatMap(
+      Effect.tryPromise({
+        try: () => Promise.resolve(generate(request)),
+        catch: (cause) =>
+          AiError.make({
+            module: "AgentHarness",
+            method: "generate",
+            reason: new AiError.UnknownError({ description: cause instanceof Error ? cause.message : String(cause) })
+          })
+      }),
+      (answer) => {
+        const response = answer as { readonly text?: unknown; readonly id?: unknown } | null
+        if (
+          typeof response === "object" && response !== null && typeof response.text === "string" &&
+          (response.id === undefined || typeof response.id === "string")
+        ) {
+          return Effect.succeed(response as ScriptedResponse)
+        }
+        return Effect.fail(AiError.make({
+          module: "AgentHarness",
+          method: "generate",
+          reason: new AiError.InvalidOutputError({
+            description: `generate() answered ${describe(answer)}, not { text: string, id?: string }`
+          })
+        }))
+      }
+    )
+  )
+
+const describe = (value: unknown): string => {
+  if (value === null) return "null"
+  if (Array.isArray(value)) return "an array"
+  if (typeof value !== "object") return `a ${typeof value}`
+  const text = (value as { readonly text?: unknown }).text
+  return text === undefined ? "an object without text" : `an object whose text is a ${typeof text}`
+}
 
 /**
  * A scripted model: call `n` answers with `responses[n]`; a call past the end fails

@@ -6,7 +6,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as Step from "../harness/Step.ts"
 import type * as ScriptedModel from "../layers/ScriptedModel.ts"
@@ -182,12 +181,11 @@ export interface PlainModel {
 // imported: a process that only defines steps (a child agent importing its step module)
 // never pays for them. Imported once per process: an `import()` resolves the module
 // again each time it is called, and a host builds a runtime per harness.
-let modelModules: Promise<[typeof LanguageModel, typeof AiError, typeof ScriptedModel]> | undefined
+let modelModules: Promise<[typeof LanguageModel, typeof ScriptedModel]> | undefined
 const loadModelModules = Effect.promise(() => {
   if (modelModules === undefined) {
     modelModules = Promise.all([
       import("effect/ai/LanguageModel") as Promise<typeof LanguageModel>,
-      import("effect/ai/AiError") as Promise<typeof AiError>,
       import("../layers/ScriptedModel.ts") as Promise<typeof ScriptedModel>
     ])
   }
@@ -196,40 +194,10 @@ const loadModelModules = Effect.promise(() => {
 
 export const modelLayer = (model: PlainModel | Layer.Layer<LanguageModel.LanguageModel> | undefined): Layer.Layer<LanguageModel.LanguageModel> => {
   if (model !== undefined && !("generate" in model)) return model
-  return Layer.unwrap(Effect.map(loadModelModules, ([LanguageModel, AiError, ScriptedModel]) => {
-    if (model === undefined) {
-      return Layer.effect(
-        LanguageModel.LanguageModel,
-        LanguageModel.make({
-          generateText: () =>
-            Effect.fail(
-              AiError.make({
-                module: "AgentHarness",
-                method: "callModel",
-                reason: new AiError.InvalidRequestError({ description: "this harness was built without a model" })
-              })
-            ),
-          streamText: () => {
-            throw new Error("this harness was built without a model")
-          }
-        })
-      )
-    }
-    return Layer.effect(
-      LanguageModel.LanguageModel,
-      ScriptedModel.fromGenerate((request) =>
-        Effect.tryPromise({
-          try: () => model.generate(request),
-          catch: (cause) =>
-            AiError.make({
-              module: "AgentHarness",
-              method: "generate",
-              reason: new AiError.UnknownError({ description: cause instanceof Error ? cause.message : String(cause) })
-            })
-        })
-      )
-    )
-  }))
+  return Layer.unwrap(Effect.map(loadModelModules, ([LanguageModel, ScriptedModel]) =>
+    model === undefined
+      ? ScriptedModel.layerNone
+      : Layer.effect(LanguageModel.LanguageModel, ScriptedModel.fromPromise((request) => model.generate(request)))))
 }
 
 /**

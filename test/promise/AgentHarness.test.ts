@@ -334,6 +334,22 @@ describe("Promise facade: AgentHarness", () => {
     expect(ctx?.items.map((item) => item.content)).toEqual([[{ type: "input_text", text: "hi" }], "hello there"])
   })
 
+  it("a plain model's answer of the wrong shape, and a harness without a model, fail the model step with a typed error", async () => {
+    const wrong = track(new AgentHarness({
+      name: "wrong-model",
+      params: {},
+      agentGraph: callModel("ask"),
+      model: { generate: async () => ({ text: 42 }) as never }
+    }))
+    const shape = await runTurn(wrong, "hi").then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(shape)).toBe(true)
+    expect(JSON.stringify((shape as { noeticError: unknown }).noeticError)).toContain("not { text: string, id?: string }")
+    const none = track(new AgentHarness({ name: "no-model", params: {}, agentGraph: callModel("ask") }))
+    const missing = await runTurn(none, "hi").then(() => undefined, (e: unknown) => e)
+    expect(isNoeticError(missing)).toBe(true)
+    expect(JSON.stringify((missing as { noeticError: unknown }).noeticError)).toContain("built without a model")
+  })
+
   it("detachedSpawn returns a handle at once and its await gets the child's output", async () => {
     const harness = track(new AgentHarness({ name: "spawner", params: {} }))
     const parent = await harness.createContext({ id: "parent" })
