@@ -7,7 +7,7 @@
  * used stream first) or when its stream's chunks are deleted.
  */
 import { Buffer } from "node:buffer"
-import { type ChunkRecord, chunkMessages } from "./model.ts"
+import { chunkBytes, type ChunkRecord, chunkMessages } from "./model.ts"
 
 /** One committed chunk as a read uses it: its position and its data, decoded. */
 export interface CachedChunk {
@@ -30,7 +30,7 @@ const ENTRY_OVERHEAD = 96
 export const decodeChunk = (chunk: ChunkRecord, json: boolean): CachedChunk =>
   json
     ? { a: chunk.a, z: chunk.z, bytes: undefined, messages: chunkMessages(chunk), e: chunk.e }
-    : { a: chunk.a, z: chunk.z, bytes: Buffer.from(chunk.d, "base64"), messages: undefined, e: chunk.e }
+    : { a: chunk.a, z: chunk.z, bytes: chunkBytes(chunk), messages: undefined, e: chunk.e }
 
 const costOf = (entry: CachedChunk): number =>
   ENTRY_OVERHEAD + (entry.bytes !== undefined ? entry.bytes.byteLength : entry.z)
