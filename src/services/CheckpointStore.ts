@@ -113,6 +113,17 @@ export const ledgerKeysOf = (
   })
 }
 
+/** Every key of an execution's ledger to delete when it is cleared: its entries, then its count. */
+export const ledgerKeysToClear = (
+  storage: StorageAdapterShape,
+  executionId: string
+): Effect.Effect<Array<string>, StorageError> =>
+  Effect.map(ledgerKeysOf(storage, executionId), (keys) => [...keys.map(({ key }) => key), ledgerStatsKey(executionId)])
+
+/** Deletes `keys`, {@link CLEAR_CONCURRENCY} at a time. */
+export const deleteKeys = (storage: StorageAdapterShape, keys: ReadonlyArray<string>): Effect.Effect<void, StorageError> =>
+  Effect.forEach(keys, (key) => storage.delete(key), { concurrency: CLEAR_CONCURRENCY, discard: true })
+
 const decodeSnapshot = Schema.decodeUnknownExit(StoredSnapshotHead)
 const decodeChunk = Schema.decodeUnknownExit(ItemChunk)
 
@@ -335,12 +346,9 @@ export const makeWith = (storage: StorageAdapterShape): Effect.Effect<Checkpoint
     ).pipe(Effect.withSpan("CheckpointStore.list"))
 
     const clearOne = Effect.fnUntraced(function*(executionId: string) {
-      const ledger = yield* ledgerKeysOf(storage, executionId)
+      const ledger = yield* ledgerKeysToClear(storage, executionId)
       const chunks = yield* itemChunkKeysOf(storage, executionId)
-      yield* Effect.forEach([...ledger.map(({ key }) => key), ledgerStatsKey(executionId), runFailedKey(executionId), ...chunks], (key) => storage.delete(key), {
-        concurrency: CLEAR_CONCURRENCY,
-        discard: true
-      })
+      yield* deleteKeys(storage, [...ledger, runFailedKey(executionId), ...chunks])
       written.delete(executionId)
       yield* storage.delete(snapshotKey(executionId))
       // The index goes last, so an interrupted clear still lists and can be repeated.

@@ -43,7 +43,7 @@ import {
   parentOf,
   UNREAD
 } from "../internal/ledgerState.ts"
-import { CheckpointStore, type CheckpointStoreShape, ledgerKeysOf } from "./CheckpointStore.ts"
+import { CheckpointStore, type CheckpointStoreShape, deleteKeys, ledgerKeysToClear } from "./CheckpointStore.ts"
 import { getMany, scan, type StorageAdapterShape } from "./StorageAdapter.ts"
 import { logWarning } from "../internal/diagnostics.ts"
 
@@ -247,9 +247,6 @@ export const utf8Length = (text: string): number => {
   }
   return bytes
 }
-
-/** How many ledger keys `clear` deletes at once. */
-const CLEAR_CONCURRENCY = 64
 
 const MISS: ReplayLookup = { _tag: "Miss", evicted: false }
 const MISS_EVICTED: ReplayLookup = { _tag: "Miss", evicted: true }
@@ -639,11 +636,7 @@ export const makeWith = (
     })
 
     const clear = (executionId: string) =>
-      Effect.flatMap(ledgerKeysOf(storage, executionId), (keys) =>
-        Effect.andThen(
-          Effect.forEach(keys, ({ key }) => storage.delete(key), { concurrency: CLEAR_CONCURRENCY, discard: true }),
-          storage.delete(ledgerStatsKey(executionId))
-        ))
+      Effect.flatMap(ledgerKeysToClear(storage, executionId), (keys) => deleteKeys(storage, keys))
 
     return StepLedger.of({
       retention,
