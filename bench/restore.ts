@@ -386,7 +386,7 @@ const restoreCase: BenchCase = {
           notes.push(
             `Round trips of one resume on Postgres (counted on the wire): ${
               sizes.map((n) => `N = ${n}: ${trips[n]} (${reads[n]} reads)`).join(", ")
-            }; target at most 2 (reads at N = ${largest}: ${reads[largest]}). On a storage with its own pool the snapshot, the ledger and the failure mark are read in one statement; the other read lists the execution's streams to end them (the run fails at its last step). It writes nothing: a resume that changed nothing saves no snapshot, and the failure mark the recorded run left already says this failure (the first resume of an execution, or one that fails otherwise, writes it beside that listing). Statements of the N = ${largest} resume: ${
+            }; target at most 2 (reads at N = ${largest}: ${reads[largest]}). On a storage with its own pool the snapshot, the ledger, the failure mark and the list of the execution's streams (ended with the run, which fails at its last step) are read in one statement. It writes nothing: a resume that changed nothing saves no snapshot, and the failure mark the recorded run left already says this failure (the first resume of an execution, or one that fails otherwise, writes it beside that listing). Statements of the N = ${largest} resume: ${
               statements.map((text) => text.slice(0, 70)).join(" | ")
             }.`
           )

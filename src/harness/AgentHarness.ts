@@ -487,7 +487,8 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
     resumedAt?: number,
     opened?: Option.Option<ExecutionLedger>,
     refreshed = false,
-    standing?: string
+    standing?: string,
+    knownStreams?: AgentStreams.KnownStreams
   ) =>
     Effect.gen(function*() {
       let ledger = opened
@@ -509,10 +510,10 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       const output = yield* dispatch(root, input, frame).pipe(
         // The execution's streams end with its outcome (an interrupted run has none yet).
         Effect.onExit((exit) => {
-          if (Exit.isSuccess(exit)) return streams.finish(ctx.id, { $end: "succeeded" })
+          if (Exit.isSuccess(exit)) return streams.finish(ctx.id, { $end: "succeeded" }, knownStreams)
           if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
           const error = failureText(Cause.squash(exit.cause))
-          const ended = streams.finish(ctx.id, { $end: "failed", error })
+          const ended = streams.finish(ctx.id, { $end: "failed", error }, knownStreams)
           if (Option.isNone(store) || ctx.parent !== undefined) return ended
           // Neither waits on the other (each best-effort): one round trip of storage, not two.
           // A mark still standing holds only while no snapshot of this run may have landed.
@@ -590,16 +591,21 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       return yield* withLease(executionId, resumeRestored(root, executionId, restoreOptions), "exclusive")
     }).pipe(Effect.withSpan("AgentHarness.resume", { attributes: { executionId, harness: options.name } }))
 
-  const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) =>
-    Effect.gen(function*() {
-      // The snapshot, the ledger, the channels' stored values and the failure mark are read
-      // together: on a storage that merges reads issued at once (Postgres), one round trip.
-      const [restored, ledger, , standingAt] = yield* Effect.all([
+  const resumeRestored = (root: AnyStep, executionId: string, restoreOptions?: RestoreContextOptions) => {
+    // The streams the run ends with it are noted until the resume is over.
+    let noting: AgentStreams.KnownStreams | undefined
+    return Effect.gen(function*() {
+      // The snapshot, the ledger, the channels' stored values, the failure mark and the
+      // execution's streams (to end them with the run) are read together: on a storage
+      // that merges reads issued at once (Postgres), one round trip.
+      const [restored, ledger, , standingAt, knownStreams] = yield* Effect.all([
         restore(executionId, restoreOptions, false),
         openLedger(executionId),
         channels.refresh(),
-        Option.isNone(store) ? Effect.succeed(() => undefined) : Checkpointing.standingFailure(store.value.storage, executionId)
-      ], { concurrency: 4 })
+        Option.isNone(store) ? Effect.succeed(() => undefined) : Checkpointing.standingFailure(store.value.storage, executionId),
+        streams.known(executionId)
+      ], { concurrency: 5 })
+      noting = knownStreams
       if (Option.isNone(restored)) return Option.none()
       const ctx = restored.value
       const rootPath = `/${root.id}#0`
@@ -633,8 +639,9 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       // A parent given here is recorded by the first checkpoint (the index names it).
       const resumedAt = restoreOptions?.parent === undefined ? ctx.version : undefined
       const standing = standingAt(restoredAt.get(ctx.store) ?? "")
-      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger, true, standing))
-    })
+      return Option.some(yield* runRoot(root, ctx, inFlight.input, undefined, false, resumedAt, ledger, true, standing, knownStreams))
+    }).pipe(Effect.ensuring(Effect.sync(() => noting !== undefined && streams.forget(noting))))
+  }
 
   // Under a lease the steps run holding it (joining a run of this harness), so their
   // ledger writes are fenced like those of execute and resume.

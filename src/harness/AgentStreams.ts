@@ -13,6 +13,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
 import { Buffer } from "node:buffer"
 import { pathKey } from "../internal/streams/model.ts"
@@ -138,8 +139,32 @@ export interface AgentStreams {
     name: string | undefined,
     indexes: Map<string, { next: number }>
   ) => Effect.Effect<StreamWriter, AgentStreamError>
-  /** Closes every stream of `executionId` with its final event (idempotent). */
-  readonly finish: (executionId: string, end: EndEvent) => Effect.Effect<void>
+  /**
+   * Lists the streams `executionId` has now and, from then on, notes the ones this
+   * process opens for it: given to `finish`, they spare it its own listing. A resume
+   * reads this beside its snapshot (one round trip on Postgres). `undefined` when the
+   * listing failed (`finish` then lists), or when there is no storage to list.
+   */
+  readonly known: (executionId: string) => Effect.Effect<KnownStreams | undefined>
+  /** Stops noting streams opened for a run's `known` (its run is over). */
+  readonly forget: (known: KnownStreams) => void
+  /**
+   * Closes every stream of `executionId` with its final event (idempotent): those in
+   * `known` when given, or else those a listing finds.
+   */
+  readonly finish: (executionId: string, end: EndEvent, known?: KnownStreams) => Effect.Effect<void>
+}
+
+/**
+ * The stream names of one execution a run knows of: listed at its start, plus those
+ * opened in this process since.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KnownStreams {
+  readonly executionId: string
+  readonly names: Set<string>
 }
 
 /**
@@ -178,6 +203,9 @@ export const make = (
         return yield* refuse("Unsupported", "agent streams need a durable harness whose storage has compare-and-set")
       }
       const streams = yield* service
+      // Noted before the create: a create that failed may still have stored the stream.
+      const noting = runsNoting.get(executionId)
+      if (noting !== undefined) for (const known of noting) known.names.add(name)
       const path = streamPath(executionId, name)
       const storageFailed = (error: DurableStreams.StreamError) => refuse("Storage", error.message)
       yield* streams.create({ path, contentType: CONTENT_TYPE }).pipe(Effect.mapError(storageFailed))
@@ -218,17 +246,55 @@ export const make = (
       return writer
     })
 
-  const finish = (executionId: string, end: EndEvent) =>
-    service === undefined ? Effect.void : Effect.gen(function*() {
-      const prefix = pathKey(`${PREFIX}${executionId}/`)
-      const keys = yield* usable!.list(prefix)
-      // An execution that opened no stream costs this one list.
-      if (keys.length === 0) return
-      const streams = yield* service
-      const body = Buffer.from(JSON.stringify([end]))
+  // The runs noting the streams opened for an execution in this process (see `known`).
+  const runsNoting = new Map<string, Set<KnownStreams>>()
+
+  const namesUnder = (executionId: string) => {
+    const prefix = pathKey(`${PREFIX}${executionId}/`)
+    return Effect.map(usable!.list(prefix), (keys) => {
+      const names = new Set<string>()
       for (const key of keys) {
         const name = key.slice(prefix.length)
-        if (name.includes("/")) continue
+        if (!name.includes("/")) names.add(name)
+      }
+      return names
+    })
+  }
+
+  const forget = (found: KnownStreams) => {
+    const noting = runsNoting.get(found.executionId)
+    if (noting === undefined) return
+    noting.delete(found)
+    if (noting.size === 0) runsNoting.delete(found.executionId)
+  }
+
+  // Noting starts before the listing, so a stream opened while it runs is not missed.
+  const known = (executionId: string): Effect.Effect<KnownStreams | undefined> =>
+    usable === undefined ? Effect.undefined : Effect.suspend(() => {
+      const found: KnownStreams = { executionId, names: new Set() }
+      let noting = runsNoting.get(executionId)
+      if (noting === undefined) runsNoting.set(executionId, noting = new Set())
+      noting.add(found)
+      return namesUnder(executionId).pipe(
+        Effect.map((names) => {
+          for (const name of names) found.names.add(name)
+          return found
+        }),
+        Effect.orElseSucceed(() => undefined),
+        Effect.onExit((exit) => Effect.sync(() => Exit.isSuccess(exit) && exit.value !== undefined ? undefined : forget(found)))
+      )
+    })
+
+  const finish = (executionId: string, end: EndEvent, given?: KnownStreams) =>
+    service === undefined ? Effect.void : Effect.gen(function*() {
+      const names = given !== undefined && given.executionId === executionId
+        ? given.names
+        : yield* namesUnder(executionId)
+      // An execution that opened no stream costs this one list (none when known).
+      if (names.size === 0) return
+      const streams = yield* service
+      const body = Buffer.from(JSON.stringify([end]))
+      for (const name of names) {
         // One producer for the end: a finish repeated after a crash is a duplicate.
         yield* streams.append({
           path: streamPath(executionId, name),
@@ -242,5 +308,5 @@ export const make = (
       }
     }).pipe(Effect.ignore)
 
-  return { open, finish }
+  return { open, known, forget, finish }
 }

@@ -102,6 +102,46 @@ describe("agent streams", () => {
       })
     }))
 
+  it.effect("a resume ends the streams the earlier run opened and those it opens itself, listing them once, up front", () =>
+    Effect.gen(function*() {
+      const memory = yield* makeMemory
+      // When the execution's streams are listed: how many times the root had run by then.
+      let runs = 0
+      const listedAt: Array<number> = []
+      const storage: StorageAdapterShape = {
+        ...memory,
+        list: (prefix) => {
+          if (prefix.includes("/executions/resumed/")) listedAt.push(runs)
+          return memory.list(prefix)
+        }
+      }
+      const started = yield* Deferred.make<void>()
+      const never = yield* Deferred.make<void>()
+      const root = runCode("root", (_: null, ctx) =>
+        Effect.gen(function*() {
+          runs++
+          yield* writeAll(ctx, [`output ${runs}`])
+          if (runs === 1) {
+            yield* Deferred.succeed(started, undefined)
+            return yield* Deferred.await(never)
+          }
+          // Opened by the resumed run only: no listing at its start could find it.
+          yield* writeAll(ctx, ["late"], "late")
+          return yield* Effect.fail(new Error("gave up"))
+        }))
+      const fiber = yield* Effect.forkChild((yield* host(storage, root)).execute(null, { executionId: "resumed" }))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      listedAt.length = 0
+      const exit = yield* Effect.exit((yield* host(storage, root)).resume("resumed"))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepStrictEqual(listedAt, [1], "listed once, with the resume's first reads (before its run), not again at its end")
+      const ended = { $end: "failed", error: "gave up" }
+      // The re-run's chunk 0 of `output` is a duplicate of the first run's.
+      assert.deepStrictEqual(yield* contents(storage, "resumed"), { messages: ["output 1", ended], closed: true })
+      assert.deepStrictEqual(yield* contents(storage, "resumed", "late"), { messages: ["late", ended], closed: true })
+    }))
+
   it.effect("bad input: a typed error, nothing written", () =>
     Effect.gen(function*() {
       const storage = yield* makeMemory
