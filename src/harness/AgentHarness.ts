@@ -309,19 +309,8 @@ export const validateOptions = (
 ): Effect.Effect<void, EmptyStepId | LeaseTtlInvalid | StepLedgerDurabilityInvalid> =>
   Effect.andThen(
     options.agentGraph === undefined ? Effect.void : Interpreter.validateGraph(options.agentGraph),
-    Effect.andThen(validateLeaseOptions(options.lease), validateDurability(options.stepLedgerDurability))
+    Effect.andThen(validateLeaseOptions(options.lease), Interpreter.validateDurability(options.stepLedgerDurability))
   )
-
-/** Fails unless `durability` is absent, `"best-effort"` or `"strict"`. */
-const validateDurability = (durability: unknown): Effect.Effect<void, StepLedgerDurabilityInvalid> =>
-  durability === undefined || durability === "best-effort" || durability === "strict"
-    ? Effect.void
-    : Effect.fail(
-      new StepLedgerDurabilityInvalid({
-        message: `stepLedgerDurability must be 'best-effort' or 'strict', got ${JSON.stringify(durability)}`,
-        hint: "Leave it out for best-effort (a failed ledger write is warned of and counted), or pass 'strict' to stop the run on one."
-      })
-    )
 
 /**
  * Builds a harness. A `CheckpointStore` in the context makes it durable (with the
@@ -512,7 +501,7 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
         Effect.onExit((exit) => {
           if (Exit.isSuccess(exit)) return streams.finish(ctx.id, { $end: "succeeded" }, knownStreams)
           if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
-          const error = failureText(Cause.squash(exit.cause))
+          const error = Checkpointing.failureText(Cause.squash(exit.cause))
           const ended = streams.finish(ctx.id, { $end: "failed", error }, knownStreams)
           if (Option.isNone(store) || ctx.parent !== undefined) return ended
           // Neither waits on the other (each best-effort): one round trip of storage, not two.
@@ -799,7 +788,3 @@ export const make = Effect.fnUntraced(function*<const G extends AnyStep | undefi
       })
   } satisfies AgentHarness<G>
 })
-
-/** What a stream's final event says of a failure: its message. */
-const failureText = (error: unknown): string =>
-  error instanceof Error ? error.message : typeof error === "string" ? error : String(error)

@@ -175,3 +175,7 @@ export const standingFailure = (
     }),
     Effect.orElseSucceed(() => () => undefined)
   )
+
+/** What a failed run's stream end and failure mark say of its failure: its message. */
+export const failureText = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "string" ? error : String(error)

@@ -15,7 +15,7 @@ import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as References from "effect/References"
 import * as Tracer from "effect/Tracer"
-import { type CheckpointSchemaMismatch, EmptyStepId, type StorageError } from "../Errors.ts"
+import { type CheckpointSchemaMismatch, EmptyStepId, StepLedgerDurabilityInvalid, type StorageError } from "../Errors.ts"
 import type { ItemSchemaMismatch } from "../services/ItemSchemas.ts"
 import type { CheckpointSnapshot } from "../schema/CheckpointSnapshot.ts"
 import type { ExecutionLedger, StepIdentity } from "../services/StepLedger.ts"
@@ -133,6 +133,17 @@ export const validateGraph = (step: AnyStep): Effect.Effect<void, EmptyStepId> =
     if (typeof step.id !== "string" || step.id.trim() === "") return Effect.fail(emptyStepId(step))
     return Effect.forEach(staticChildren(step), validateGraph, { discard: true })
   })
+
+/** Fails unless `durability` (the harness's `stepLedgerDurability`) is absent, `"best-effort"` or `"strict"`. */
+export const validateDurability = (durability: unknown): Effect.Effect<void, StepLedgerDurabilityInvalid> =>
+  durability === undefined || durability === "best-effort" || durability === "strict"
+    ? Effect.void
+    : Effect.fail(
+      new StepLedgerDurabilityInvalid({
+        message: `stepLedgerDurability must be 'best-effort' or 'strict', got ${JSON.stringify(durability)}`,
+        hint: "Leave it out for best-effort (a failed ledger write is warned of and counted), or pass 'strict' to stop the run on one."
+      })
+    )
 
 /** The error of a step whose id is blank. */
 const emptyStepId = (step: AnyStep) =>
